@@ -1,0 +1,10 @@
+//! numasched: NUMA- and cache-contention-aware placement of processes.
+//!
+//! The pipeline, one folder per stage: [`topology`] (the machine) → [`characterise`]
+//! (what each process does to the memory system) → [`policy`] (pure snapshot → plan) →
+//! apply; [`cli`] is the command line over all of it.
+
+pub mod characterise;
+pub mod cli;
+pub mod policy;
+pub mod topology;

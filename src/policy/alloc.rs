@@ -1,0 +1,156 @@
+//! CPU occupancy shared by every policy: which CPUs are taken and how heavily, so each
+//! policy only decides *where* (which node, which LLC) and this decides *which CPUs*.
+//!
+//! The rule is the one the kernel's idle selection follows: an idle core beats an idle
+//! SMT sibling of a busy core, which beats a loaded CPU; ties go to the lowest CPU
+//! number so plans are deterministic.
+
+use crate::policy::snapshot::Process;
+use crate::topology::Topology;
+
+/// Load below which a CPU counts as free.
+const FREE: f64 = 1e-9;
+
+#[derive(Debug, Clone)]
+pub struct Occupancy<'t> {
+    topo: &'t Topology,
+    cpu_load: Vec<f64>,
+    core_load: Vec<f64>,
+}
+
+impl<'t> Occupancy<'t> {
+    pub fn new(topo: &'t Topology) -> Occupancy<'t> {
+        Occupancy {
+            topo,
+            cpu_load: vec![0.0; topo.num_cpus()],
+            core_load: vec![0.0; topo.cores().len()],
+        }
+    }
+
+    pub fn topology(&self) -> &'t Topology {
+        self.topo
+    }
+
+    /// Demand placed on a CPU (by index).
+    pub fn load(&self, cpu: usize) -> f64 {
+        self.cpu_load[cpu]
+    }
+
+    pub fn is_free(&self, cpu: usize) -> bool {
+        self.cpu_load[cpu] < FREE
+    }
+
+    /// Free CPUs among `candidates`.
+    pub fn free_count(&self, candidates: impl IntoIterator<Item = usize>) -> usize {
+        candidates.into_iter().filter(|&c| self.is_free(c)).count()
+    }
+
+    /// Chooses `n` CPUs among `candidates` (indices), least loaded first, spreading over
+    /// physical cores. Returns fewer when there are fewer candidates.
+    pub fn pick(&self, candidates: &[usize], n: usize) -> Vec<usize> {
+        let mut cpu_load: Vec<(usize, f64)> =
+            candidates.iter().map(|&c| (c, self.cpu_load[c])).collect();
+        let mut core_extra: Vec<(usize, f64)> = Vec::new();
+        let mut chosen = Vec::with_capacity(n.min(candidates.len()));
+        while chosen.len() < n {
+            let mut best: Option<(usize, (f64, f64, usize))> = None;
+            for (slot, &(c, load)) in cpu_load.iter().enumerate() {
+                if chosen.contains(&c) {
+                    continue;
+                }
+                let core = self.topo.cpus()[c].core;
+                let extra: f64 = core_extra
+                    .iter()
+                    .filter(|(k, _)| *k == core)
+                    .map(|(_, v)| v)
+                    .sum();
+                let key = (load, self.core_load[core] + extra, c);
+                if best.is_none_or(|(_, b)| key < b) {
+                    best = Some((slot, key));
+                }
+            }
+            let Some((slot, _)) = best else { break };
+            let c = cpu_load[slot].0;
+            chosen.push(c);
+            cpu_load[slot].1 += 1.0;
+            core_extra.push((self.topo.cpus()[c].core, 1.0));
+        }
+        chosen
+    }
+
+    /// Records `demand` CPUs' worth of work spread evenly over `cpus`.
+    pub fn add(&mut self, cpus: &[usize], demand: f64) {
+        self.adjust(cpus, demand);
+    }
+
+    pub fn remove(&mut self, cpus: &[usize], demand: f64) {
+        self.adjust(cpus, -demand);
+    }
+
+    fn adjust(&mut self, cpus: &[usize], demand: f64) {
+        if cpus.is_empty() {
+            return;
+        }
+        // A busy process occupies its CPUs even when its measured demand is tiny;
+        // otherwise two "idle" processes could be stacked while cores sit empty.
+        let share = demand.signum() * demand.abs().max(FREE * 10.0) / cpus.len() as f64;
+        for &c in cpus {
+            self.cpu_load[c] = (self.cpu_load[c] + share).max(0.0);
+            let core = self.topo.cpus()[c].core;
+            self.core_load[core] = (self.core_load[core] + share).max(0.0);
+        }
+    }
+}
+
+/// CPU indices a process may use: its foreign pin, or the whole machine.
+pub fn allowed(topo: &Topology, p: &Process) -> Vec<usize> {
+    match &p.allowed_cpus {
+        Some(ids) => {
+            let mut v: Vec<usize> = ids
+                .iter()
+                .filter_map(|&c| topo.cpu(c))
+                .map(|c| c.index)
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        }
+        None => (0..topo.num_cpus()).collect(),
+    }
+}
+
+/// Converts CPU indices back to Linux CPU ids.
+pub fn ids(topo: &Topology, cpus: &[usize]) -> Vec<u32> {
+    cpus.iter().map(|&c| topo.cpus()[c].id).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology;
+
+    #[test]
+    fn idle_cores_before_smt_siblings() {
+        let t = topology::machine("1n:1l:2c:2t").unwrap(); // cores {0,2} {1,3}
+        let mut occ = Occupancy::new(&t);
+        let all: Vec<usize> = (0..4).collect();
+        let first = occ.pick(&all, 1);
+        assert_eq!(ids(&t, &first), vec![0]);
+        occ.add(&first, 1.0);
+        // CPU 2 is idle but shares a core with 0; CPU 1 is on an idle core.
+        assert_eq!(ids(&t, &occ.pick(&all, 1)), vec![1]);
+        assert_eq!(ids(&t, &Occupancy::new(&t).pick(&all, 2)), vec![0, 1]);
+    }
+
+    #[test]
+    fn overcommit_goes_to_the_least_loaded() {
+        let t = topology::machine("1n:1l:2c:1t").unwrap();
+        let mut occ = Occupancy::new(&t);
+        occ.add(&[0], 1.0);
+        occ.add(&[1], 0.5);
+        assert_eq!(occ.free_count([0, 1]), 0);
+        assert_eq!(occ.pick(&[0, 1], 1), vec![1]);
+        occ.remove(&[1], 0.5);
+        assert!(occ.is_free(1));
+    }
+}

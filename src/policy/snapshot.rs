@@ -1,0 +1,281 @@
+//! What a policy sees: the machine and the processes on it, frozen at one instant.
+//! The daemon builds it from /proc and sensors, the simulator from a scenario, tests by
+//! hand, and `plan --snapshot` from a file; policies cannot tell the difference.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::characterise::Character;
+use crate::topology::{CpuId, NodeId, Topology};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    pub topology: Topology,
+    #[serde(default)]
+    pub processes: Vec<Process>,
+}
+
+/// One process (all its threads are placed as a group).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Process {
+    pub pid: u32,
+    /// Start time in clock ticks since boot; with the pid it identifies the process
+    /// across pid reuse.
+    #[serde(default)]
+    pub start_time: u64,
+    pub program: String,
+    #[serde(default = "one")]
+    pub threads: u32,
+    /// CPUs' worth of demand over the last epoch (1.0 = one CPU busy all the time).
+    #[serde(default = "one_f64")]
+    pub cpu_demand: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpki: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_penalty: Option<f64>,
+    /// DRAM bandwidth the process draws when alone, GB/s (memory-bus pairing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth_gbps: Option<f64>,
+    /// Resident memory per node, bytes (from numa_maps).
+    #[serde(default)]
+    pub memory_bytes: BTreeMap<NodeId, u64>,
+    /// Where it runs now; empty for a process not yet placed (just forked or exec'd).
+    #[serde(default)]
+    pub current_cpus: Vec<CpuId>,
+    /// Affinity someone else imposed (taskset, cpuset). `None` = the whole machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_cpus: Option<Vec<CpuId>>,
+    /// Parent pid, for the fork rule of memory-aware allocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u32>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn one_f64() -> f64 {
+    1.0
+}
+
+impl Process {
+    /// A single-threaded, fully busy process; tests and the simulator fill in the rest.
+    pub fn new(pid: u32, program: &str) -> Process {
+        Process {
+            pid,
+            start_time: 0,
+            program: program.to_string(),
+            threads: 1,
+            cpu_demand: 1.0,
+            mpki: None,
+            numa_penalty: None,
+            bandwidth_gbps: None,
+            memory_bytes: BTreeMap::new(),
+            current_cpus: Vec::new(),
+            allowed_cpus: None,
+            parent: None,
+        }
+    }
+
+    pub fn character(&self) -> Character {
+        Character::resolve(self.mpki, self.numa_penalty)
+    }
+
+    pub fn rss_bytes(&self) -> u64 {
+        self.memory_bytes.values().sum()
+    }
+
+    /// Node id holding most of its memory (lowest id on ties); `None` without memory.
+    pub fn home_node(&self) -> Option<NodeId> {
+        let mut best: Option<(NodeId, u64)> = None;
+        for (&n, &b) in &self.memory_bytes {
+            if b > 0 && best.is_none_or(|(_, bb)| b > bb) {
+                best = Some((n, b));
+            }
+        }
+        best.map(|(n, _)| n)
+    }
+
+    /// How many CPUs the group should be given: one per thread it can keep busy.
+    pub fn slots(&self) -> usize {
+        let busy = self.cpu_demand.ceil().max(1.0) as usize;
+        busy.min(self.threads.max(1) as usize)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: {field}: {what}")]
+    Field {
+        path: PathBuf,
+        field: String,
+        what: String,
+    },
+}
+
+impl Snapshot {
+    pub fn load(path: &Path) -> Result<Snapshot, SnapshotError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Snapshot::from_json(&text, path)
+    }
+
+    /// Parses and validates; `origin` only labels errors.
+    pub fn from_json(text: &str, origin: &Path) -> Result<Snapshot, SnapshotError> {
+        let snap: Snapshot = serde_json::from_str(text).map_err(|source| SnapshotError::Json {
+            path: origin.to_path_buf(),
+            source,
+        })?;
+        snap.validate()
+            .map_err(|(field, what)| SnapshotError::Field {
+                path: origin.to_path_buf(),
+                field,
+                what,
+            })?;
+        Ok(snap)
+    }
+
+    /// Checks what serde cannot: references to CPUs and nodes that exist, numbers in
+    /// range, unique pids. Returns the offending field path and what is wrong with it.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let topo = &self.topology;
+        let mut pids = std::collections::HashSet::new();
+        for (i, p) in self.processes.iter().enumerate() {
+            let f = |name: &str| format!("processes[{i}].{name}");
+            if !pids.insert(p.pid) {
+                return Err((f("pid"), format!("pid {} appears twice", p.pid)));
+            }
+            if p.threads == 0 {
+                return Err((f("threads"), "must be at least 1".into()));
+            }
+            if !p.cpu_demand.is_finite() || p.cpu_demand < 0.0 {
+                return Err((
+                    f("cpu_demand"),
+                    format!("{} is not a CPU share ≥ 0", p.cpu_demand),
+                ));
+            }
+            for (name, v) in [("mpki", p.mpki), ("bandwidth_gbps", p.bandwidth_gbps)] {
+                if let Some(v) = v {
+                    if !v.is_finite() || v < 0.0 {
+                        return Err((f(name), format!("{v} must be a finite number ≥ 0")));
+                    }
+                }
+            }
+            if let Some(np) = p.numa_penalty {
+                if !np.is_finite() || np < 1.0 {
+                    return Err((
+                        f("numa_penalty"),
+                        format!("{np} must be ≥ 1 (remote CPI / local CPI)"),
+                    ));
+                }
+            }
+            for n in p.memory_bytes.keys() {
+                if topo.node_index(*n).is_none() {
+                    return Err((f("memory_bytes"), format!("node {n} does not exist")));
+                }
+            }
+            for c in &p.current_cpus {
+                if topo.cpu(*c).is_none() {
+                    return Err((f("current_cpus"), format!("CPU {c} does not exist")));
+                }
+            }
+            if let Some(allowed) = &p.allowed_cpus {
+                if allowed.is_empty() {
+                    return Err((f("allowed_cpus"), "is empty".into()));
+                }
+                if let Some(c) = allowed.iter().find(|c| topo.cpu(**c).is_none()) {
+                    return Err((f("allowed_cpus"), format!("CPU {c} does not exist")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology;
+
+    fn snap() -> Snapshot {
+        let mut p = Process::new(10, "mcf");
+        p.memory_bytes.insert(1, 100);
+        p.memory_bytes.insert(0, 50);
+        Snapshot {
+            topology: topology::machine("2n:1l:2c:1t").unwrap(),
+            processes: vec![p],
+        }
+    }
+
+    #[test]
+    fn home_is_the_node_with_most_memory() {
+        assert_eq!(snap().processes[0].home_node(), Some(1));
+        assert_eq!(Process::new(1, "x").home_node(), None);
+    }
+
+    #[test]
+    fn slots_follow_busy_threads() {
+        let mut p = Process::new(1, "x");
+        p.threads = 8;
+        p.cpu_demand = 2.5;
+        assert_eq!(p.slots(), 3);
+        p.cpu_demand = 0.0;
+        assert_eq!(p.slots(), 1);
+        p.threads = 2;
+        p.cpu_demand = 6.0;
+        assert_eq!(p.slots(), 2);
+    }
+
+    #[test]
+    fn round_trips_through_json() {
+        let s = snap();
+        let json = serde_json::to_string(&s).unwrap();
+        let back = Snapshot::from_json(&json, Path::new("x.json")).unwrap();
+        assert_eq!(s, back);
+    }
+
+    #[test]
+    fn bad_fields_name_the_file_and_field() {
+        let mut s = snap();
+        s.processes[0].numa_penalty = Some(0.5);
+        let json = serde_json::to_string(&s).unwrap();
+        let e = Snapshot::from_json(&json, Path::new("bug.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("bug.json: processes[0].numa_penalty"), "{e}");
+
+        let mut s = snap();
+        s.processes[0].allowed_cpus = Some(vec![9]);
+        let json = serde_json::to_string(&s).unwrap();
+        let e = Snapshot::from_json(&json, Path::new("bug.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("allowed_cpus") && e.contains("CPU 9"), "{e}");
+
+        let e = Snapshot::from_json("{\"topology\": 3}", Path::new("t.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("t.json: "), "{e}");
+        let e = Snapshot::from_json("{\"topology\":{\"nodes\":[]}}", Path::new("t.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no nodes"), "{e}");
+    }
+}
