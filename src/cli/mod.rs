@@ -3,6 +3,8 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod plan;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "numasched",
@@ -15,7 +17,10 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Run a placement policy on a snapshot and print the plan; changes nothing.
+    Plan(plan::PlanArgs),
+}
 
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
@@ -36,5 +41,7 @@ pub fn main() -> i32 {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {}
+    match cli.command {
+        Command::Plan(a) => plan::run(a),
+    }
 }

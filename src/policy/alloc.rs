@@ -16,6 +16,8 @@ pub struct Occupancy<'t> {
     topo: &'t Topology,
     cpu_load: Vec<f64>,
     core_load: Vec<f64>,
+    /// Free CPUs per LLC, kept in step with `cpu_load` so "is there room here?" is O(1).
+    free_per_llc: Vec<usize>,
 }
 
 impl<'t> Occupancy<'t> {
@@ -24,6 +26,9 @@ impl<'t> Occupancy<'t> {
             topo,
             cpu_load: vec![0.0; topo.num_cpus()],
             core_load: vec![0.0; topo.cores().len()],
+            free_per_llc: (0..topo.llcs().len())
+                .map(|l| topo.llc_cpu_indices(l).len())
+                .collect(),
         }
     }
 
@@ -38,6 +43,11 @@ impl<'t> Occupancy<'t> {
 
     pub fn is_free(&self, cpu: usize) -> bool {
         self.cpu_load[cpu] < FREE
+    }
+
+    /// Free CPUs in LLC `llc`.
+    pub fn free_in_llc(&self, llc: usize) -> usize {
+        self.free_per_llc[llc]
     }
 
     /// Free CPUs among `candidates`.
@@ -95,7 +105,14 @@ impl<'t> Occupancy<'t> {
         // otherwise two "idle" processes could be stacked while cores sit empty.
         let share = demand.signum() * demand.abs().max(FREE * 10.0) / cpus.len() as f64;
         for &c in cpus {
+            let was_free = self.is_free(c);
             self.cpu_load[c] = (self.cpu_load[c] + share).max(0.0);
+            let llc = self.topo.cpus()[c].llc;
+            match (was_free, self.is_free(c)) {
+                (true, false) => self.free_per_llc[llc] -= 1,
+                (false, true) => self.free_per_llc[llc] += 1,
+                _ => {}
+            }
             let core = self.topo.cpus()[c].core;
             self.core_load[core] = (self.core_load[core] + share).max(0.0);
         }
@@ -116,6 +133,36 @@ pub fn allowed(topo: &Topology, p: &Process) -> Vec<usize> {
             v
         }
         None => (0..topo.num_cpus()).collect(),
+    }
+}
+
+/// The same set as [`allowed`], as a membership test that costs nothing for the common
+/// unpinned process (hot loops filter every LLC's CPUs through it).
+#[derive(Debug, Clone)]
+pub struct AllowedMask(Option<Vec<bool>>);
+
+impl AllowedMask {
+    pub fn of(topo: &Topology, p: &Process) -> AllowedMask {
+        AllowedMask(p.allowed_cpus.as_ref().map(|_| {
+            let mut m = vec![false; topo.num_cpus()];
+            for c in allowed(topo, p) {
+                m[c] = true;
+            }
+            m
+        }))
+    }
+
+    pub fn is_all(&self) -> bool {
+        self.0.is_none()
+    }
+
+    pub fn contains(&self, cpu: usize) -> bool {
+        self.0.as_ref().is_none_or(|m| m[cpu])
+    }
+
+    /// The allowed members of `cpus`.
+    pub fn filter<'a>(&'a self, cpus: &'a [usize]) -> impl Iterator<Item = usize> + 'a {
+        cpus.iter().copied().filter(move |&c| self.contains(c))
     }
 }
 

@@ -5,9 +5,16 @@
 //! algorithm and where it comes from.
 
 pub mod alloc;
+pub mod auto;
+pub mod linux;
 pub mod locality;
+pub mod maxlocal;
+pub mod nmass;
+pub mod oracle;
 pub mod plan;
 pub mod snapshot;
+#[cfg(test)]
+pub(crate) mod testkit;
 
 pub use plan::{PageMove, Placement, Plan};
 pub use snapshot::{Process, Snapshot, SnapshotError};
@@ -19,7 +26,7 @@ pub trait Policy: Send + Sync {
 }
 
 /// Names accepted by `--policy`.
-pub const NAMES: &[&str] = &[];
+pub const NAMES: &[&str] = &["auto", "linux", "maxlocal", "nmass", "nmass-regression"];
 
 #[derive(Debug, thiserror::Error)]
 #[error("unknown policy '{0}' (known: {known})", known = NAMES.join(", "))]
@@ -27,5 +34,17 @@ pub struct UnknownPolicy(pub String);
 
 /// Builds a policy by name with its default parameters.
 pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
-    Err(UnknownPolicy(name.to_string()))
+    Ok(match name {
+        "auto" => Box::new(auto::Auto::default()),
+        "linux" => Box::new(linux::Linux),
+        "maxlocal" => Box::new(maxlocal::MaxLocal),
+        "nmass" => Box::new(nmass::Nmass::default()),
+        "nmass-regression" => Box::new(nmass::Nmass {
+            params: nmass::NmassParams {
+                regression_penalty: true,
+                ..Default::default()
+            },
+        }),
+        _ => return Err(UnknownPolicy(name.to_string())),
+    })
 }

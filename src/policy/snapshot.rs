@@ -108,17 +108,12 @@ impl Process {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: {source}")]
+    #[error("{path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
+    #[error("{path}: {err}")]
     Json {
         path: PathBuf,
-        #[source]
-        source: serde_json::Error,
+        err: serde_json::Error,
     },
     #[error("{path}: {field}: {what}")]
     Field {
@@ -130,18 +125,18 @@ pub enum SnapshotError {
 
 impl Snapshot {
     pub fn load(path: &Path) -> Result<Snapshot, SnapshotError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Io {
+        let text = std::fs::read_to_string(path).map_err(|err| SnapshotError::Io {
             path: path.to_path_buf(),
-            source,
+            err,
         })?;
         Snapshot::from_json(&text, path)
     }
 
     /// Parses and validates; `origin` only labels errors.
     pub fn from_json(text: &str, origin: &Path) -> Result<Snapshot, SnapshotError> {
-        let snap: Snapshot = serde_json::from_str(text).map_err(|source| SnapshotError::Json {
+        let snap: Snapshot = serde_json::from_str(text).map_err(|err| SnapshotError::Json {
             path: origin.to_path_buf(),
-            source,
+            err,
         })?;
         snap.validate()
             .map_err(|(field, what)| SnapshotError::Field {

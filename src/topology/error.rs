@@ -6,12 +6,8 @@ use std::path::PathBuf;
 pub enum TopologyError {
     #[error("invalid topology: {0}")]
     Invalid(String),
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
     #[error("{path}: {what}")]
     Parse { path: PathBuf, what: String },
     #[error(

@@ -111,6 +111,13 @@ pub struct Topology {
     cpus: Vec<Cpu>,
     /// CPU id → index in `cpus`; `usize::MAX` for ids that do not exist.
     by_id: Vec<usize>,
+    /// Cached [`Topology::nearest_remote_distance`]: policies ask for it per process.
+    nearest_remote: Option<u32>,
+    /// CPU indices per LLC and per node, for hot loops that index per-CPU tables.
+    llc_cpu_idx: Vec<Vec<usize>>,
+    node_cpu_idx: Vec<Vec<usize>>,
+    /// Node id → node index; `usize::MAX` for ids that do not exist.
+    node_by_id: Vec<usize>,
 }
 
 impl Topology {
@@ -252,7 +259,36 @@ impl Topology {
             cores,
             cpus,
             by_id,
-        })
+            nearest_remote: None,
+            llc_cpu_idx: Vec::new(),
+            node_cpu_idx: Vec::new(),
+            node_by_id: Vec::new(),
+        }
+        .with_caches())
+    }
+
+    fn with_caches(mut self) -> Topology {
+        self.llc_cpu_idx = vec![Vec::new(); self.llcs.len()];
+        self.node_cpu_idx = vec![Vec::new(); self.nodes.len()];
+        for c in &self.cpus {
+            self.llc_cpu_idx[c.llc].push(c.index);
+            self.node_cpu_idx[c.node].push(c.index);
+        }
+        let max_node = self.nodes.iter().map(|n| n.id).max().unwrap_or(0) as usize;
+        self.node_by_id = vec![usize::MAX; max_node + 1];
+        for (i, n) in self.nodes.iter().enumerate() {
+            self.node_by_id[n.id as usize] = i;
+        }
+        let mut best: Option<u32> = None;
+        for (i, n) in self.nodes.iter().enumerate() {
+            for (j, &d) in n.distances.iter().enumerate() {
+                if i != j {
+                    best = Some(best.map_or(d, |b| b.min(d)));
+                }
+            }
+        }
+        self.nearest_remote = best;
+        self
     }
 
     pub fn to_desc(&self) -> TopologyDesc {
@@ -314,7 +350,18 @@ impl Topology {
     }
     /// Position of node `id` in [`Topology::nodes`].
     pub fn node_index(&self, id: NodeId) -> Option<usize> {
-        self.nodes.iter().position(|n| n.id == id)
+        match self.node_by_id.get(id as usize) {
+            Some(&i) if i != usize::MAX => Some(i),
+            _ => None,
+        }
+    }
+    /// CPU indices (positions in [`Topology::cpus`]) of LLC `llc`, ascending.
+    pub fn llc_cpu_indices(&self, llc: usize) -> &[usize] {
+        &self.llc_cpu_idx[llc]
+    }
+    /// CPU indices of node index `node`, ascending.
+    pub fn node_cpu_indices(&self, node: usize) -> &[usize] {
+        &self.node_cpu_idx[node]
     }
     /// SLIT distance between two node *indices*.
     pub fn distance(&self, from: usize, to: usize) -> u32 {
@@ -323,15 +370,7 @@ impl Topology {
     /// The smallest distance between two different nodes: the "one hop" that a NUMA
     /// penalty measured on a two-node machine corresponds to. `None` on one node.
     pub fn nearest_remote_distance(&self) -> Option<u32> {
-        let mut best: Option<u32> = None;
-        for (i, n) in self.nodes.iter().enumerate() {
-            for (j, &d) in n.distances.iter().enumerate() {
-                if i != j {
-                    best = Some(best.map_or(d, |b| b.min(d)));
-                }
-            }
-        }
-        best
+        self.nearest_remote
     }
     /// Node indices ordered by distance from `from` (itself first), ties by id.
     pub fn nodes_by_distance(&self, from: usize) -> Vec<usize> {

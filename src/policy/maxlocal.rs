@@ -1,0 +1,411 @@
+//! Maximum-local mapping, step 1–2 of N-MASS (Majo & Gross, ISMM 2011).
+//!
+//! Processes are taken in descending NUMA penalty (the per-node lists merged by
+//! penalty), and each gets free CPUs on its home node, or when that is full, on the
+//! nearest node with room. Those that suffer most from remote execution therefore stay
+//! local. Generalised here beyond the paper's two single-LLC nodes:
+//! - "home" is the node holding most of the process's pages (numa_maps), and the
+//!   fallback order is by SLIT distance from it rather than "the other node";
+//! - inside a node with several LLCs, the process goes to the LLC with the lowest cache
+//!   pressure that still has room (ties: most free CPUs), so locality does not pile
+//!   processes onto one CCX while another sits idle;
+//! - multi-threaded processes take `slots()` CPUs as a group, in one LLC if one fits;
+//! - when no node has room (more processes than CPUs) the process time-shares the least
+//!   loaded CPU, the nearest such CPU to its memory winning ties;
+//! - a foreign pin (`allowed_cpus`) restricts every choice.
+
+use crate::policy::alloc::{self, AllowedMask, Occupancy};
+use crate::policy::locality::remote_factor;
+use crate::policy::plan::{Placement, Plan};
+use crate::policy::snapshot::{Process, Snapshot};
+use crate::policy::Policy;
+use crate::topology::Topology;
+
+/// Where the maximum-local step put everyone, in a form the refinement step can edit.
+#[derive(Debug, Clone)]
+pub struct Layout<'s> {
+    pub snapshot: &'s Snapshot,
+    pub occ: Occupancy<'s>,
+    /// Per process (snapshot order): CPU indices.
+    pub cpus: Vec<Vec<usize>>,
+    /// Per process: NUMA penalty and MPKI after defaults are filled in.
+    pub np: Vec<f64>,
+    pub mpki: Vec<f64>,
+    /// Per process: position in the descending-penalty order (0 = first placed).
+    pub rank: Vec<usize>,
+    /// Per process: why the maximum-local step put it where it did.
+    pub why: Vec<String>,
+}
+
+impl<'s> Layout<'s> {
+    pub fn topology(&self) -> &'s Topology {
+        &self.snapshot.topology
+    }
+
+    /// LLC index holding all of process `i`'s CPUs, if they share one.
+    pub fn llc_of(&self, i: usize) -> Option<usize> {
+        let cpus = self.topology().cpus();
+        let first = cpus[*self.cpus[i].first()?].llc;
+        self.cpus[i]
+            .iter()
+            .all(|&c| cpus[c].llc == first)
+            .then_some(first)
+    }
+
+    /// Node index of process `i`'s first CPU.
+    pub fn node_of(&self, i: usize) -> Option<usize> {
+        Some(self.topology().cpus()[*self.cpus[i].first()?].node)
+    }
+
+    /// Cache pressure process `i` puts on whatever LLC it runs in at node `at`: its
+    /// MPKI, inflated by its remote penalty when it runs away from its memory (remote
+    /// misses occupy the cache longer), weighted by how busy it is.
+    pub fn contribution(&self, i: usize, at: usize) -> f64 {
+        let p = &self.snapshot.processes[i];
+        self.mpki[i] * remote_factor(self.topology(), p, self.np[i], at) * weight(p)
+    }
+
+    /// Σ contributions per LLC.
+    pub fn pressures(&self) -> Vec<f64> {
+        let topo = self.topology();
+        let mut pr = vec![0.0; topo.llcs().len()];
+        for i in 0..self.cpus.len() {
+            let Some(node) = self.node_of(i) else {
+                continue;
+            };
+            let c = self.contribution(i, node);
+            let n = self.cpus[i].len() as f64;
+            for &cpu in &self.cpus[i] {
+                pr[topo.cpus()[cpu].llc] += c / n;
+            }
+        }
+        pr
+    }
+
+    pub fn into_plan(self, policy: &str, reasons: Vec<String>) -> Plan {
+        let topo = self.topology();
+        let placements = self
+            .snapshot
+            .processes
+            .iter()
+            .zip(self.cpus.iter().zip(reasons))
+            .map(|(p, (cpus, why))| Placement::new(topo, p.pid, alloc::ids(topo, cpus), why))
+            .collect();
+        Plan::new(policy, placements)
+    }
+}
+
+/// How much of a CPU the process keeps busy (pressure scales with it).
+fn weight(p: &Process) -> f64 {
+    p.cpu_demand.min(p.slots() as f64)
+}
+
+/// Runs the maximum-local step.
+pub fn place(snapshot: &Snapshot) -> Layout<'_> {
+    let topo = &snapshot.topology;
+    let n = snapshot.processes.len();
+    let chars: Vec<_> = snapshot.processes.iter().map(|p| p.character()).collect();
+    let homes: Vec<Option<usize>> = snapshot
+        .processes
+        .iter()
+        .map(|p| p.home_node().and_then(|h| topo.node_index(h)))
+        .collect();
+    // Merging per-node lists sorted by np is a global sort by np; ties keep the
+    // per-node interleaving stable by home node, then snapshot order.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| {
+        chars[b]
+            .numa_penalty
+            .total_cmp(&chars[a].numa_penalty)
+            .then(
+                homes[a]
+                    .unwrap_or(usize::MAX)
+                    .cmp(&homes[b].unwrap_or(usize::MAX)),
+            )
+            .then(a.cmp(&b))
+    });
+    let mut layout = Layout {
+        snapshot,
+        occ: Occupancy::new(topo),
+        cpus: vec![Vec::new(); n],
+        np: chars.iter().map(|c| c.numa_penalty).collect(),
+        mpki: chars.iter().map(|c| c.mpki).collect(),
+        rank: vec![0; n],
+        why: vec![String::new(); n],
+    };
+    let mut pressure = vec![0.0; topo.llcs().len()];
+    for (rank, &i) in order.iter().enumerate() {
+        layout.rank[i] = rank;
+        let p = &snapshot.processes[i];
+        let allowed = AllowedMask::of(topo, p);
+        let (cpus, why) = place_one(&layout, p, homes[i], &allowed, &pressure);
+        layout.occ.add(&cpus, p.cpu_demand);
+        layout.cpus[i] = cpus;
+        if let Some(node) = layout.node_of(i) {
+            let c = layout.contribution(i, node) / layout.cpus[i].len() as f64;
+            for &cpu in &layout.cpus[i] {
+                pressure[topo.cpus()[cpu].llc] += c;
+            }
+        }
+        layout.why[i] = format!(
+            "{why} (np {:.2}, {} of {n} by penalty)",
+            layout.np[i],
+            ordinal(rank + 1)
+        );
+    }
+    layout
+}
+
+fn place_one(
+    layout: &Layout,
+    p: &Process,
+    home: Option<usize>,
+    allowed: &AllowedMask,
+    pressure: &[f64],
+) -> (Vec<usize>, String) {
+    let topo = layout.topology();
+    let occ = &layout.occ;
+    let slots = p.slots();
+    let node_order: Vec<usize> = match home {
+        Some(h) => topo.nodes_by_distance(h),
+        // No memory yet: any node will do; take the one with most room.
+        None => {
+            let mut v: Vec<usize> = topo.cpu_nodes().collect();
+            v.sort_by_key(|&ni| {
+                let free = occ.free_count(allowed.filter(topo.node_cpu_indices(ni)));
+                (std::cmp::Reverse(free), ni)
+            });
+            v
+        }
+    };
+    let label = |ni: usize| -> String {
+        let id = topo.nodes()[ni].id;
+        match home {
+            Some(h) if h == ni => format!("local on home node {id}"),
+            Some(h) => format!(
+                "home node {} full, nearest node with room is {id}",
+                topo.nodes()[h].id
+            ),
+            None => format!("no memory yet, node {id} has most room"),
+        }
+    };
+    // 1. A node with enough free CPUs, nearest first.
+    for &ni in &node_order {
+        if let Some(cpus) = free_in_node(occ, ni, allowed, slots, pressure) {
+            return (cpus, label(ni));
+        }
+    }
+    // 2. A group larger than any node's free room: free CPUs in distance order.
+    let free: Vec<usize> = node_order
+        .iter()
+        .flat_map(|&ni| allowed.filter(topo.node_cpu_indices(ni)))
+        .filter(|&c| occ.is_free(c))
+        .take(slots)
+        .collect();
+    if free.len() >= slots {
+        return (
+            free,
+            "spread over the nearest nodes with free CPUs".to_string(),
+        );
+    }
+    // 3. Overcommitted: time-share the least-loaded CPUs, nearest node on ties.
+    let min_load = (0..topo.num_cpus())
+        .filter(|&c| allowed.contains(c))
+        .map(|c| occ.load(c))
+        .fold(f64::INFINITY, f64::min);
+    for &ni in &node_order {
+        let cands: Vec<usize> = allowed
+            .filter(topo.node_cpu_indices(ni))
+            .filter(|&c| occ.load(c) <= min_load + 1e-9)
+            .collect();
+        if !cands.is_empty() {
+            let cpus = occ.pick(&cands, slots);
+            let id = topo.nodes()[ni].id;
+            return (cpus, format!("no free CPU, time-shares on node {id}"));
+        }
+    }
+    // Only memory-only nodes allowed: impossible for a validated snapshot, whose pins
+    // name existing CPUs. Leave the process where it is rather than guess.
+    (Vec::new(), "no allowed CPU".to_string())
+}
+
+/// `slots` free CPUs in node `ni`: in the least-pressured LLC that fits them, else
+/// across the node's LLCs. `None` when the node has too few.
+fn free_in_node(
+    occ: &Occupancy,
+    ni: usize,
+    allowed: &AllowedMask,
+    slots: usize,
+    pressure: &[f64],
+) -> Option<Vec<usize>> {
+    let topo = occ.topology();
+    let llcs = topo.nodes()[ni].llcs.clone();
+    let free_in = |l: usize| -> usize {
+        if allowed.is_all() {
+            occ.free_in_llc(l)
+        } else {
+            occ.free_count(allowed.filter(topo.llc_cpu_indices(l)))
+        }
+    };
+    let counts: Vec<usize> = llcs.clone().map(free_in).collect();
+    if counts.iter().sum::<usize>() < slots {
+        return None;
+    }
+    let mut best: Option<(usize, usize)> = None; // (llc, free count)
+    for (llc, &f) in llcs.zip(&counts) {
+        if f < slots {
+            continue;
+        }
+        let better = match best {
+            None => true,
+            Some((b, bf)) => {
+                pressure[llc] < pressure[b] - 1e-9
+                    || ((pressure[llc] - pressure[b]).abs() <= 1e-9 && f > bf)
+            }
+        };
+        if better {
+            best = Some((llc, f));
+        }
+    }
+    let domain: &[usize] = match best {
+        Some((llc, _)) => topo.llc_cpu_indices(llc),
+        None => topo.node_cpu_indices(ni),
+    };
+    let cands: Vec<usize> = allowed.filter(domain).filter(|&c| occ.is_free(c)).collect();
+    Some(occ.pick(&cands, slots))
+}
+
+pub(crate) fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, 11) | (2, 12) | (3, 13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+/// The maximum-local policy on its own (the paper's comparison point).
+#[derive(Debug, Clone, Default)]
+pub struct MaxLocal;
+
+impl Policy for MaxLocal {
+    fn name(&self) -> &str {
+        "maxlocal"
+    }
+    fn plan(&self, snapshot: &Snapshot) -> Plan {
+        let layout = place(snapshot);
+        let why = layout.why.clone();
+        layout.into_plan(self.name(), why)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::testkit::{nehalem_workload, node_of_plan, proc_on};
+    use crate::topology;
+
+    #[test]
+    fn everyone_local_when_homes_are_balanced() {
+        // WL9, map 1100: mcf, milc on node 1; soplex, lbm on node 0.
+        let s = nehalem_workload(&["mcf", "milc", "soplex", "lbm"], "1100");
+        let plan = MaxLocal.plan(&s);
+        assert_eq!(node_of_plan(&s, &plan), vec![1, 1, 0, 0]);
+        assert!(plan.placements[0].reason.contains("local on home node 1"));
+    }
+
+    #[test]
+    fn highest_penalty_stays_local_when_home_overflows() {
+        // Five processes homed on node 0 (4 cores): the lowest-np one goes remote.
+        let mut s = nehalem_workload(&["mcf", "milc", "soplex", "lbm", "libquantum"], "00000");
+        s.processes[0].numa_penalty = Some(1.15);
+        let plan = MaxLocal.plan(&s);
+        // mcf has the lowest penalty (1.15) and is placed last: remote.
+        assert_eq!(node_of_plan(&s, &plan), vec![1, 0, 0, 0, 0]);
+        assert!(plan.placements[0].reason.contains("home node 0 full"));
+        assert!(
+            plan.placements[4].reason.contains("1st of 5"),
+            "{}",
+            plan.placements[4].reason
+        );
+    }
+
+    #[test]
+    fn all_on_one_node_stays_there_while_cores_are_free() {
+        let s = nehalem_workload(&["mcf", "milc", "soplex", "lbm"], "0000");
+        let plan = MaxLocal.plan(&s);
+        assert_eq!(node_of_plan(&s, &plan), vec![0, 0, 0, 0]);
+        let mut cpus: Vec<u32> = plan
+            .placements
+            .iter()
+            .flat_map(|p| p.cpus.clone())
+            .collect();
+        cpus.sort_unstable();
+        assert_eq!(cpus, vec![0, 1, 2, 3], "one core each, no sharing");
+    }
+
+    #[test]
+    fn overcommit_time_shares_near_home() {
+        let names: Vec<&str> = vec!["mcf"; 10];
+        let s = nehalem_workload(&names, "0000000000");
+        let plan = MaxLocal.plan(&s);
+        let mut per_cpu = [0; 8];
+        for p in &plan.placements {
+            assert_eq!(p.cpus.len(), 1);
+            per_cpu[p.cpus[0] as usize] += 1;
+        }
+        // 8 CPUs, 10 processes: two CPUs carry two, and those are on the home node.
+        assert_eq!(per_cpu.iter().sum::<i32>(), 10);
+        assert!(per_cpu.iter().all(|&k| (1..=2).contains(&k)));
+        assert_eq!(per_cpu[..4].iter().sum::<i32>(), 6);
+    }
+
+    #[test]
+    fn pins_are_respected_even_against_locality() {
+        let mut s = nehalem_workload(&["mcf", "milc"], "00");
+        s.processes[1].allowed_cpus = Some(vec![6, 7]);
+        let plan = MaxLocal.plan(&s);
+        assert!([6, 7].contains(&plan.placements[1].cpus[0]));
+        assert_eq!(plan.placements[0].nodes, vec![0]);
+    }
+
+    #[test]
+    fn sparse_nodes_and_multiple_llcs() {
+        let mut d = topology::spec::build(2, 2, 2, 1, None);
+        d.nodes[1].id = 4;
+        let topo = topology::Topology::from_desc(d).unwrap();
+        let s = Snapshot {
+            topology: topo,
+            processes: vec![
+                proc_on(1, "a", 4, 20.0, 1.3),
+                proc_on(2, "b", 4, 20.0, 1.3),
+                proc_on(3, "c", 4, 1.0, 1.0),
+            ],
+        };
+        let plan = MaxLocal.plan(&s);
+        assert!(plan.placements.iter().all(|p| p.nodes == vec![4]));
+        // The two memory-bound ones end up in different LLCs of node 4.
+        let llc = |cpu: u32| s.topology.cpu(cpu).unwrap().llc;
+        assert_ne!(
+            llc(plan.placements[0].cpus[0]),
+            llc(plan.placements[1].cpus[0])
+        );
+    }
+
+    #[test]
+    fn multithreaded_group_fits_one_node() {
+        let topo = topology::machine("2n:2l:4c:1t").unwrap();
+        let mut p = proc_on(1, "omp", 1, 5.0, 1.2);
+        p.threads = 6;
+        p.cpu_demand = 6.0;
+        let s = Snapshot {
+            topology: topo,
+            processes: vec![p],
+        };
+        let plan = MaxLocal.plan(&s);
+        assert_eq!(plan.placements[0].cpus.len(), 6);
+        assert_eq!(plan.placements[0].nodes, vec![1]);
+    }
+}

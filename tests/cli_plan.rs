@@ -1,0 +1,90 @@
+//! `numasched plan` end to end: the binary, a snapshot file, the output contract and
+//! the one-line errors.
+
+use std::process::Command;
+
+fn numasched(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_numasched"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run numasched");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const WL9: &str = "examples/snapshots/wl9-all-on-node0.json";
+
+#[test]
+fn plan_json_follows_the_published_nmass_decision() {
+    let (code, out, err) = numasched(&["plan", "--snapshot", WL9, "--policy", "nmass", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let plan: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(plan["policy"], "nmass");
+    let placements = plan["placements"].as_array().expect("placements");
+    assert_eq!(placements.len(), 4);
+    let nodes: Vec<u64> = placements.iter().map(|p| p["nodes"][0].as_u64().unwrap()).collect();
+    assert_eq!(nodes, vec![1, 0, 0, 0], "mcf goes remote, the rest stay local");
+    assert!(placements.iter().all(|p| !p["reason"].as_str().unwrap().is_empty()));
+}
+
+#[test]
+fn plan_table_has_a_reason_per_process() {
+    let (code, out, _) = numasched(&["plan", "--snapshot", WL9]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("policy auto on 4 processes"), "{out}");
+    for prog in ["mcf", "milc", "soplex", "lbm"] {
+        assert!(out.lines().any(|l| l.contains(prog) && l.contains("node")), "{prog}: {out}");
+    }
+}
+
+#[test]
+fn every_policy_name_plans_the_example() {
+    for policy in numasched::policy::NAMES {
+        let (code, out, err) = numasched(&["plan", "--snapshot", WL9, "--policy", policy, "--json"]);
+        assert_eq!(code, 0, "{policy}: {err}");
+        let plan: serde_json::Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(plan["placements"].as_array().map(|a| a.len()), Some(4), "{policy}");
+    }
+}
+
+fn assert_one_line_error(code: i32, err: &str, needles: &[&str]) {
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "missing '{n}' in: {err}");
+    }
+}
+
+#[test]
+fn bad_input_gets_one_line_naming_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let (code, _, err) = numasched(&["plan", "--snapshot", WL9, "--policy", "bogus"]);
+    assert_one_line_error(code, &err, &["unknown policy 'bogus'", "nmass"]);
+
+    let (code, _, err) = numasched(&["plan", "--snapshot", "/nonexistent/snap.json"]);
+    assert_one_line_error(code, &err, &["/nonexistent/snap.json"]);
+
+    let f = write("trunc.json", "{\"topology\": {\"nodes\": [");
+    let (code, _, err) = numasched(&["plan", "--snapshot", &f]);
+    assert_one_line_error(code, &err, &["trunc.json", "line 1"]);
+
+    let text = std::fs::read_to_string(WL9).unwrap().replace("1.35", "0.35");
+    let f = write("np.json", &text);
+    let (code, _, err) = numasched(&["plan", "--snapshot", &f]);
+    assert_one_line_error(code, &err, &["np.json", "processes[1].numa_penalty"]);
+
+    let text = std::fs::read_to_string(WL9).unwrap().replace("\"mpki\"", "\"mpky\"");
+    let f = write("field.json", &text);
+    let (code, _, err) = numasched(&["plan", "--snapshot", &f]);
+    assert_one_line_error(code, &err, &["field.json", "mpky"]);
+}
