@@ -26,9 +26,18 @@ fn plan_json_follows_the_published_nmass_decision() {
     assert_eq!(plan["policy"], "nmass");
     let placements = plan["placements"].as_array().expect("placements");
     assert_eq!(placements.len(), 4);
-    let nodes: Vec<u64> = placements.iter().map(|p| p["nodes"][0].as_u64().unwrap()).collect();
-    assert_eq!(nodes, vec![1, 0, 0, 0], "mcf goes remote, the rest stay local");
-    assert!(placements.iter().all(|p| !p["reason"].as_str().unwrap().is_empty()));
+    let nodes: Vec<u64> = placements
+        .iter()
+        .map(|p| p["nodes"][0].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        nodes,
+        vec![1, 0, 0, 0],
+        "mcf goes remote, the rest stay local"
+    );
+    assert!(placements
+        .iter()
+        .all(|p| !p["reason"].as_str().unwrap().is_empty()));
 }
 
 #[test]
@@ -37,17 +46,25 @@ fn plan_table_has_a_reason_per_process() {
     assert_eq!(code, 0);
     assert!(out.starts_with("policy auto on 4 processes"), "{out}");
     for prog in ["mcf", "milc", "soplex", "lbm"] {
-        assert!(out.lines().any(|l| l.contains(prog) && l.contains("node")), "{prog}: {out}");
+        assert!(
+            out.lines().any(|l| l.contains(prog) && l.contains("node")),
+            "{prog}: {out}"
+        );
     }
 }
 
 #[test]
 fn every_policy_name_plans_the_example() {
     for policy in numasched::policy::NAMES {
-        let (code, out, err) = numasched(&["plan", "--snapshot", WL9, "--policy", policy, "--json"]);
+        let (code, out, err) =
+            numasched(&["plan", "--snapshot", WL9, "--policy", policy, "--json"]);
         assert_eq!(code, 0, "{policy}: {err}");
         let plan: serde_json::Value = serde_json::from_str(&out).expect("json");
-        assert_eq!(plan["placements"].as_array().map(|a| a.len()), Some(4), "{policy}");
+        assert_eq!(
+            plan["placements"].as_array().map(|a| a.len()),
+            Some(4),
+            "{policy}"
+        );
     }
 }
 
@@ -78,12 +95,16 @@ fn bad_input_gets_one_line_naming_file_and_field() {
     let (code, _, err) = numasched(&["plan", "--snapshot", &f]);
     assert_one_line_error(code, &err, &["trunc.json", "line 1"]);
 
-    let text = std::fs::read_to_string(WL9).unwrap().replace("1.35", "0.35");
+    let text = std::fs::read_to_string(WL9)
+        .unwrap()
+        .replace("1.35", "0.35");
     let f = write("np.json", &text);
     let (code, _, err) = numasched(&["plan", "--snapshot", &f]);
     assert_one_line_error(code, &err, &["np.json", "processes[1].numa_penalty"]);
 
-    let text = std::fs::read_to_string(WL9).unwrap().replace("\"mpki\"", "\"mpky\"");
+    let text = std::fs::read_to_string(WL9)
+        .unwrap()
+        .replace("\"mpki\"", "\"mpky\"");
     let f = write("field.json", &text);
     let (code, _, err) = numasched(&["plan", "--snapshot", &f]);
     assert_one_line_error(code, &err, &["field.json", "mpky"]);

@@ -1,0 +1,93 @@
+//! Properties every policy must keep on any valid snapshot: one placement per process,
+//! only CPUs that exist and that the process is allowed on, no panic, determinism, and
+//! no needless sharing of a CPU while others sit idle.
+
+use numasched::policy::{self, Process, Snapshot};
+use numasched::topology::{self, Topology};
+use proptest::prelude::*;
+
+fn machine() -> impl Strategy<Value = Topology> {
+    (1u32..4, 1u32..3, 1u32..4, 1u32..3).prop_map(|(n, l, c, t)| {
+        topology::spec::parse(&format!("{n}n:{l}l:{c}c:{t}t")).expect("spec")
+    })
+}
+
+fn snapshot() -> impl Strategy<Value = Snapshot> {
+    machine().prop_flat_map(|topo| {
+        let cpus = topo.num_cpus();
+        let nodes = topo.nodes().len() as u32;
+        let proc_ = (
+            0.0f64..40.0,
+            proptest::option::of(1.0f64..1.6),
+            0..nodes,
+            1u32..4,
+            0.0f64..3.0,
+            proptest::option::of(proptest::collection::vec(0..cpus as u32, 1..4)),
+            any::<bool>(),
+        );
+        let topo2 = topo.clone();
+        proptest::collection::vec(proc_, 0..(cpus * 2 + 2)).prop_map(move |ps| Snapshot {
+            topology: topo2.clone(),
+            processes: ps
+                .into_iter()
+                .enumerate()
+                .map(|(i, (mpki, np, home, threads, demand, pin, has_mem))| {
+                    let mut p = Process::new(100 + i as u32, "prop");
+                    p.mpki = Some(mpki);
+                    p.numa_penalty = np;
+                    p.threads = threads;
+                    p.cpu_demand = demand;
+                    if has_mem {
+                        p.memory_bytes.insert(home, 1 << 28);
+                    }
+                    p.allowed_cpus = pin;
+                    p
+                })
+                .collect(),
+        })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_policy_gives_valid_plans(s in snapshot()) {
+        prop_assert!(s.validate().is_ok());
+        for name in policy::NAMES {
+            let pol = policy::by_name(name).unwrap();
+            let plan = pol.plan(&s);
+            prop_assert_eq!(plan.placements.len(), s.processes.len(), "{}", name);
+            for (p, pl) in s.processes.iter().zip(&plan.placements) {
+                prop_assert_eq!(pl.pid, p.pid);
+                prop_assert!(!pl.reason.is_empty(), "{} gave no reason", name);
+                for c in &pl.cpus {
+                    prop_assert!(s.topology.cpu(*c).is_some(), "{}: CPU {} does not exist", name, c);
+                    if let Some(allowed) = &p.allowed_cpus {
+                        prop_assert!(allowed.contains(c), "{}: pid {} outside its pin", name, p.pid);
+                    }
+                }
+            }
+            prop_assert_eq!(&plan, &pol.plan(&s), "{} is not deterministic", name);
+        }
+    }
+
+    #[test]
+    fn nmass_never_stacks_while_cpus_are_idle(s in snapshot()) {
+        let unpinned: Vec<usize> = (0..s.processes.len())
+            .filter(|&i| s.processes[i].allowed_cpus.is_none())
+            .collect();
+        let slots: usize = s.processes.iter().map(|p| p.slots()).sum();
+        prop_assume!(unpinned.len() == s.processes.len() && slots <= s.topology.num_cpus());
+        for name in ["maxlocal", "nmass", "auto", "linux"] {
+            let plan = policy::by_name(name).unwrap().plan(&s);
+            let mut used = std::collections::HashSet::new();
+            for pl in &plan.placements {
+                prop_assert_eq!(pl.cpus.len(), s.processes.iter().find(|p| p.pid == pl.pid).unwrap().slots());
+                for c in &pl.cpus {
+                    prop_assert!(used.insert(*c), "{}: CPU {} given twice with room to spare", name, c);
+                }
+            }
+        }
+    }
+}
