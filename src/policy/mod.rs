@@ -23,6 +23,12 @@ pub use snapshot::{Process, Snapshot, SnapshotError};
 pub trait Policy: Send + Sync {
     fn name(&self) -> &str;
     fn plan(&self, snapshot: &Snapshot) -> Plan;
+    /// Whether the plan depends on where processes run now (`current_cpus`). Policies
+    /// that only nudge (numad, load balancing) do; the simulator then evaluates them
+    /// from every starting placement the kernel could have left, not from one.
+    fn uses_current_placement(&self) -> bool {
+        false
+    }
 }
 
 /// Names accepted by `--policy`.

@@ -1,0 +1,237 @@
+//! Evaluation results as text: the terminal table, CSV, JSON, and per-policy summaries.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::runner::{Row, LINUX};
+
+/// The JSON contract: `{"results":[...]}`, one entry per workload × map × policy.
+#[derive(Debug, Serialize)]
+pub struct Results<'a> {
+    pub results: &'a [Row],
+    pub summaries: Vec<Summary>,
+}
+
+/// A policy's figures over one suite.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub suite: String,
+    pub policy: String,
+    pub entries: usize,
+    pub mean_improvement_vs_linux: f64,
+    pub min_improvement_vs_linux: f64,
+    pub mean_fraction_of_oracle: f64,
+    pub min_fraction_of_oracle: f64,
+    /// The entry with the lowest fraction of the oracle, as "WL9/0000".
+    pub worst_entry: String,
+    pub mean_performance: f64,
+    pub mean_unfairness: f64,
+}
+
+pub fn summaries(rows: &[Row]) -> Vec<Summary> {
+    let mut groups: BTreeMap<(String, String), Vec<&Row>> = BTreeMap::new();
+    let mut order: Vec<(String, String)> = Vec::new();
+    for r in rows {
+        let key = (r.suite.clone(), r.policy.clone());
+        if !groups.contains_key(&key) {
+            order.push(key.clone());
+        }
+        groups.entry(key).or_default().push(r);
+    }
+    order
+        .into_iter()
+        .map(|key| {
+            let g = &groups[&key];
+            let n = g.len() as f64;
+            let mean = |f: &dyn Fn(&Row) -> f64| g.iter().map(|r| f(r)).sum::<f64>() / n;
+            let min =
+                |f: &dyn Fn(&Row) -> f64| g.iter().map(|r| f(r)).fold(f64::INFINITY, f64::min);
+            let worst = g
+                .iter()
+                .min_by(|a, b| a.fraction_of_oracle.total_cmp(&b.fraction_of_oracle))
+                .map(|r| format!("{}/{}", r.workload, r.map))
+                .unwrap_or_default();
+            Summary {
+                suite: key.0.clone(),
+                policy: key.1.clone(),
+                entries: g.len(),
+                mean_improvement_vs_linux: mean(&|r| r.improvement_vs_linux),
+                min_improvement_vs_linux: min(&|r| r.improvement_vs_linux),
+                mean_fraction_of_oracle: mean(&|r| r.fraction_of_oracle),
+                min_fraction_of_oracle: min(&|r| r.fraction_of_oracle),
+                worst_entry: worst,
+                mean_performance: mean(&|r| r.performance),
+                mean_unfairness: mean(&|r| r.unfairness),
+            }
+        })
+        .collect()
+}
+
+/// Policies in the order they first appear.
+pub fn policies(rows: &[Row]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in rows {
+        if !out.contains(&r.policy) {
+            out.push(r.policy.clone());
+        }
+    }
+    out
+}
+
+/// Terminal table: one line per workload × map, a column per policy with its
+/// improvement over Linux and, in brackets, its fraction of the oracle.
+pub fn table(rows: &[Row]) -> String {
+    let pols = policies(rows);
+    let mut out = String::new();
+    let mut cases: Vec<(String, String, String)> = Vec::new();
+    for r in rows {
+        let k = (r.suite.clone(), r.workload.clone(), r.map.clone());
+        if !cases.contains(&k) {
+            cases.push(k);
+        }
+    }
+    let _ = writeln!(out, "improvement over linux (fraction of oracle)");
+    let _ = write!(out, "{:<10} {:<9} {:<9}", "suite", "workload", "map");
+    for p in &pols {
+        let _ = write!(out, " {p:>18}");
+    }
+    out.push('\n');
+    for (suite, wl, map) in &cases {
+        let _ = write!(out, "{suite:<10} {wl:<9} {map:<9}");
+        for p in &pols {
+            let cell = rows
+                .iter()
+                .find(|r| &r.suite == suite && &r.workload == wl && &r.map == map && &r.policy == p)
+                .map(|r| {
+                    format!(
+                        "{:+6.1}% ({:.3})",
+                        100.0 * r.improvement_vs_linux,
+                        r.fraction_of_oracle
+                    )
+                })
+                .unwrap_or_default();
+            let _ = write!(out, " {cell:>18}");
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "{:<10} {:<18} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7}  worst entry",
+        "suite", "policy", "mean impr", "min impr", "mean frac", "min frac", "perf", "unfair"
+    );
+    for s in summaries(rows) {
+        let _ = writeln!(
+            out,
+            "{:<10} {:<18} {:>+8.2}% {:>+8.2}% {:>9.3} {:>9.3} {:>7.3} {:>7.3}  {}",
+            s.suite,
+            s.policy,
+            100.0 * s.mean_improvement_vs_linux,
+            100.0 * s.min_improvement_vs_linux,
+            s.mean_fraction_of_oracle,
+            s.min_fraction_of_oracle,
+            s.mean_performance,
+            s.mean_unfairness,
+            s.worst_entry
+        );
+    }
+    out
+}
+
+pub fn csv(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "suite,workload,map,policy,programs,avg_slowdown,performance,unfairness,\
+         improvement_vs_linux,fraction_of_oracle,proven_optimal,program_improvements\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.6},{},{}",
+            r.suite,
+            r.workload,
+            r.map,
+            r.policy,
+            r.programs.join(";"),
+            r.avg_slowdown,
+            r.performance,
+            r.unfairness,
+            r.improvement_vs_linux,
+            r.fraction_of_oracle,
+            r.proven_optimal.map(|b| b.to_string()).unwrap_or_default(),
+            r.program_improvements
+                .iter()
+                .map(|x| format!("{x:.6}"))
+                .collect::<Vec<_>>()
+                .join(";")
+        );
+    }
+    out
+}
+
+/// Per program name, the best and worst improvement over Linux a policy reached.
+pub fn program_extremes(rows: &[Row], policy: &str) -> Vec<(String, f64, f64)> {
+    let mut m: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for r in rows
+        .iter()
+        .filter(|r| r.policy == policy && r.policy != LINUX)
+    {
+        for (p, &x) in r.programs.iter().zip(&r.program_improvements) {
+            let e = m
+                .entry(p.clone())
+                .or_insert((f64::INFINITY, f64::NEG_INFINITY));
+            e.0 = e.0.min(x);
+            e.1 = e.1.max(x);
+        }
+    }
+    m.into_iter().map(|(k, (lo, hi))| (k, hi, lo)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(policy: &str, map: &str, impr: f64, frac: f64) -> Row {
+        Row {
+            suite: "s".into(),
+            workload: "W".into(),
+            map: map.into(),
+            policy: policy.into(),
+            programs: vec!["a".into(), "b".into()],
+            times: vec![1.0, 1.0],
+            avg_slowdown: 0.0,
+            performance: 1.0,
+            unfairness: 0.0,
+            improvement_vs_linux: impr,
+            program_improvements: vec![impr - 0.01, impr + 0.01],
+            fraction_of_oracle: frac,
+            proven_optimal: None,
+            placements_evaluated: 1,
+        }
+    }
+
+    #[test]
+    fn summaries_find_means_minima_and_the_worst_entry() {
+        let rows = vec![row("p", "00", 0.1, 0.9), row("p", "01", -0.1, 0.99)];
+        let s = &summaries(&rows)[0];
+        assert!((s.mean_improvement_vs_linux - 0.0).abs() < 1e-12);
+        assert_eq!(s.min_improvement_vs_linux, -0.1);
+        assert_eq!(s.min_fraction_of_oracle, 0.9);
+        assert_eq!(s.worst_entry, "W/00");
+    }
+
+    #[test]
+    fn csv_has_a_line_per_row_and_table_a_column_per_policy() {
+        let rows = vec![row("p", "00", 0.1, 0.9), row("q", "00", 0.2, 1.0)];
+        assert_eq!(csv(&rows).lines().count(), 3);
+        let t = table(&rows);
+        assert!(
+            t.contains("+10.0% (0.900)") && t.contains("+20.0% (1.000)"),
+            "{t}"
+        );
+        let ex = program_extremes(&rows, "p");
+        assert_eq!(ex.len(), 2);
+        assert!((ex[0].1 - 0.09).abs() < 1e-12);
+    }
+}

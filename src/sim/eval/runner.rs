@@ -1,0 +1,374 @@
+//! Runs placement policies over evaluation cases on a performance model and turns run
+//! times into the published metrics.
+//!
+//! Method (Majo & Gross; SPEC §5): a program's time is normalised to its time alone and
+//! local on the idle machine. The default scheduler is the *average over all CPU-balanced
+//! schedules* (per program, the mean of its times). Policies that only adjust where
+//! processes already run (numad, Kang's load balancing) are started from each of those
+//! schedules in turn, re-planned until their plan stops changing (as a daemon would over
+//! several epochs), and averaged the same way. The oracle searches placements with the
+//! model itself as objective, so every policy can be read as a fraction of the best.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::policy::linux::balanced_schedules;
+use crate::policy::oracle::Oracle;
+use crate::policy::{Placement, Plan, Policy, Snapshot};
+
+/// Per-process run time, normalised to running alone and local on the idle machine
+/// (1.0 = no slowdown), for a snapshot run under a plan. Deterministic.
+pub type TimeModel = dyn Fn(&Snapshot, &Plan) -> Vec<f64> + Send + Sync;
+
+/// One scenario: a workload with an allocation map on a machine.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub suite: String,
+    pub workload: String,
+    pub map: String,
+    pub snapshot: Snapshot,
+}
+
+/// One line of results: a policy on a case.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub suite: String,
+    pub workload: String,
+    pub map: String,
+    pub policy: String,
+    pub programs: Vec<String>,
+    /// Normalised run time per program.
+    pub times: Vec<f64>,
+    pub avg_slowdown: f64,
+    /// Mean over programs of solo time / time.
+    pub performance: f64,
+    /// Coefficient of variation of the programs' solo time / time (Tudu et al.).
+    pub unfairness: f64,
+    /// Mean over programs of 1 − T_policy / T_linux.
+    pub improvement_vs_linux: f64,
+    pub program_improvements: Vec<f64>,
+    /// performance / performance of the oracle.
+    pub fraction_of_oracle: f64,
+    /// For the oracle: whether its answer is proven best.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proven_optimal: Option<bool>,
+    /// Distinct placements simulated for this row (schedules, starts).
+    pub placements_evaluated: usize,
+}
+
+/// The policy names that the runner treats specially.
+pub const LINUX: &str = "linux";
+pub const ORACLE: &str = "oracle";
+
+pub struct Runner {
+    model: Arc<TimeModel>,
+    /// Most CPU-balanced schedules averaged for `linux` (sampled evenly beyond).
+    pub linux_limit: usize,
+    /// Most starting placements for policies that depend on the current placement.
+    pub start_limit: usize,
+    /// Re-planning rounds before a placement-dependent policy is taken as settled.
+    pub max_rounds: usize,
+}
+
+/// Times of one policy on one case before they are turned into a row.
+struct Measured {
+    times: Vec<f64>,
+    proven_optimal: Option<bool>,
+    evaluated: usize,
+}
+
+impl Runner {
+    pub fn new(model: Arc<TimeModel>) -> Runner {
+        Runner {
+            model,
+            linux_limit: 1000,
+            start_limit: 70,
+            max_rounds: 8,
+        }
+    }
+
+    /// The oracle for this model: maximises performance (mean solo/time), the figure
+    /// `fraction_of_oracle` divides by.
+    pub fn oracle(&self) -> Oracle {
+        let model = Arc::clone(&self.model);
+        Oracle::new(Box::new(move |s: &Snapshot, p: &Plan| {
+            let times = model(s, p);
+            -performance(&times)
+        }))
+    }
+
+    /// Evaluates `policies` (by name, built by `build`) on `case`. `linux` is always
+    /// computed, as the reference, and `oracle` is always computed, for the fraction;
+    /// each appears as a row only when asked for. `progress` is called once per row.
+    pub fn run_case(
+        &self,
+        case: &Case,
+        policies: &[Box<dyn Policy>],
+        progress: &mut dyn FnMut(&str),
+    ) -> Vec<Row> {
+        let schedules = balanced_schedules(&case.snapshot, self.linux_limit);
+        let mut memo: HashMap<Vec<Vec<u32>>, Vec<f64>> = HashMap::new();
+        let linux = self.average(&case.snapshot, &schedules.plans, &mut memo);
+        let oracle = self.measure(case, &self.oracle(), &schedules.plans, &mut memo);
+        let oracle_perf = performance(&oracle.times);
+        let mut rows = Vec::with_capacity(policies.len());
+        for pol in policies {
+            let m = match pol.name() {
+                LINUX => Measured {
+                    times: linux.times.clone(),
+                    proven_optimal: None,
+                    evaluated: linux.evaluated,
+                },
+                ORACLE => Measured {
+                    times: oracle.times.clone(),
+                    proven_optimal: oracle.proven_optimal,
+                    evaluated: oracle.evaluated,
+                },
+                _ => self.measure(case, pol.as_ref(), &schedules.plans, &mut memo),
+            };
+            rows.push(row(case, pol.name(), m, &linux.times, oracle_perf));
+            progress(pol.name());
+        }
+        rows
+    }
+
+    fn measure(
+        &self,
+        case: &Case,
+        pol: &dyn Policy,
+        schedules: &[Plan],
+        memo: &mut HashMap<Vec<Vec<u32>>, Vec<f64>>,
+    ) -> Measured {
+        let starts: Vec<&Plan> = if pol.uses_current_placement() {
+            schedules.iter().take(self.start_limit.max(1)).collect()
+        } else {
+            schedules.iter().take(1).collect()
+        };
+        let mut settled = Vec::with_capacity(starts.len());
+        let mut proven = None;
+        for start in starts {
+            let mut snap = with_current(&case.snapshot, start);
+            let mut plan = pol.plan(&snap);
+            proven = plan.proven_optimal;
+            for _ in 1..self.max_rounds {
+                let next = with_current(&snap, &effective(&snap, &plan));
+                if next == snap {
+                    break;
+                }
+                snap = next;
+                plan = pol.plan(&snap);
+            }
+            settled.push(effective(&snap, &plan));
+        }
+        let mut m = self.average(&case.snapshot, &settled, memo);
+        m.proven_optimal = proven;
+        m
+    }
+
+    /// Mean per-program time over a set of placements (memoised by placement).
+    fn average(
+        &self,
+        snapshot: &Snapshot,
+        plans: &[Plan],
+        memo: &mut HashMap<Vec<Vec<u32>>, Vec<f64>>,
+    ) -> Measured {
+        let n = snapshot.processes.len();
+        let mut sum = vec![0.0; n];
+        let before = memo.len();
+        for plan in plans {
+            let key: Vec<Vec<u32>> = plan.placements.iter().map(|p| p.cpus.clone()).collect();
+            let times = memo
+                .entry(key)
+                .or_insert_with(|| (self.model)(snapshot, plan));
+            for (s, t) in sum.iter_mut().zip(times.iter()) {
+                *s += t;
+            }
+        }
+        let k = plans.len().max(1) as f64;
+        Measured {
+            times: sum.into_iter().map(|s| s / k).collect(),
+            proven_optimal: None,
+            evaluated: (memo.len() - before).max(usize::from(!plans.is_empty())),
+        }
+    }
+}
+
+/// The snapshot with every process's `current_cpus` set from `plan`.
+fn with_current(snapshot: &Snapshot, plan: &Plan) -> Snapshot {
+    let mut s = snapshot.clone();
+    for (p, pl) in s.processes.iter_mut().zip(&plan.placements) {
+        if !pl.cpus.is_empty() {
+            p.current_cpus = pl.cpus.clone();
+        }
+    }
+    s
+}
+
+/// The plan as it would be applied: a placement left empty keeps the current CPUs.
+fn effective(snapshot: &Snapshot, plan: &Plan) -> Plan {
+    let mut out = plan.clone();
+    for (p, pl) in snapshot.processes.iter().zip(out.placements.iter_mut()) {
+        if pl.cpus.is_empty() {
+            *pl = Placement::new(
+                &snapshot.topology,
+                p.pid,
+                p.current_cpus.clone(),
+                pl.reason.clone(),
+            );
+        }
+    }
+    out
+}
+
+/// Mean over programs of solo time / time.
+pub fn performance(times: &[f64]) -> f64 {
+    if times.is_empty() {
+        return 0.0;
+    }
+    times.iter().map(|t| 1.0 / t).sum::<f64>() / times.len() as f64
+}
+
+/// Coefficient of variation of solo time / time.
+pub fn unfairness(times: &[f64]) -> f64 {
+    let mean = performance(times);
+    if times.is_empty() || mean == 0.0 {
+        return 0.0;
+    }
+    let var = times.iter().map(|t| (1.0 / t - mean).powi(2)).sum::<f64>() / times.len() as f64;
+    var.sqrt() / mean
+}
+
+fn row(case: &Case, policy: &str, m: Measured, linux: &[f64], oracle_perf: f64) -> Row {
+    let program_improvements: Vec<f64> = m
+        .times
+        .iter()
+        .zip(linux)
+        .map(|(t, l)| 1.0 - t / l)
+        .collect();
+    let n = m.times.len().max(1) as f64;
+    let perf = performance(&m.times);
+    Row {
+        suite: case.suite.clone(),
+        workload: case.workload.clone(),
+        map: case.map.clone(),
+        policy: policy.to_string(),
+        programs: case
+            .snapshot
+            .processes
+            .iter()
+            .map(|p| p.program.clone())
+            .collect(),
+        avg_slowdown: m.times.iter().map(|t| t - 1.0).sum::<f64>() / n,
+        performance: perf,
+        unfairness: unfairness(&m.times),
+        improvement_vs_linux: program_improvements.iter().sum::<f64>() / n,
+        program_improvements,
+        fraction_of_oracle: if oracle_perf > 0.0 {
+            perf / oracle_perf
+        } else {
+            0.0
+        },
+        proven_optimal: m.proven_optimal,
+        placements_evaluated: m.evaluated,
+        times: m.times,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{self, Process};
+    use crate::topology;
+
+    /// Toy model: a program is 30% slower remote and 10% slower per co-runner on its
+    /// LLC. Enough to check the bookkeeping, not the physics.
+    fn toy(s: &Snapshot, p: &Plan) -> Vec<f64> {
+        let topo = &s.topology;
+        let llc = |pl: &Placement| topo.cpu(pl.cpus[0]).map(|c| c.llc);
+        s.processes
+            .iter()
+            .zip(&p.placements)
+            .map(|(proc_, pl)| {
+                let remote = pl.nodes.first() != proc_.home_node().as_ref();
+                let crowd = p.placements.iter().filter(|o| llc(o) == llc(pl)).count() - 1;
+                (if remote { 1.3 } else { 1.0 }) * (1.0 + 0.1 * crowd as f64)
+            })
+            .collect()
+    }
+
+    fn case(map: &str) -> Case {
+        let topology = topology::machine("nehalem-e5520").unwrap();
+        let processes = map
+            .chars()
+            .enumerate()
+            .map(|(i, h)| {
+                let mut p = Process::new(i as u32 + 1, &format!("p{i}"));
+                p.mpki = Some(20.0);
+                p.numa_penalty = Some(1.3);
+                p.memory_bytes.insert(h.to_digit(10).unwrap(), 1 << 30);
+                p
+            })
+            .collect();
+        Case {
+            suite: "t".into(),
+            workload: "W".into(),
+            map: map.into(),
+            snapshot: Snapshot {
+                topology,
+                processes,
+            },
+        }
+    }
+
+    #[test]
+    fn linux_is_the_average_over_balanced_schedules() {
+        let runner = Runner::new(Arc::new(toy));
+        let pols: Vec<Box<dyn Policy>> = vec![policy::by_name("linux").unwrap()];
+        let rows = runner.run_case(&case("0000"), &pols, &mut |_| {});
+        // Two per node, each with one co-runner (1.1); half the programs are remote
+        // in every schedule, and each program is remote in 3 of the 6: mean 1.1 × 1.15.
+        for t in &rows[0].times {
+            assert!((t - 1.1 * 1.15).abs() < 1e-12, "{t}");
+        }
+        assert_eq!(rows[0].improvement_vs_linux, 0.0);
+        assert_eq!(rows[0].placements_evaluated, 6);
+    }
+
+    #[test]
+    fn metrics_follow_their_definitions() {
+        let runner = Runner::new(Arc::new(toy));
+        let pols: Vec<Box<dyn Policy>> = ["maxlocal", "oracle"]
+            .iter()
+            .map(|n| -> Box<dyn Policy> {
+                if *n == ORACLE {
+                    Box::new(runner.oracle())
+                } else {
+                    policy::by_name(n).unwrap()
+                }
+            })
+            .collect();
+        let rows = runner.run_case(&case("0000"), &pols, &mut |_| {});
+        let ml = &rows[0];
+        // maxlocal: all four local on node 0, three co-runners each: 1.3.
+        assert!(ml.times.iter().all(|t| (t - 1.3).abs() < 1e-12));
+        assert!((ml.avg_slowdown - 0.3).abs() < 1e-12);
+        assert!((ml.performance - 1.0 / 1.3).abs() < 1e-12);
+        assert!(ml.unfairness.abs() < 1e-12);
+        let expect = 1.0 - 1.3 / (1.1 * 1.15);
+        assert!((ml.improvement_vs_linux - expect).abs() < 1e-12);
+        let oracle = &rows[1];
+        assert_eq!(oracle.proven_optimal, Some(true));
+        assert!((oracle.fraction_of_oracle - 1.0).abs() < 1e-12);
+        assert!(ml.fraction_of_oracle <= 1.0 + 1e-12);
+        assert!(oracle.performance >= ml.performance);
+    }
+
+    #[test]
+    fn unfairness_is_the_coefficient_of_variation() {
+        // speeds 1 and 0.5: mean 0.75, population std 0.25.
+        assert!((unfairness(&[1.0, 2.0]) - 0.25 / 0.75).abs() < 1e-12);
+        assert_eq!(unfairness(&[]), 0.0);
+    }
+}
