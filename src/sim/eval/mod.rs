@@ -4,5 +4,6 @@
 pub mod html;
 pub mod report;
 pub mod runner;
+pub mod suites;
 
 pub use runner::{Case, Row, Runner, TimeModel};
