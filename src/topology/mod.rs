@@ -8,6 +8,7 @@ mod error;
 mod model;
 pub mod presets;
 pub mod spec;
+pub mod sysfs;
 
 pub use error::TopologyError;
 pub use model::{
