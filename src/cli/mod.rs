@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 pub mod plan;
+pub mod topo;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -20,6 +21,8 @@ pub struct Cli {
 pub enum Command {
     /// Run a placement policy on a snapshot and print the plan; changes nothing.
     Plan(plan::PlanArgs),
+    /// Show the machine model: this machine from sysfs, a preset or a spec string.
+    Topo(topo::TopoArgs),
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -43,5 +46,6 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Plan(a) => plan::run(a),
+        Command::Topo(a) => topo::run(a),
     }
 }

@@ -187,7 +187,7 @@ fn read_distances(path: &Path, expected: usize) -> Result<Vec<u32>, TopologyErro
         return Err(parse_err(
             path,
             format!(
-                "distance row has {} entries, expected {expected} (one per node)",
+                "distance row has {} numbers, expected {expected} (one per node)",
                 row.len()
             ),
         ));
@@ -429,19 +429,27 @@ fn group(
                 ));
             }
         }
-        let llc = &llc_of[&c];
-        for d in &llc.0 {
-            if llc_of.get(d) != Some(llc) {
-                let path = f.llc.as_ref().map_or(&f.siblings_path, |l| &l.path);
-                let theirs = llc_of.get(d).map_or(String::new(), |(v, s)| {
-                    format!("{} ({s} bytes)", cpulist::format(v))
-                });
+        let (llc, size) = &llc_of[&c];
+        for d in llc {
+            let Some((theirs, their_size)) = llc_of.get(d) else {
+                continue; // unreachable: members are online CPUs, which all have facts
+            };
+            let path = f.llc.as_ref().map_or(&f.siblings_path, |l| &l.path);
+            if theirs != llc {
                 return Err(parse_err(
                     path,
                     format!(
-                        "cpu{c}'s last-level cache is {} ({} bytes) but cpu{d}'s is {theirs}",
-                        cpulist::format(&llc.0),
-                        llc.1
+                        "cpu{c}'s last-level cache is {} but cpu{d}'s is {}",
+                        cpulist::format(llc),
+                        cpulist::format(theirs)
+                    ),
+                ));
+            }
+            if their_size != size {
+                return Err(parse_err(
+                    path,
+                    format!(
+                        "cpu{c}'s last-level cache is {size} bytes but cpu{d}'s is {their_size}"
                     ),
                 ));
             }
