@@ -3,9 +3,10 @@
 //!
 //! The approach follows scx_utils: collect per-CPU facts (core siblings, package, last
 //! level cache) for every *online* CPU, then group CPUs into cores and LLCs keyed by node
-//! and package, so a cache that the kernel reports as spanning two nodes (Intel SNC, some
-//! AMD NPS modes) becomes one LLC per node — placement reasons per node, and an LLC that
-//! crossed nodes would make "stay on the LLC" and "stay local" contradict each other.
+//! and package, so a cache that the kernel reports as spanning two nodes (Intel's
+//! sub-NUMA clustering reports the L3 socket-wide) becomes one LLC per node — placement
+//! reasons per node, and an LLC that crossed nodes would make "stay on the LLC" and
+//! "stay local" contradict each other.
 //!
 //! Choices where sysfs is silent or absent, all deliberate:
 //! - **No `node` directory** (kernel without NUMA): one node 0 holding every online CPU,
