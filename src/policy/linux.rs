@@ -56,13 +56,17 @@ fn least_loaded(occ: &Occupancy, allowed: &[usize], slots: usize) -> Vec<usize> 
             sum / n as f64
         }
     };
+    // A domain with idle CPUs for the whole group wins over a busier-looking one
+    // without: the kernel wakes tasks onto idle CPUs before it weighs load.
     let best_by = |groups: Vec<Vec<usize>>| -> Vec<usize> {
         groups
             .into_iter()
             .filter(|g| !g.is_empty())
             .min_by(|a, b| {
-                avg(&mut a.iter().copied())
-                    .total_cmp(&avg(&mut b.iter().copied()))
+                let room = |g: &Vec<usize>| occ.free_count(g.iter().copied()) < slots;
+                room(a)
+                    .cmp(&room(b))
+                    .then(avg(&mut a.iter().copied()).total_cmp(&avg(&mut b.iter().copied())))
                     .then(b.len().cmp(&a.len()))
             })
             .unwrap_or_default()
@@ -78,8 +82,10 @@ fn least_loaded(occ: &Occupancy, allowed: &[usize], slots: usize) -> Vec<usize> 
             })
             .collect(),
     );
-    // A group larger than the node spills over the whole allowed set.
-    if node.len() < slots {
+    // A group larger than the node's room spills over the whole allowed set, idle
+    // CPUs first.
+    let spill = |g: &[usize]| occ.free_count(g.iter().copied()) < slots;
+    if node.len() < slots || (spill(&node) && !spill(allowed)) {
         return occ.pick(allowed, slots);
     }
     let ni = topo.cpus()[node[0]].node;
@@ -95,10 +101,10 @@ fn least_loaded(occ: &Occupancy, allowed: &[usize], slots: usize) -> Vec<usize> 
             })
             .collect(),
     );
-    if llc.len() >= slots {
-        occ.pick(&llc, slots)
-    } else {
+    if llc.len() < slots || (spill(&llc) && !spill(&node)) {
         occ.pick(&node, slots)
+    } else {
+        occ.pick(&llc, slots)
     }
 }
 
