@@ -65,7 +65,7 @@ impl<'t> Occupancy<'t> {
                     .map(|(_, v)| v)
                     .sum();
                 let key = (load, self.core_load[core] + extra, c);
-                if best.is_none_or(|(_, b)| key < b) {
+                if best.map_or(true, |(_, b)| key < b) {
                     best = Some((slot, key));
                 }
             }

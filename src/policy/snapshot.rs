@@ -92,7 +92,7 @@ impl Process {
     pub fn home_node(&self) -> Option<NodeId> {
         let mut best: Option<(NodeId, u64)> = None;
         for (&n, &b) in &self.memory_bytes {
-            if b > 0 && best.is_none_or(|(_, bb)| b > bb) {
+            if b > 0 && best.map_or(true, |(_, bb)| b > bb) {
                 best = Some((n, b));
             }
         }
