@@ -5,9 +5,14 @@
 //! algorithm and where it comes from.
 
 pub mod alloc;
+pub mod cmload;
 pub mod locality;
+pub mod membus;
+pub mod numad;
 pub mod plan;
 pub mod snapshot;
+#[cfg(test)]
+pub(crate) mod testkit;
 
 pub use plan::{PageMove, Placement, Plan};
 pub use snapshot::{Process, Snapshot, SnapshotError};
@@ -19,7 +24,7 @@ pub trait Policy: Send + Sync {
 }
 
 /// Names accepted by `--policy`.
-pub const NAMES: &[&str] = &[];
+pub const NAMES: &[&str] = &["membus", "cmload", "numad"];
 
 #[derive(Debug, thiserror::Error)]
 #[error("unknown policy '{0}' (known: {known})", known = NAMES.join(", "))]
@@ -27,5 +32,10 @@ pub struct UnknownPolicy(pub String);
 
 /// Builds a policy by name with its default parameters.
 pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
-    Err(UnknownPolicy(name.to_string()))
+    Ok(match name {
+        "membus" => Box::new(membus::MemBus::default()),
+        "cmload" => Box::new(cmload::CmLoad::default()),
+        "numad" => Box::new(numad::Numad::default()),
+        _ => return Err(UnknownPolicy(name.to_string())),
+    })
 }
