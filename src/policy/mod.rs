@@ -6,10 +6,13 @@
 
 pub mod alloc;
 pub mod auto;
+pub mod cmload;
 pub mod linux;
 pub mod locality;
 pub mod maxlocal;
+pub mod membus;
 pub mod nmass;
+pub mod numad;
 pub mod oracle;
 pub mod plan;
 pub mod snapshot;
@@ -32,7 +35,16 @@ pub trait Policy: Send + Sync {
 }
 
 /// Names accepted by `--policy`.
-pub const NAMES: &[&str] = &["auto", "linux", "maxlocal", "nmass", "nmass-regression"];
+pub const NAMES: &[&str] = &[
+    "auto",
+    "linux",
+    "maxlocal",
+    "nmass",
+    "nmass-regression",
+    "membus",
+    "cmload",
+    "numad",
+];
 
 #[derive(Debug, thiserror::Error)]
 #[error("unknown policy '{0}' (known: {known})", known = NAMES.join(", "))]
@@ -51,6 +63,9 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
                 ..Default::default()
             },
         }),
+        "membus" => Box::new(membus::MemBus::default()),
+        "cmload" => Box::new(cmload::CmLoad::default()),
+        "numad" => Box::new(numad::Numad::default()),
         _ => return Err(UnknownPolicy(name.to_string())),
     })
 }
