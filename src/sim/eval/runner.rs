@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::policy::linux::balanced_schedules;
 use crate::policy::oracle::Oracle;
-use crate::policy::{Placement, Plan, Policy, Snapshot};
+use crate::policy::{self, Placement, Plan, Policy, Snapshot, UnknownPolicy};
 
 /// Per-process run time, normalised to running alone and local on the idle machine
 /// (1.0 = no slowdown), for a snapshot run under a plan. Deterministic.
@@ -97,6 +97,15 @@ impl Runner {
             let times = model(s, p);
             -performance(&times)
         }))
+    }
+
+    /// A policy by name; `oracle` is this model's oracle.
+    pub fn policy(&self, name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
+        if name == ORACLE {
+            Ok(Box::new(self.oracle()))
+        } else {
+            policy::by_name(name)
+        }
     }
 
     /// Evaluates `policies` (by name, built by `build`) on `case`. `linux` is always
@@ -196,7 +205,7 @@ impl Runner {
 }
 
 /// The snapshot with every process's `current_cpus` set from `plan`.
-fn with_current(snapshot: &Snapshot, plan: &Plan) -> Snapshot {
+pub fn with_current(snapshot: &Snapshot, plan: &Plan) -> Snapshot {
     let mut s = snapshot.clone();
     for (p, pl) in s.processes.iter_mut().zip(&plan.placements) {
         if !pl.cpus.is_empty() {
@@ -207,7 +216,7 @@ fn with_current(snapshot: &Snapshot, plan: &Plan) -> Snapshot {
 }
 
 /// The plan as it would be applied: a placement left empty keeps the current CPUs.
-fn effective(snapshot: &Snapshot, plan: &Plan) -> Plan {
+pub fn effective(snapshot: &Snapshot, plan: &Plan) -> Plan {
     let mut out = plan.clone();
     for (p, pl) in snapshot.processes.iter().zip(out.placements.iter_mut()) {
         if pl.cpus.is_empty() {
@@ -279,7 +288,7 @@ fn row(case: &Case, policy: &str, m: Measured, linux: &[f64], oracle_perf: f64) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{self, Process};
+    use crate::policy::Process;
     use crate::topology;
 
     /// Toy model: a program is 30% slower remote and 10% slower per co-runner on its
@@ -341,13 +350,7 @@ mod tests {
         let runner = Runner::new(Arc::new(toy));
         let pols: Vec<Box<dyn Policy>> = ["maxlocal", "oracle"]
             .iter()
-            .map(|n| -> Box<dyn Policy> {
-                if *n == ORACLE {
-                    Box::new(runner.oracle())
-                } else {
-                    policy::by_name(n).unwrap()
-                }
-            })
+            .map(|n| runner.policy(n).unwrap())
             .collect();
         let rows = runner.run_case(&case("0000"), &pols, &mut |_| {});
         let ml = &rows[0];

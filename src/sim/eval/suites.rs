@@ -18,12 +18,13 @@ pub struct ProgramFacts {
     pub bandwidth_gbps: f64,
 }
 
-pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<ProgramFacts>;
+/// Facts of a program on a machine (its solo bandwidth depends on the machine).
+pub type Lookup<'a> = &'a dyn Fn(&Topology, &str) -> Option<ProgramFacts>;
 
 #[derive(Debug, Clone)]
 pub struct Suite {
     pub name: &'static str,
-    pub machine: &'static str,
+    pub machine: String,
     pub policies: &'static [&'static str],
     pub cases: Vec<Case>,
 }
@@ -93,12 +94,14 @@ pub const NMASS_POLICIES: &[&str] = &[
     "auto",
 ];
 
-/// Builds a suite by name. Unknown programs in the lookup are reported by name.
-pub fn suite(name: &str, lookup: Lookup) -> Result<Suite, String> {
+/// Builds a suite by name, on its own machine or on `machine` (preset or spec string).
+/// Unknown programs in the lookup are reported by name.
+pub fn suite(name: &str, machine: Option<&str>, lookup: Lookup) -> Result<Suite, String> {
+    let on = |own: &str| resolve(machine.unwrap_or(own));
     match name {
-        "nmass" => nmass(lookup),
-        "membus" => membus(lookup),
-        "cmload" => cmload(lookup),
+        "nmass" => nmass(on("nehalem-e5520")?, lookup),
+        "membus" => membus(on("xeon-e5345")?, lookup),
+        "cmload" => cmload(on("2n:1l:4c:1t")?, lookup),
         other => Err(format!(
             "unknown suite '{other}' (known: {})",
             NAMES.join(", ")
@@ -106,8 +109,7 @@ pub fn suite(name: &str, lookup: Lookup) -> Result<Suite, String> {
     }
 }
 
-fn nmass(lookup: Lookup) -> Result<Suite, String> {
-    let topo = machine("nehalem-e5520")?;
+fn nmass(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
     let mut cases = Vec::new();
     for (wl, programs) in NMASS_WORKLOADS {
         let maps = if programs.len() == 4 { MAPS_4 } else { MAPS_8 };
@@ -117,20 +119,19 @@ fn nmass(lookup: Lookup) -> Result<Suite, String> {
     }
     Ok(Suite {
         name: "nmass",
-        machine: "nehalem-e5520",
+        machine: topo.name().unwrap_or("custom").to_string(),
         policies: NMASS_POLICIES,
         cases,
     })
 }
 
-fn membus(lookup: Lookup) -> Result<Suite, String> {
-    let topo = machine("xeon-e5345")?;
+fn membus(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
     let programs = [
         "lbm", "lbm", "soplex", "soplex", "gromacs", "gromacs", "hmmer", "hmmer",
     ];
     Ok(Suite {
         name: "membus",
-        machine: "xeon-e5345",
+        machine: topo.name().unwrap_or("custom").to_string(),
         policies: &["linux", "membus", "auto", "oracle"],
         cases: vec![case(
             "membus", "bus8", "00000000", &topo, &programs, lookup,
@@ -138,8 +139,7 @@ fn membus(lookup: Lookup) -> Result<Suite, String> {
     })
 }
 
-fn cmload(lookup: Lookup) -> Result<Suite, String> {
-    let topo = machine("2n:1l:4c:1t")?;
+fn cmload(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
     let mut cases = Vec::new();
     for n in [2usize, 4, 8, 16, 32, 64] {
         let programs: Vec<&str> = (0..n)
@@ -164,13 +164,13 @@ fn cmload(lookup: Lookup) -> Result<Suite, String> {
     }
     Ok(Suite {
         name: "cmload",
-        machine: "2n:1l:4c:1t",
+        machine: topo.name().unwrap_or("custom").to_string(),
         policies: &["linux", "cmload", "auto", "oracle"],
         cases,
     })
 }
 
-fn machine(name: &str) -> Result<Topology, String> {
+fn resolve(name: &str) -> Result<Topology, String> {
     topology::machine(name).map_err(|e| e.to_string())
 }
 
@@ -193,7 +193,7 @@ pub fn case(
     }
     let mut processes = Vec::with_capacity(programs.len());
     for (i, (prog, home)) in programs.iter().zip(map.chars()).enumerate() {
-        let facts = lookup(prog).ok_or_else(|| format!("unknown program '{prog}'"))?;
+        let facts = lookup(topo, prog).ok_or_else(|| format!("unknown program '{prog}'"))?;
         let node = home
             .to_digit(10)
             .and_then(|d| topo.nodes().get(d as usize))
@@ -220,7 +220,7 @@ pub fn case(
 mod tests {
     use super::*;
 
-    fn facts(_: &str) -> Option<ProgramFacts> {
+    fn facts(_: &Topology, _: &str) -> Option<ProgramFacts> {
         Some(ProgramFacts {
             mpki: 10.0,
             numa_penalty: 1.2,
@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn nmass_suite_has_every_workload_and_map() {
-        let s = suite("nmass", &facts).unwrap();
+        let s = suite("nmass", None, &facts).unwrap();
         assert_eq!(s.cases.len(), 9 * 8 + 2 * MAPS_8.len());
         let wl9 = s
             .cases
@@ -267,11 +267,11 @@ mod tests {
 
     #[test]
     fn bad_names_are_reported() {
-        assert!(suite("spec2017", &facts)
+        assert!(suite("spec2017", None, &facts)
             .unwrap_err()
             .contains("unknown suite"));
-        let none = |_: &str| None;
-        assert!(suite("nmass", &none)
+        let none = |_: &Topology, _: &str| None;
+        assert!(suite("nmass", None, &none)
             .unwrap_err()
             .contains("unknown program"));
         let topo = topology::machine("nehalem-e5520").unwrap();
