@@ -7,4 +7,5 @@
 pub mod characterise;
 pub mod cli;
 pub mod policy;
+pub mod sim;
 pub mod topology;
