@@ -31,17 +31,33 @@ fn main() {
     let t = topology::machine("nehalem-e5520").unwrap();
     let p = params_for(&t);
     println!("== solo on nehalem-e5520 (local | remote)");
-    println!("{:<11} {:>6} {:>7} {:>7} {:>7} {:>6}", "program", "CPI", "GB/s", "lat ns", "np", "MPKI/2");
+    println!(
+        "{:<11} {:>6} {:>7} {:>7} {:>7} {:>6}",
+        "program", "CPI", "GB/s", "lat ns", "np", "MPKI/2"
+    );
     for prof in set.iter() {
         let one = |cpu| {
-            simulate(&t, &p, &[SimProcess { profile: prof.clone(), memory: vec![(0, 1.0)], cpus: vec![cpu] }])
+            simulate(
+                &t,
+                &p,
+                &[SimProcess {
+                    profile: prof.clone(),
+                    memory: vec![(0, 1.0)],
+                    cpus: vec![cpu],
+                }],
+            )
         };
         let (l, r) = (one(0), one(4));
         let (l, r) = (&l.processes[0], &r.processes[0]);
         let half = prof.misses_per_instruction(4.0 * 1048576.0) * 1000.0;
         println!(
             "{:<11} {:>6.2} {:>7.2} {:>7.1} {:>7.3} {:>6.1}",
-            prof.name, 1.0 / l.ipc, l.bandwidth_gbps, l.latency_ns, l.ipc / r.ipc, half
+            prof.name,
+            1.0 / l.ipc,
+            l.bandwidth_gbps,
+            l.latency_ns,
+            l.ipc / r.ipc,
+            half
         );
     }
 
@@ -78,11 +94,31 @@ fn main() {
         }
     }
     assert_eq!(count, 6);
-    println!("  linux avg     : {:?} avg {:.3}", fmt(&linux), mean(&linux));
-    println!("  maximum-local : {:?} avg {:.3}", fmt(&maxlocal), mean(&maxlocal));
-    println!("  n-mass (mcf→1): {:?} avg {:.3}", fmt(&nmass), mean(&nmass));
-    let imp = |pol: &[f64]| -> Vec<f64> { (0..4).map(|i| 1.0 - (1.0 + pol[i]) / (1.0 + linux[i])).collect() };
-    println!("  improvement over linux: maxlocal {:?}, n-mass {:?}", fmt(&imp(&maxlocal)), fmt(&imp(&nmass)));
+    println!(
+        "  linux avg     : {:?} avg {:.3}",
+        fmt(&linux),
+        mean(&linux)
+    );
+    println!(
+        "  maximum-local : {:?} avg {:.3}",
+        fmt(&maxlocal),
+        mean(&maxlocal)
+    );
+    println!(
+        "  n-mass (mcf→1): {:?} avg {:.3}",
+        fmt(&nmass),
+        mean(&nmass)
+    );
+    let imp = |pol: &[f64]| -> Vec<f64> {
+        (0..4)
+            .map(|i| 1.0 - (1.0 + pol[i]) / (1.0 + linux[i]))
+            .collect()
+    };
+    println!(
+        "  improvement over linux: maxlocal {:?}, n-mass {:?}",
+        fmt(&imp(&maxlocal)),
+        fmt(&imp(&nmass))
+    );
     for map in ["1100", "1010", "1001"] {
         let homes: Vec<usize> = map.bytes().map(|b| (b - b'0') as usize).collect();
         let mut next = [0usize, 4];
@@ -96,7 +132,11 @@ fn main() {
             })
             .collect();
         let ml = run(&t, &p, &set, &w);
-        println!("  map {map}: maximum-local avg {:.3} {:?}", mean(&ml), fmt(&ml));
+        println!(
+            "  map {map}: maximum-local avg {:.3} {:?}",
+            mean(&ml),
+            fmt(&ml)
+        );
     }
 
     println!("\n== xeon-e5345 bus study");
@@ -105,24 +145,61 @@ fn main() {
     // CPUs 0,1 = die 0; 2,3 = die 1 (package 0); 4..7 = package 1.
     for (label, w) in [
         ("lbm alone", vec![("lbm", 0, 0)]),
-        ("lbm + lbm, same package, other die", vec![("lbm", 0, 0), ("lbm", 0, 2)]),
+        (
+            "lbm + lbm, same package, other die",
+            vec![("lbm", 0, 0), ("lbm", 0, 2)],
+        ),
         ("lbm + lbm, same die", vec![("lbm", 0, 0), ("lbm", 0, 1)]),
-        ("lbm + lbm, other package", vec![("lbm", 0, 0), ("lbm", 0, 4)]),
-        ("lbm + gromacs, same package", vec![("lbm", 0, 0), ("gromacs", 0, 2)]),
-        ("lbm + hmmer, same package", vec![("lbm", 0, 0), ("hmmer", 0, 2)]),
-        ("soplex + soplex, same package", vec![("soplex", 0, 0), ("soplex", 0, 2)]),
-        ("soplex + hmmer, same package", vec![("soplex", 0, 0), ("hmmer", 0, 2)]),
-        ("libquantum + libquantum, same package", vec![("libquantum", 0, 0), ("libquantum", 0, 2)]),
-        ("stream + stream, same package", vec![("stream", 0, 0), ("stream", 0, 2)]),
+        (
+            "lbm + lbm, other package",
+            vec![("lbm", 0, 0), ("lbm", 0, 4)],
+        ),
+        (
+            "lbm + gromacs, same package",
+            vec![("lbm", 0, 0), ("gromacs", 0, 2)],
+        ),
+        (
+            "lbm + hmmer, same package",
+            vec![("lbm", 0, 0), ("hmmer", 0, 2)],
+        ),
+        (
+            "soplex + soplex, same package",
+            vec![("soplex", 0, 0), ("soplex", 0, 2)],
+        ),
+        (
+            "soplex + hmmer, same package",
+            vec![("soplex", 0, 0), ("hmmer", 0, 2)],
+        ),
+        (
+            "libquantum + libquantum, same package",
+            vec![("libquantum", 0, 0), ("libquantum", 0, 2)],
+        ),
+        (
+            "stream + stream, same package",
+            vec![("stream", 0, 0), ("stream", 0, 2)],
+        ),
     ] {
         let s = run(&e, &ep, &set, &w);
         println!("  {label:<40} slowdowns {:?}", fmt(&s));
     }
 
     println!("\n== speed");
-    let wl11 = ["mcf", "milc", "soplex", "lbm", "gobmk", "perlbench", "namd", "povray"];
+    let wl11 = [
+        "mcf",
+        "milc",
+        "soplex",
+        "lbm",
+        "gobmk",
+        "perlbench",
+        "namd",
+        "povray",
+    ];
     for n in [4usize, 8] {
-        let procs: Vec<SimProcess> = wl11[..n].iter().enumerate().map(|(i, &x)| proc(&set, x, 0, i)).collect();
+        let procs: Vec<SimProcess> = wl11[..n]
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| proc(&set, x, 0, i))
+            .collect();
         let reps = 20000;
         let start = Instant::now();
         let mut acc = 0.0;
@@ -133,7 +210,9 @@ fn main() {
             iters = o.iterations;
         }
         let us = start.elapsed().as_secs_f64() * 1e6 / reps as f64;
-        println!("  {n} processes on nehalem: {us:.1} µs per simulate() ({iters} sweeps) [{acc:.1}]");
+        println!(
+            "  {n} processes on nehalem: {us:.1} µs per simulate() ({iters} sweeps) [{acc:.1}]"
+        );
     }
 }
 

@@ -195,8 +195,7 @@ impl MachineParams {
         pos("local_latency_ns", self.local_latency_ns)?;
         pos("mc_gbps", self.mc_gbps)?;
         pos("burst_lines", self.burst_lines)?;
-        if !self.remote_latency_ns.is_finite() || self.remote_latency_ns < self.local_latency_ns
-        {
+        if !self.remote_latency_ns.is_finite() || self.remote_latency_ns < self.local_latency_ns {
             return Err(format!(
                 "remote_latency_ns: {} must be ≥ local_latency_ns",
                 self.remote_latency_ns

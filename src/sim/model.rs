@@ -201,7 +201,6 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
     let mut stall_per_ns = vec![0.0; nt];
     let mut insert = vec![0.0; net.occupants.len()];
     let mut llc_insert = vec![0.0; net.llc_bytes.len()];
-    let mut llc_run = vec![0.0; net.llc_bytes.len()];
     let mut prev_cpi = vec![0.0; nt];
     let mut scratch: Vec<(f64, f64, f64)> = Vec::new();
     while s.sweeps < MAX_SWEEPS {
@@ -223,10 +222,10 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
         }
         // 2. Each resource's delay, solved with the others held: the traffic it sees
         //    falls as its own delay rises, so the fixed point is unique.
-        for r in 0..nr {
+        for (r, users) in crossing.iter().enumerate() {
             let res = &net.resources[r];
             scratch.clear();
-            for &(t, u) in &crossing[r] {
+            for &(t, u) in users {
                 let th = &net.threads[t];
                 let us = th.uses[u];
                 let g = stall_per_ns[t] * us.latency_weight;
@@ -240,7 +239,7 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
             let old = s.delay[r];
             let new = solve_delay(&scratch, res.capacity, res.delay_scale);
             if new != old {
-                for &(t, u) in &crossing[r] {
+                for &(t, u) in users {
                     let g = stall_per_ns[t] * net.threads[t].uses[u].latency_weight;
                     s.cpi[t] += g * (new - old);
                 }
@@ -249,16 +248,20 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
         }
         // 3. Cache shares follow insertion (miss) rates: under LRU-like replacement
         //    each line evicted belongs to an occupant in proportion to its occupancy, so
-        //    occupancy settles where it is proportional to the rate of insertions.
+        //    occupancy settles where it is proportional to the rate of insertions. The
+        //    rate is taken without queueing and SMT stretch (CPU time share and own
+        //    cache share included): otherwise a newcomer that slows a cache-thrashing
+        //    neighbour would hand its cache to the others, and a co-runner could make a
+        //    program faster — a second-order effect we leave out on purpose.
         insert.iter_mut().for_each(|x| *x = 0.0);
         llc_insert.iter_mut().for_each(|x| *x = 0.0);
-        llc_run.iter_mut().for_each(|x| *x = 0.0);
         for (t, th) in net.threads.iter().enumerate() {
             s.rate[t] = th.run_share * f / s.cpi[t];
-            let m = s.rate[t] * s.mpi[t];
+            let d = &derived[th.process];
+            let unloaded_cpi = d.core_cpi + stall_per_ns[t] * th.base_latency;
+            let m = th.run_share * f / unloaded_cpi * s.mpi[t];
             insert[th.occupant] += m;
             llc_insert[th.llc] += m;
-            llc_run[th.llc] += th.run_share;
         }
         let mut moved: f64 = 0.0;
         for (o, occ) in net.occupants.iter().enumerate() {
@@ -283,8 +286,8 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
             break;
         }
     }
-    for r in 0..nr {
-        s.traffic[r] = crossing[r]
+    for (traffic, users) in s.traffic.iter_mut().zip(&crossing) {
+        *traffic = users
             .iter()
             .map(|&(t, u)| s.rate[t] * s.mpi[t] * net.threads[t].uses[u].bytes_per_miss)
             .sum();
@@ -368,7 +371,12 @@ fn summarise(net: &Network, s: &State, procs: &[SimProcess], solo_rates: &[f64])
         a.bytes += th
             .uses
             .iter()
-            .filter(|u| matches!(net.resources[u.resource].kind, ResourceKind::MemoryController { .. }))
+            .filter(|u| {
+                matches!(
+                    net.resources[u.resource].kind,
+                    ResourceKind::MemoryController { .. }
+                )
+            })
             .map(|u| m * u.bytes_per_miss)
             .sum::<f64>();
     }
@@ -391,7 +399,11 @@ fn summarise(net: &Network, s: &State, procs: &[SimProcess], solo_rates: &[f64])
                 (per_thread(a.local_plain), per_thread(a.latency_plain))
             };
             ProcessOutcome {
-                ipc: if a.run > 0.0 { a.rate / (a.run * f) } else { 0.0 },
+                ipc: if a.run > 0.0 {
+                    a.rate / (a.run * f)
+                } else {
+                    0.0
+                },
                 effective_mpki: if a.rate > 0.0 {
                     1000.0 * a.misses / a.rate
                 } else {
@@ -444,5 +456,30 @@ fn summarise(net: &Network, s: &State, procs: &[SimProcess], solo_rates: &[f64])
         resources,
         iterations: s.sweeps,
         converged: s.converged,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_delay_is_md1_of_bursts() {
+        assert_eq!(queue_delay(10.0, 0.0), 0.0);
+        assert!((queue_delay(10.0, 0.5) - 10.0).abs() < 1e-12);
+        assert!(queue_delay(10.0, 2.0).is_finite());
+    }
+
+    #[test]
+    fn solved_delay_is_a_fixed_point() {
+        // Two threads, 8 GB/s of demand at zero delay on a 10 GB/s resource.
+        let users = [(4.0 * 1.0, 1.0, 0.01), (4.0 * 2.0, 2.0, 0.02)];
+        let w = solve_delay(&users, 10.0, 20.0);
+        let rho = users.iter().map(|&(k, a, g)| k / (a + g * w)).sum::<f64>() / 10.0;
+        assert!((queue_delay(20.0, rho) - w).abs() < 1e-6, "{w} vs {rho}");
+        // Overload is throttled below capacity, not past it.
+        let w = solve_delay(&[(100.0, 1.0, 0.05)], 10.0, 20.0);
+        assert!(100.0 / (1.0 + 0.05 * w) < 10.0);
+        assert_eq!(solve_delay(&[], 10.0, 20.0), 0.0);
     }
 }

@@ -72,6 +72,12 @@ pub struct Profile {
     pub reference_llc_bytes: u64,
 }
 
+/// Most misses one core keeps in flight: Nehalem has 10 L1 miss buffers (Intel
+/// optimisation manual); with hardware prefetch a stream behaves about the same.
+pub const MAX_MLP: f64 = 10.0;
+/// Lowest core CPI: a 4-wide core.
+pub const MIN_CORE_CPI: f64 = 0.25;
+
 /// Core CPI (perfect LLC) assumed for profiles that give no CPI: an estimate typical of
 /// integer SPEC programs on Nehalem.
 pub const DEFAULT_CORE_CPI: f64 = 0.8;
@@ -147,15 +153,18 @@ impl Profile {
             _ => DEFAULT_CORE_CPI / (1.0 - s),
         };
         let latency_cycles = REF_LOCAL_NS * REF_CLOCK_GHZ;
-        // A miss cannot stall for longer than its own latency (MLP ≥ 1).
+        // A miss cannot stall for longer than its own latency (MLP ≥ 1), and no core
+        // overlaps more than MAX_MLP misses.
         let stall_per_latency = if m > 0.0 {
-            (s * cpi / (m * latency_cycles)).min(1.0)
+            (s * cpi / (m * latency_cycles)).clamp(1.0 / MAX_MLP, 1.0)
         } else {
             0.0
         };
+        let stall = stall_per_latency * m * latency_cycles;
+        let core_cpi = (cpi - stall).max(MIN_CORE_CPI);
         Derived {
-            stall_fraction: s,
-            core_cpi: cpi - stall_per_latency * m * latency_cycles,
+            stall_fraction: stall / (core_cpi + stall),
+            core_cpi,
             stall_per_latency,
         }
     }
@@ -346,9 +355,8 @@ impl ProfileSet {
         let file: ProfileFile = if toml {
             let de = toml::Deserializer::parse(text)
                 .map_err(|e| field_err("(document)".into(), e.message().to_string()))?;
-            serde_path_to_error::deserialize(de).map_err(|e| {
-                field_err(path_name(e.path()), e.inner().message().to_string())
-            })?
+            serde_path_to_error::deserialize(de)
+                .map_err(|e| field_err(path_name(e.path()), e.inner().message().to_string()))?
         } else {
             let mut de = serde_json::Deserializer::from_str(text);
             serde_path_to_error::deserialize(&mut de)
@@ -440,9 +448,24 @@ mod tests {
             p.validate().unwrap();
         }
         for name in [
-            "mcf", "lbm", "libquantum", "milc", "soplex", "omnetpp", "sphinx3", "gcc",
-            "h264ref", "gobmk", "perlbench", "namd", "gamess", "povray", "gromacs", "hmmer",
-            "stream", "compute",
+            "mcf",
+            "lbm",
+            "libquantum",
+            "milc",
+            "soplex",
+            "omnetpp",
+            "sphinx3",
+            "gcc",
+            "h264ref",
+            "gobmk",
+            "perlbench",
+            "namd",
+            "gamess",
+            "povray",
+            "gromacs",
+            "hmmer",
+            "stream",
+            "compute",
         ] {
             assert!(set.get(name).is_some(), "{name}");
         }
@@ -532,8 +555,14 @@ mod tests {
         assert!(e.contains("profiles[0]") && e.contains("mpkii"), "{e}");
         let e = err("[[profiles]]\nname='a'\nmpki='x'\n", true);
         assert!(e.contains("profiles[0].mpki"), "{e}");
-        let e = err(r#"{"profiles":[{"name":"a","mpki":1,"numa_penalty":0.9}]}"#, false);
-        assert!(e.contains("profiles[0].numa_penalty: 0.9 must be ≥ 1"), "{e}");
+        let e = err(
+            r#"{"profiles":[{"name":"a","mpki":1,"numa_penalty":0.9}]}"#,
+            false,
+        );
+        assert!(
+            e.contains("profiles[0].numa_penalty: 0.9 must be ≥ 1"),
+            "{e}"
+        );
         let e = err(r#"{"profiles":[{"name":"a","mpki":1,"foo":1}]}"#, false);
         assert!(e.contains("profiles[0]") && e.contains("foo"), "{e}");
         let e = err(

@@ -51,9 +51,10 @@ pub fn from_snapshot(
         }
         let mut set = Vec::with_capacity(ids.len());
         for &id in ids {
-            let cpu = topo
-                .cpu(id)
-                .ok_or(SimError::UnknownCpu { pid: p.pid, cpu: id })?;
+            let cpu = topo.cpu(id).ok_or(SimError::UnknownCpu {
+                pid: p.pid,
+                cpu: id,
+            })?;
             set.push(cpu.index);
         }
         set.sort_unstable();
@@ -65,10 +66,9 @@ pub fn from_snapshot(
     for (i, p) in snapshot.processes.iter().enumerate() {
         let mut memory: Vec<(usize, f64)> = Vec::new();
         for (&node, &bytes) in &p.memory_bytes {
-            let ni = topo.node_index(node).ok_or(SimError::UnknownNode {
-                pid: p.pid,
-                node,
-            })?;
+            let ni = topo
+                .node_index(node)
+                .ok_or(SimError::UnknownNode { pid: p.pid, node })?;
             memory.push((ni, bytes as f64));
         }
         for mv in plan.page_moves.iter().filter(|m| m.pid == p.pid) {
@@ -131,6 +131,9 @@ fn balance(topo: &Topology, sets: &mut [(usize, Vec<usize>, usize)]) -> Vec<Vec<
     out
 }
 
+/// The machine the solo rates were computed on, and per profile its solo rate.
+type SoloCache = (Option<Topology>, Vec<(Profile, f64)>);
+
 /// The oracle's objective: the model's average slowdown of `plan` on `snapshot`, lower
 /// is better. A plan that cannot be simulated (unknown CPU or node, a process with
 /// nowhere to run) scores +∞. Solo runs are memoised per machine and profile, so the
@@ -139,7 +142,7 @@ pub fn objective(
     params: MachineParams,
     profiles: ProfileSet,
 ) -> impl Fn(&Snapshot, &Plan) -> f64 + Send + Sync {
-    let cache: Mutex<(Option<Topology>, Vec<(Profile, f64)>)> = Mutex::new((None, Vec::new()));
+    let cache: Mutex<SoloCache> = Mutex::new((None, Vec::new()));
     move |snapshot: &Snapshot, plan: &Plan| {
         let Ok(procs) = from_snapshot(snapshot, plan, &profiles) else {
             return f64::INFINITY;
