@@ -3,7 +3,9 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod eval;
 pub mod plan;
+pub mod sim;
 pub mod topo;
 
 #[derive(Debug, Parser)]
@@ -23,6 +25,10 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Show the machine model: this machine from sysfs, a preset or a spec string.
     Topo(topo::TopoArgs),
+    /// Simulate one scenario on the performance model.
+    Sim(sim::SimArgs),
+    /// Run an evaluation suite: every policy against Linux and the oracle.
+    Eval(eval::EvalArgs),
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -47,5 +53,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Plan(a) => plan::run(a),
         Command::Topo(a) => topo::run(a),
+        Command::Sim(a) => sim::run(a),
+        Command::Eval(a) => eval::run(a),
     }
 }

@@ -13,6 +13,9 @@
 //! machine:
 //! - the caches are all LLC domains; imbalance is the variance of their pressures, so
 //!   with two caches "reduces the imbalance" is exactly `|P₀ − P₁|` shrinking;
+//! - a move may not overshoot: the destination must end no more pressured than the
+//!   source. Otherwise a streaming program could be sent remote only to swap which
+//!   cache is the hot one (e.g. 42/10.6 → 20/39.2), paying its NUMA penalty for nothing;
 //! - sources are tried from the most pressured cache down, so the hottest cache sheds
 //!   load first; destinations may be in the same node (cost `MPKI`, no locality lost)
 //!   or remote (cost `MPKI · penalty`, the penalty scaled by SLIT distance, see
@@ -188,7 +191,11 @@ pub fn refine(layout: &mut Layout, threshold: f64) -> Vec<Move> {
                     + new_src.powi(2)
                     + new_dst.powi(2);
                 let new_var = new_sq / len - (new_sum / len).powi(2);
-                if new_dst >= threshold || new_var >= variance - 1e-9 {
+                // The move must relieve the hotter cache, not make the destination the
+                // new hot spot (our reading of "reduces the imbalance": with two caches
+                // a move that overshoots can shrink |P₀ − P₁| yet only shift the
+                // contention while paying the remote penalty for it).
+                if new_dst >= threshold || new_dst > new_src + 1e-9 || new_var >= variance - 1e-9 {
                     continue;
                 }
                 if best.is_some_and(|(c, _)| cost >= c - 1e-12) {
@@ -277,14 +284,23 @@ mod tests {
     fn threshold_stops_refinement() {
         let s = nehalem_workload(&["mcf", "milc", "soplex", "lbm"], "0000");
         let mut layout = maxlocal::place(&s);
-        // With a threshold below mcf's remote cost no move is acceptable.
+        // With a threshold below mcf's remote cost (34.5) no move is acceptable.
         assert!(refine(&mut layout, 30.0).is_empty());
-        // With no threshold, lbm follows mcf: 60/34.5 -> 38/63.1 lowers the imbalance.
-        let mut layout = maxlocal::place(&s);
-        let moves = refine(&mut layout, f64::INFINITY);
+
+        // Six MPKI-10 processes (np 1.1) on node 0 of a 2 × 8-core machine: each move
+        // costs 11 on node 1. 60/0 → 50/11 → 40/22; a third (30/33) would overshoot.
+        let s = Snapshot {
+            topology: topology::machine("2n:1l:8c:1t").unwrap(),
+            processes: (1..=6).map(|pid| proc_on(pid, "p", 0, 10.0, 1.1)).collect(),
+        };
+        let moves_with = |t: f64| refine(&mut maxlocal::place(&s), t).len();
+        assert_eq!(moves_with(10.0), 0, "11 is above the threshold");
+        assert_eq!(moves_with(15.0), 1, "22 is above the threshold");
+        assert_eq!(moves_with(THRESHOLD_MPKI), 2);
         assert_eq!(
-            moves.iter().map(|m| m.process).collect::<Vec<_>>(),
-            vec![0, 3]
+            moves_with(f64::INFINITY),
+            2,
+            "the third move would overshoot"
         );
     }
 
@@ -331,10 +347,9 @@ mod tests {
         let moves = refine(&mut layout, THRESHOLD_MPKI);
         assert_eq!((moves[0].from_llc, moves[0].to_llc), (0, 1));
         assert!((moves[0].after.1 - 20.0).abs() < 1e-9);
-        // The next move must leave node 0: a third local LLC does not exist, and
-        // swapping LLC 0 and 1 would not lower the imbalance.
-        assert_eq!(moves[1].to_llc, 2);
-        assert!((moves[1].after.1 - 26.0).abs() < 1e-9);
+        // Nothing follows: to node 1 would leave LLC 0 at 20 and LLC 2 at 26, an
+        // overshoot; LLC 0 → 1 again would not lower the imbalance.
+        assert_eq!(moves.len(), 1);
     }
 
     #[test]
@@ -344,9 +359,8 @@ mod tests {
         let plan = nmass().plan(&s);
         assert_eq!(plan.placements[0].nodes, vec![0]);
         // With mcf pinned it is off the list, so lbm (np 1.30) is the back and goes
-        // first (90/0 -> 68.0/28.6), then soplex (68.0/28.6 -> 50.0/52.4); bringing
-        // lbm back or sending milc would push a cache past the threshold.
-        assert_eq!(node_of_plan(&s, &plan), vec![0, 0, 1, 1]);
+        // (90/0 -> 68.0/28.6). soplex next would overshoot (50.0/52.4).
+        assert_eq!(node_of_plan(&s, &plan), vec![0, 0, 0, 1]);
     }
 
     #[test]

@@ -40,6 +40,11 @@ pub struct Process {
     /// DRAM bandwidth the process draws when alone, GB/s (memory-bus pairing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bandwidth_gbps: Option<f64>,
+    /// Fraction of its LLC misses that more cache would remove (0 = pure streaming,
+    /// 1 = all reuse): how much it suffers when co-runners take cache capacity. From a
+    /// profile, or learned from its MPKI alone versus shared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_reuse: Option<f64>,
     /// Resident memory per node, bytes (from numa_maps).
     #[serde(default)]
     pub memory_bytes: BTreeMap<NodeId, u64>,
@@ -73,6 +78,7 @@ impl Process {
             mpki: None,
             numa_penalty: None,
             bandwidth_gbps: None,
+            cache_reuse: None,
             memory_bytes: BTreeMap::new(),
             current_cpus: Vec::new(),
             allowed_cpus: None,
@@ -171,6 +177,14 @@ impl Snapshot {
                     if !v.is_finite() || v < 0.0 {
                         return Err((f(name), format!("{v} must be a finite number ≥ 0")));
                     }
+                }
+            }
+            if let Some(r) = p.cache_reuse {
+                if !(0.0..=1.0).contains(&r) {
+                    return Err((
+                        f("cache_reuse"),
+                        format!("{r} must be a fraction in [0, 1]"),
+                    ));
                 }
             }
             if let Some(np) = p.numa_penalty {

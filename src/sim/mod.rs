@@ -1,1 +1,24 @@
+//! The simulator's performance model of a NUMA multicore machine.
+//!
+//! Given a machine ([`Topology`](crate::topology::Topology) + [`MachineParams`]), program
+//! [`Profile`]s, where each program's memory lives and where its threads run, it computes
+//! every program's steady-state speed and its slowdown against running alone and local.
+//! It is the objective the oracle minimises and the ground truth of `sim`/`eval`, so its
+//! gains must come from physics: LLC capacity sharing, queueing at memory controllers,
+//! interconnect links and buses, remote latency, and time-sharing. The equations and where
+//! every number comes from are in `docs/model.md`.
+
 pub mod eval;
+pub mod machine;
+mod model;
+mod network;
+pub mod profiles;
+mod snapshot;
+
+pub use machine::{params_for, MachineParams};
+pub use model::{
+    simulate, simulate_with_solo, solo_rate, Outcome, ProcessOutcome, ResourceLoad, SimProcess,
+};
+pub use network::ResourceKind;
+pub use profiles::{Class, Profile, ProfileError, ProfileSet};
+pub use snapshot::{from_snapshot, objective, SimError};

@@ -1,6 +1,7 @@
 //! The evaluation harness: suites of workloads × allocation maps × policies, run on the
 //! performance model, reported as tables, JSON, CSV and an HTML page of charts.
 
+pub mod bridge;
 pub mod html;
 pub mod report;
 pub mod runner;

@@ -70,6 +70,9 @@ pub struct Runner {
     pub start_limit: usize,
     /// Re-planning rounds before a placement-dependent policy is taken as settled.
     pub max_rounds: usize,
+    /// Whether plans may move pages. Off, memory stays where the allocation map put it
+    /// (the published evaluation) and page moves in plans are dropped.
+    pub allow_migration: bool,
 }
 
 /// Times of one policy on one case before they are turned into a row.
@@ -86,6 +89,7 @@ impl Runner {
             linux_limit: 1000,
             start_limit: 70,
             max_rounds: 8,
+            allow_migration: false,
         }
     }
 
@@ -169,7 +173,11 @@ impl Runner {
                 snap = next;
                 plan = pol.plan(&snap);
             }
-            settled.push(effective(&snap, &plan));
+            let mut final_plan = effective(&snap, &plan);
+            if !self.allow_migration {
+                final_plan.page_moves.clear();
+            }
+            settled.push(final_plan);
         }
         let mut m = self.average(&case.snapshot, &settled, memo);
         m.proven_optimal = proven;

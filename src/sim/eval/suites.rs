@@ -16,6 +16,7 @@ pub struct ProgramFacts {
     pub numa_penalty: f64,
     pub footprint_bytes: u64,
     pub bandwidth_gbps: f64,
+    pub cache_reuse: f64,
 }
 
 /// Facts of a program on a machine (its solo bandwidth depends on the machine).
@@ -202,6 +203,7 @@ pub fn case(
         p.mpki = Some(facts.mpki);
         p.numa_penalty = Some(facts.numa_penalty);
         p.bandwidth_gbps = Some(facts.bandwidth_gbps);
+        p.cache_reuse = Some(facts.cache_reuse);
         p.memory_bytes.insert(node.id, facts.footprint_bytes);
         processes.push(p);
     }
@@ -226,6 +228,7 @@ mod tests {
             numa_penalty: 1.2,
             footprint_bytes: 1 << 30,
             bandwidth_gbps: 2.0,
+            cache_reuse: 0.5,
         })
     }
 

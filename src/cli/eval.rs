@@ -1,0 +1,140 @@
+//! `numasched eval`: a whole suite on the performance model, every policy against the
+//! default scheduler and the oracle, as a terminal table, JSON, CSV and an HTML report.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::policy::Policy;
+use crate::sim;
+use crate::sim::eval::report::{self, Results};
+use crate::sim::eval::runner::{Row, Runner};
+use crate::sim::eval::{bridge, html, suites};
+
+use super::sim::load_profiles;
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Suite: nmass, nmass-migrate, membus or cmload.
+    #[arg(long, value_name = "S")]
+    pub suite: String,
+    /// Machine to run the suite on instead of its own (preset or spec string).
+    #[arg(long, value_name = "M")]
+    pub machine: Option<String>,
+    /// Policies, comma-separated (default: the suite's).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub policies: Option<Vec<String>>,
+    /// Directory for results.json, results.csv, table.txt and report.html.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Write the JSON results here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Extra program profiles (TOML or JSON).
+    #[arg(long, value_name = "FILE")]
+    pub profiles: Option<PathBuf>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub jobs: usize,
+}
+
+pub fn run(args: EvalArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let profiles = load_profiles(args.profiles.as_ref())?;
+    let suite = suites::suite(&args.suite, args.machine.as_deref(), &|topo, p| {
+        bridge::facts(topo, &sim::params_for(topo), &profiles, p)
+    })
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let topo = suite
+        .cases
+        .first()
+        .map(|c| c.snapshot.topology.clone())
+        .context("the suite has no cases")?;
+    let runner = Runner::new(bridge::time_model(sim::params_for(&topo), profiles));
+    let names: Vec<String> = match &args.policies {
+        Some(list) => list.clone(),
+        None => suite.policies.iter().map(|s| s.to_string()).collect(),
+    };
+    let policies: Vec<Box<dyn Policy>> = names
+        .iter()
+        .map(|n| runner.policy(n))
+        .collect::<Result<_, _>>()?;
+
+    let bar = ProgressBar::new((suite.cases.len() * policies.len()) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:40}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_prefix(format!("eval {}", suite.name));
+    let slots: Mutex<Vec<Option<Vec<Row>>>> = Mutex::new(vec![None; suite.cases.len()]);
+    let next = Mutex::new(0usize);
+    std::thread::scope(|scope| {
+        for _ in 0..args.jobs.max(1) {
+            scope.spawn(|| loop {
+                let i = {
+                    let mut n = next.lock().unwrap_or_else(|p| p.into_inner());
+                    let i = *n;
+                    *n += 1;
+                    i
+                };
+                let Some(case) = suite.cases.get(i) else {
+                    break;
+                };
+                let rows = runner.run_case(case, &policies, &mut |p| {
+                    bar.set_message(format!("{} {} {p}", case.workload, case.map));
+                    bar.inc(1);
+                });
+                slots.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(rows);
+            });
+        }
+    });
+    bar.finish_and_clear();
+    let rows: Vec<Row> = slots
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .collect();
+    let elapsed = started.elapsed().as_secs_f64();
+    let table = report::table(&rows);
+    println!("{table}");
+    println!(
+        "suite {} on {}: {} entries in {elapsed:.1} s",
+        suite.name,
+        suite.machine,
+        rows.len()
+    );
+    let results = Results {
+        results: &rows,
+        summaries: report::summaries(&rows),
+    };
+    let json = serde_json::to_string_pretty(&results).context("encoding results")?;
+    if let Some(path) = &args.json {
+        write(path, &json)?;
+    }
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("{}: cannot create", dir.display()))?;
+        write(&dir.join("results.json"), &json)?;
+        write(&dir.join("results.csv"), &report::csv(&rows))?;
+        write(&dir.join("table.txt"), &table)?;
+        let title = format!("numasched eval: suite {} on {}", suite.name, suite.machine);
+        let notes = format!(
+            "Simulated with numasched's performance model (docs/model.md); {} entries, \
+             computed in {elapsed:.1} s.",
+            rows.len()
+        );
+        write(&dir.join("report.html"), &html::page(&title, &rows, &notes))?;
+        println!("wrote {}", dir.display());
+    }
+    Ok(())
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))
+}

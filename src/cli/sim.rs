@@ -1,0 +1,259 @@
+//! `numasched sim`: one scenario on the performance model — a machine, programs, where
+//! their memory lives and where they run (given, or chosen by a policy) — and what each
+//! program's speed would be.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::Serialize;
+
+use crate::policy::alloc::{self, Occupancy};
+use crate::policy::{linux::Linux, Placement, Plan, Policy, Snapshot};
+use crate::sim::eval::runner::{effective, with_current, Runner};
+use crate::sim::eval::{bridge, suites};
+use crate::sim::{self, ProfileSet};
+use crate::topology::{self, cpulist, CpuId, NodeId, Topology};
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Machine: a preset (nehalem-e5520, xeon-e5345, ...) or a spec like 2n:1l:4c:1t.
+    #[arg(long, value_name = "M")]
+    pub machine: String,
+    /// Programs, comma-separated (built-in profiles or --profiles).
+    #[arg(long, value_delimiter = ',', required = true, value_name = "A,B,..")]
+    pub programs: Vec<String>,
+    /// Node id holding each program's memory, in program order.
+    #[arg(long, value_delimiter = ',', required = true, value_name = "N,N,..")]
+    pub homes: Vec<NodeId>,
+    /// A node per program; the simulator picks idle cores in it.
+    #[arg(long, value_delimiter = ',', value_name = "N,N,..", group = "where")]
+    pub placement: Option<Vec<NodeId>>,
+    /// An exact CPU per program.
+    #[arg(long, value_delimiter = ',', value_name = "C,C,..", group = "where")]
+    pub cores: Option<Vec<CpuId>>,
+    /// Let a placement policy decide.
+    #[arg(long, value_name = "P", group = "where")]
+    pub policy: Option<String>,
+    /// Extra program profiles (TOML or JSON).
+    #[arg(long, value_name = "FILE")]
+    pub profiles: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    machine: String,
+    policy: Option<String>,
+    processes: Vec<ProcReport>,
+    avg_slowdown: f64,
+    performance: f64,
+    unfairness: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct ProcReport {
+    program: String,
+    home: NodeId,
+    node: NodeId,
+    cpu: CpuId,
+    /// Effective MPKI with the cache share it gets.
+    mpki: f64,
+    slowdown: f64,
+    speed: f64,
+    ipc: f64,
+    local_fraction: f64,
+    reason: String,
+}
+
+pub fn run(args: SimArgs) -> anyhow::Result<()> {
+    let topo = topology::machine(&args.machine)?;
+    let profiles = load_profiles(args.profiles.as_ref())?;
+    let params = sim::params_for(&topo);
+    if args.homes.len() != args.programs.len() {
+        bail!(
+            "--homes has {} entries for {} programs",
+            args.homes.len(),
+            args.programs.len()
+        );
+    }
+    let map: String = args
+        .homes
+        .iter()
+        .map(|&h| node_digit(&topo, h, "--homes"))
+        .collect::<anyhow::Result<String>>()?;
+    let programs: Vec<&str> = args.programs.iter().map(String::as_str).collect();
+    let case = suites::case("sim", "sim", &map, &topo, &programs, &|t, p| {
+        bridge::facts(t, &params, &profiles, p)
+    })
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let snapshot = case.snapshot;
+    let plan = if let Some(nodes) = &args.placement {
+        on_nodes(&snapshot, nodes)?
+    } else if let Some(cores) = &args.cores {
+        on_cores(&snapshot, cores)?
+    } else if let Some(name) = &args.policy {
+        by_policy(&snapshot, name, &params, &profiles)?
+    } else {
+        bail!("say where the programs run: --placement, --cores or --policy");
+    };
+    let procs = sim::from_snapshot(&snapshot, &plan, &profiles)?;
+    let out = sim::simulate(&topo, &params, &procs);
+    let report = Report {
+        machine: args.machine.clone(),
+        policy: args.policy.clone(),
+        processes: snapshot
+            .processes
+            .iter()
+            .zip(&plan.placements)
+            .zip(&out.processes)
+            .map(|((p, pl), o)| {
+                let cpu = pl.cpus.first().copied().unwrap_or_default();
+                ProcReport {
+                    program: p.program.clone(),
+                    home: p.home_node().unwrap_or_default(),
+                    node: pl.nodes.first().copied().unwrap_or_default(),
+                    cpu,
+                    mpki: o.effective_mpki,
+                    slowdown: o.slowdown,
+                    speed: o.speed,
+                    ipc: o.ipc,
+                    local_fraction: o.local_fraction,
+                    reason: pl.reason.clone(),
+                }
+            })
+            .collect(),
+        avg_slowdown: out.avg_slowdown,
+        performance: out.performance,
+        unfairness: out.unfairness,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "{:<12} {:>4} {:>4} {:>4} {:>7} {:>8} {:>6} {:>6}",
+        "program", "home", "node", "cpu", "mpki", "slowdown", "ipc", "local"
+    );
+    for p in &report.processes {
+        println!(
+            "{:<12} {:>4} {:>4} {:>4} {:>7.2} {:>7.1}% {:>6.3} {:>5.0}%",
+            p.program,
+            p.home,
+            p.node,
+            p.cpu,
+            p.mpki,
+            100.0 * p.slowdown,
+            p.ipc,
+            100.0 * p.local_fraction
+        );
+    }
+    println!(
+        "average slowdown {:.1}%, performance {:.3}, unfairness {:.3}",
+        100.0 * report.avg_slowdown,
+        report.performance,
+        report.unfairness
+    );
+    Ok(())
+}
+
+/// Built-in profiles, overridden and extended by a file.
+pub fn load_profiles(path: Option<&PathBuf>) -> anyhow::Result<ProfileSet> {
+    let builtin = ProfileSet::builtin();
+    Ok(match path {
+        Some(p) => builtin.merge(ProfileSet::load(p)?),
+        None => builtin,
+    })
+}
+
+/// The allocation-map digit (node index) of node id `id`.
+fn node_digit(topo: &Topology, id: NodeId, flag: &str) -> anyhow::Result<char> {
+    let idx = topo.node_index(id).with_context(|| {
+        let ids: Vec<u32> = topo.nodes().iter().map(|n| n.id).collect();
+        format!(
+            "{flag}: node {id} does not exist (nodes {})",
+            cpulist::format(&ids)
+        )
+    })?;
+    char::from_digit(idx as u32, 10).with_context(|| {
+        format!("{flag}: node {id}: machines with more than 10 nodes are not supported here")
+    })
+}
+
+fn on_nodes(s: &Snapshot, nodes: &[NodeId]) -> anyhow::Result<Plan> {
+    let topo = &s.topology;
+    if nodes.len() != s.processes.len() {
+        bail!(
+            "--placement has {} entries for {} programs",
+            nodes.len(),
+            s.processes.len()
+        );
+    }
+    let mut occ = Occupancy::new(topo);
+    let mut placements = Vec::new();
+    for (p, &n) in s.processes.iter().zip(nodes) {
+        node_digit(topo, n, "--placement")?;
+        let ni = topo.node_index(n).unwrap_or_default();
+        let cands = topo.node_cpu_indices(ni).to_vec();
+        if cands.is_empty() {
+            bail!("--placement: node {n} has no CPUs");
+        }
+        let cpus = occ.pick(&cands, 1);
+        occ.add(&cpus, 1.0);
+        placements.push(Placement::new(
+            topo,
+            p.pid,
+            alloc::ids(topo, &cpus),
+            format!("placed on node {n} by --placement"),
+        ));
+    }
+    Ok(Plan::new("given", placements))
+}
+
+fn on_cores(s: &Snapshot, cores: &[CpuId]) -> anyhow::Result<Plan> {
+    let topo = &s.topology;
+    if cores.len() != s.processes.len() {
+        bail!(
+            "--cores has {} entries for {} programs",
+            cores.len(),
+            s.processes.len()
+        );
+    }
+    let mut placements = Vec::new();
+    for (p, &c) in s.processes.iter().zip(cores) {
+        if topo.cpu(c).is_none() {
+            let ids: Vec<u32> = topo.cpus().iter().map(|c| c.id).collect();
+            bail!(
+                "--cores: CPU {c} does not exist (CPUs {})",
+                cpulist::format(&ids)
+            );
+        }
+        placements.push(Placement::new(
+            topo,
+            p.pid,
+            vec![c],
+            format!("pinned to CPU {c} by --cores"),
+        ));
+    }
+    Ok(Plan::new("given", placements))
+}
+
+/// A policy's plan, started — for policies that only adjust — from the placement the
+/// kernel's load balancer would have made, and as it would be applied.
+fn by_policy(
+    s: &Snapshot,
+    name: &str,
+    params: &sim::MachineParams,
+    profiles: &ProfileSet,
+) -> anyhow::Result<Plan> {
+    let runner = Runner::new(bridge::time_model(params.clone(), profiles.clone()));
+    let pol = runner.policy(name)?;
+    let snap = if pol.uses_current_placement() {
+        with_current(s, &Linux.plan(s))
+    } else {
+        s.clone()
+    };
+    Ok(effective(&snap, &pol.plan(&snap)))
+}

@@ -1,0 +1,485 @@
+//! The steady state of a set of programs on a machine, and their slowdowns.
+//!
+//! Per thread, cycles per instruction are
+//! `CPI = core_cpi · smt_stretch + mpi(cache share) · stall_per_latency · latency · f`,
+//! where the latency is the unloaded one (local or remote) plus the queueing delay of
+//! every shared resource on the miss's path. Three couplings close the loop: a thread's
+//! cache share depends on everyone's miss rate on its LLC, queueing delays depend on
+//! everyone's traffic, and traffic depends on everyone's CPI. The solver iterates: cache
+//! shares are damped, and each resource's delay is solved exactly for the others held
+//! fixed (Gauss–Seidel), which converges in a few tens of sweeps. Everything runs in a
+//! fixed order with no randomness, so results are bit-for-bit reproducible.
+
+use serde::{Deserialize, Serialize};
+
+use super::machine::{MachineParams, MAX_UTILISATION};
+use super::network::{self, Network, ResourceKind};
+use super::profiles::{Derived, Profile};
+use crate::topology::Topology;
+
+/// One program as the simulator runs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimProcess {
+    pub profile: Profile,
+    /// Where its memory is: (node index, fraction). Fractions are normalised; invalid
+    /// entries are ignored; with none, memory is where each thread runs (first touch).
+    pub memory: Vec<(usize, f64)>,
+    /// One CPU index (position in `Topology::cpus()`) per thread. A CPU listed by k
+    /// threads is time-shared k ways. Indices past the machine are ignored.
+    pub cpus: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessOutcome {
+    /// Instructions per cycle while it holds a CPU, averaged over its threads.
+    pub ipc: f64,
+    /// LLC misses per 1000 instructions with the cache share it gets.
+    pub effective_mpki: f64,
+    /// Run time / solo run time − 1 (∞ for a process that cannot run).
+    pub slowdown: f64,
+    /// Solo run time / run time: 1 alone and local, smaller when slowed.
+    pub speed: f64,
+    /// Fraction of its misses served by the node the missing thread runs on.
+    pub local_fraction: f64,
+    /// Mean miss latency including queueing, ns.
+    pub latency_ns: f64,
+    /// DRAM traffic it causes (fills and writebacks), GB/s.
+    pub bandwidth_gbps: f64,
+    /// Mean fraction of a CPU each thread gets (< 1 when time-shared).
+    pub cpu_share: f64,
+    /// LLC capacity each thread effectively holds, bytes.
+    pub llc_bytes: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceLoad {
+    #[serde(flatten)]
+    pub kind: ResourceKind,
+    /// Traffic through it, GB/s.
+    pub gbps: f64,
+    /// Traffic / sustainable bandwidth.
+    pub utilisation: f64,
+    /// Queueing delay it adds to each miss that crosses it, ns.
+    pub delay_ns: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub processes: Vec<ProcessOutcome>,
+    /// Mean of the processes' slowdowns (SPEC §5's workload figure; lower is better).
+    pub avg_slowdown: f64,
+    /// Mean of the processes' speeds (normalised system performance, Tudu et al.).
+    pub performance: f64,
+    /// Coefficient of variation of the speeds (Tudu et al.'s unfairness).
+    pub unfairness: f64,
+    /// Every resource some traffic crosses.
+    pub resources: Vec<ResourceLoad>,
+    /// Solver sweeps used; `converged` is false if it stopped at the limit.
+    pub iterations: usize,
+    pub converged: bool,
+}
+
+/// Solver sweep limit; typical cases converge in 10–40.
+const MAX_SWEEPS: usize = 400;
+/// Relative change of every CPI and cache share below which the state is steady.
+const TOLERANCE: f64 = 1e-9;
+/// Weight of the new cache shares in each sweep; shares react to miss rates that react
+/// to shares, and half-steps keep that loop from ringing.
+const SHARE_DAMPING: f64 = 0.5;
+
+/// Steady-state speeds of `procs` on `machine`, against each profile alone on the idle
+/// machine with its memory local.
+pub fn simulate(machine: &Topology, params: &MachineParams, procs: &[SimProcess]) -> Outcome {
+    let mut solos: Vec<(&Profile, f64)> = Vec::new();
+    let mut solo_rates = Vec::with_capacity(procs.len());
+    for p in procs {
+        let rate = match solos.iter().find(|(q, _)| *q == &p.profile) {
+            Some(&(_, r)) => r,
+            None => {
+                let r = solo_rate(machine, params, &p.profile);
+                solos.push((&p.profile, r));
+                r
+            }
+        };
+        solo_rates.push(rate);
+    }
+    simulate_with_solo(machine, params, procs, &solo_rates)
+}
+
+/// Instructions per ns of one thread of `profile` alone on the idle machine, on the
+/// first CPU of the first node with CPUs, with all its memory on that node.
+pub fn solo_rate(machine: &Topology, params: &MachineParams, profile: &Profile) -> f64 {
+    let Some(node) = machine.cpu_nodes().next() else {
+        return 0.0;
+    };
+    let Some(&cpu) = machine.nodes()[node]
+        .cpus
+        .first()
+        .and_then(|&id| machine.cpu(id))
+    else {
+        return 0.0;
+    };
+    let solo = SimProcess {
+        profile: profile.clone(),
+        memory: vec![(node, 1.0)],
+        cpus: vec![cpu.index],
+    };
+    let net = network::build(machine, params, std::slice::from_ref(&solo));
+    let state = solve(&net, params, std::slice::from_ref(&solo));
+    state.rate.first().copied().unwrap_or(0.0)
+}
+
+/// [`simulate`] with the solo rates (instructions per ns, one per process) given, for
+/// callers that memoise them across many runs.
+pub fn simulate_with_solo(
+    machine: &Topology,
+    params: &MachineParams,
+    procs: &[SimProcess],
+    solo_rates: &[f64],
+) -> Outcome {
+    let net = network::build(machine, params, procs);
+    let state = solve(&net, params, procs);
+    summarise(&net, &state, procs, solo_rates)
+}
+
+struct State {
+    /// Per thread: instructions per ns (including its run share), CPI while running,
+    /// misses per instruction, miss latency (ns), capacity view (bytes).
+    rate: Vec<f64>,
+    cpi: Vec<f64>,
+    mpi: Vec<f64>,
+    latency: Vec<f64>,
+    cache: Vec<f64>,
+    /// Per resource: queueing delay (ns) and traffic (GB/s).
+    delay: Vec<f64>,
+    traffic: Vec<f64>,
+    clock_ghz: f64,
+    sweeps: usize,
+    converged: bool,
+}
+
+fn queue_delay(scale: f64, rho: f64) -> f64 {
+    let rho = rho.clamp(0.0, MAX_UTILISATION);
+    scale * rho / (1.0 - rho)
+}
+
+fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
+    let f = params.clock_ghz;
+    let nt = net.threads.len();
+    let nr = net.resources.len();
+    let derived: Vec<Derived> = procs.iter().map(|p| p.profile.derived()).collect();
+    // Occupancy shares of each LLC, initially even among its occupants.
+    let mut per_llc = vec![0usize; net.llc_bytes.len()];
+    for o in &net.occupants {
+        per_llc[o.llc] += 1;
+    }
+    let mut share: Vec<f64> = net
+        .occupants
+        .iter()
+        .map(|o| 1.0 / per_llc[o.llc] as f64)
+        .collect();
+    let mut s = State {
+        rate: vec![0.0; nt],
+        cpi: vec![0.0; nt],
+        mpi: vec![0.0; nt],
+        latency: vec![0.0; nt],
+        cache: vec![0.0; nt],
+        delay: vec![0.0; nr],
+        traffic: vec![0.0; nr],
+        clock_ghz: f,
+        sweeps: 0,
+        converged: false,
+    };
+    // Per resource, the threads that cross it and the use on their path.
+    let mut crossing: Vec<Vec<(usize, usize)>> = vec![Vec::new(); nr];
+    for (t, th) in net.threads.iter().enumerate() {
+        for (u, us) in th.uses.iter().enumerate() {
+            crossing[us.resource].push((t, u));
+        }
+    }
+    // Per thread: stall cycles per ns of latency (mpi · stall_per_latency · f).
+    let mut stall_per_ns = vec![0.0; nt];
+    let mut insert = vec![0.0; net.occupants.len()];
+    let mut llc_insert = vec![0.0; net.llc_bytes.len()];
+    let mut prev_cpi = vec![0.0; nt];
+    let mut scratch: Vec<(f64, f64, f64)> = Vec::new();
+    while s.sweeps < MAX_SWEEPS {
+        s.sweeps += 1;
+        // 1. Miss rates from cache shares; CPI from the current delays.
+        for (t, th) in net.threads.iter().enumerate() {
+            let d = &derived[th.process];
+            let occ = &net.occupants[th.occupant];
+            s.cache[t] = share[th.occupant] * net.llc_bytes[th.llc] / occ.concurrency;
+            s.mpi[t] = procs[th.process].profile.misses_per_instruction(s.cache[t]);
+            stall_per_ns[t] = s.mpi[t] * d.stall_per_latency * f;
+            let queue: f64 = th
+                .uses
+                .iter()
+                .map(|u| u.latency_weight * s.delay[u.resource])
+                .sum();
+            s.latency[t] = th.base_latency + queue;
+            s.cpi[t] = d.core_cpi * th.smt_stretch + stall_per_ns[t] * s.latency[t];
+        }
+        // 2. Each resource's delay, solved with the others held: the traffic it sees
+        //    falls as its own delay rises, so the fixed point is unique.
+        for (r, users) in crossing.iter().enumerate() {
+            let res = &net.resources[r];
+            scratch.clear();
+            for &(t, u) in users {
+                let th = &net.threads[t];
+                let us = th.uses[u];
+                let g = stall_per_ns[t] * us.latency_weight;
+                let a = s.cpi[t] - g * s.delay[r];
+                // Traffic (GB/s) = run · f / CPI · mpi · bytes/miss.
+                let k = th.run_share * f * s.mpi[t] * us.bytes_per_miss;
+                if k > 0.0 {
+                    scratch.push((k, a, g));
+                }
+            }
+            let old = s.delay[r];
+            let new = solve_delay(&scratch, res.capacity, res.delay_scale);
+            if new != old {
+                for &(t, u) in users {
+                    let g = stall_per_ns[t] * net.threads[t].uses[u].latency_weight;
+                    s.cpi[t] += g * (new - old);
+                }
+                s.delay[r] = new;
+            }
+        }
+        // 3. Cache shares follow insertion (miss) rates: under LRU-like replacement
+        //    each line evicted belongs to an occupant in proportion to its occupancy, so
+        //    occupancy settles where it is proportional to the rate of insertions. The
+        //    rate is taken without queueing and SMT stretch (CPU time share and own
+        //    cache share included): otherwise a newcomer that slows a cache-thrashing
+        //    neighbour would hand its cache to the others, and a co-runner could make a
+        //    program faster — a second-order effect we leave out on purpose.
+        insert.iter_mut().for_each(|x| *x = 0.0);
+        llc_insert.iter_mut().for_each(|x| *x = 0.0);
+        for (t, th) in net.threads.iter().enumerate() {
+            s.rate[t] = th.run_share * f / s.cpi[t];
+            let d = &derived[th.process];
+            let unloaded_cpi = d.core_cpi + stall_per_ns[t] * th.base_latency;
+            let m = th.run_share * f / unloaded_cpi * s.mpi[t];
+            insert[th.occupant] += m;
+            llc_insert[th.llc] += m;
+        }
+        let mut moved: f64 = 0.0;
+        for (o, occ) in net.occupants.iter().enumerate() {
+            let target = if llc_insert[occ.llc] > 0.0 {
+                insert[o] / llc_insert[occ.llc]
+            } else {
+                1.0 / per_llc[occ.llc] as f64
+            };
+            let next = (1.0 - SHARE_DAMPING) * share[o] + SHARE_DAMPING * target;
+            moved = moved.max((next - share[o]).abs() / share[o].max(1e-12));
+            share[o] = next;
+        }
+        let changed = s
+            .cpi
+            .iter()
+            .zip(&prev_cpi)
+            .map(|(c, p)| ((c - p) / c).abs())
+            .fold(0.0, f64::max);
+        prev_cpi.copy_from_slice(&s.cpi);
+        if changed < TOLERANCE && moved < TOLERANCE {
+            s.converged = true;
+            break;
+        }
+    }
+    for (traffic, users) in s.traffic.iter_mut().zip(&crossing) {
+        *traffic = users
+            .iter()
+            .map(|&(t, u)| s.rate[t] * s.mpi[t] * net.threads[t].uses[u].bytes_per_miss)
+            .sum();
+    }
+    s
+}
+
+/// Delay W of one resource such that W = scale · ρ/(1−ρ) with
+/// ρ = Σ k / (a + g·W) / capacity: the traffic of each thread crossing it falls as its
+/// CPI `a + g·W` rises. ρ(W) decreases and the queue formula increases, so the root is
+/// unique; bracketed false position (Illinois) finds it in a handful of steps.
+fn solve_delay(users: &[(f64, f64, f64)], capacity: f64, scale: f64) -> f64 {
+    let rho = |w: f64| users.iter().map(|&(k, a, g)| k / (a + g * w)).sum::<f64>() / capacity;
+    // h(w) = queue(ρ(w)) − w, decreasing in w.
+    let h = |w: f64| queue_delay(scale, rho(w)) - w;
+    let mut lo = 0.0;
+    let mut h_lo = h(lo);
+    if h_lo <= 0.0 {
+        return 0.0;
+    }
+    let mut hi = queue_delay(scale, MAX_UTILISATION);
+    let mut h_hi = h(hi);
+    if h_hi >= 0.0 {
+        return hi;
+    }
+    let mut side = 0i8;
+    let mut w = lo;
+    for _ in 0..100 {
+        w = (lo * h_hi - hi * h_lo) / (h_hi - h_lo);
+        if !(w > lo && w < hi) {
+            w = 0.5 * (lo + hi);
+        }
+        let hw = h(w);
+        if hw.abs() <= 1e-12 * scale.max(1.0) || (hi - lo) <= 1e-13 * hi {
+            break;
+        }
+        if hw > 0.0 {
+            lo = w;
+            h_lo = hw;
+            if side == 1 {
+                h_hi /= 2.0;
+            }
+            side = 1;
+        } else {
+            hi = w;
+            h_hi = hw;
+            if side == -1 {
+                h_lo /= 2.0;
+            }
+            side = -1;
+        }
+    }
+    w
+}
+
+fn summarise(net: &Network, s: &State, procs: &[SimProcess], solo_rates: &[f64]) -> Outcome {
+    #[derive(Default, Clone, Copy)]
+    struct Acc {
+        rate: f64,
+        run: f64,
+        misses: f64,
+        local: f64,
+        latency: f64,
+        local_plain: f64,
+        latency_plain: f64,
+        bytes: f64,
+        cache: f64,
+    }
+    let mut acc = vec![Acc::default(); procs.len()];
+    for (t, th) in net.threads.iter().enumerate() {
+        let a = &mut acc[th.process];
+        let m = s.rate[t] * s.mpi[t];
+        a.rate += s.rate[t];
+        a.run += th.run_share;
+        a.misses += m;
+        a.local += m * th.local_fraction;
+        a.latency += m * s.latency[t];
+        a.local_plain += th.local_fraction;
+        a.latency_plain += s.latency[t];
+        a.cache += s.cache[t];
+        a.bytes += th
+            .uses
+            .iter()
+            .filter(|u| {
+                matches!(
+                    net.resources[u.resource].kind,
+                    ResourceKind::MemoryController { .. }
+                )
+            })
+            .map(|u| m * u.bytes_per_miss)
+            .sum::<f64>();
+    }
+    let f = s.clock_ghz;
+    let processes: Vec<ProcessOutcome> = acc
+        .iter()
+        .enumerate()
+        .map(|(p, a)| {
+            let n = net.thread_count[p] as f64;
+            let solo = solo_rates.get(p).copied().unwrap_or(0.0);
+            let speed = if n > 0.0 && solo > 0.0 && a.rate.is_finite() {
+                a.rate / (n * solo)
+            } else {
+                0.0
+            };
+            let per_thread = |x: f64| if n > 0.0 { x / n } else { 0.0 };
+            let (local_fraction, latency_ns) = if a.misses > 0.0 {
+                (a.local / a.misses, a.latency / a.misses)
+            } else {
+                (per_thread(a.local_plain), per_thread(a.latency_plain))
+            };
+            ProcessOutcome {
+                ipc: if a.run > 0.0 {
+                    a.rate / (a.run * f)
+                } else {
+                    0.0
+                },
+                effective_mpki: if a.rate > 0.0 {
+                    1000.0 * a.misses / a.rate
+                } else {
+                    0.0
+                },
+                slowdown: if speed > 0.0 {
+                    1.0 / speed - 1.0
+                } else {
+                    f64::INFINITY
+                },
+                speed,
+                local_fraction,
+                latency_ns,
+                bandwidth_gbps: a.bytes,
+                cpu_share: per_thread(a.run),
+                llc_bytes: per_thread(a.cache),
+            }
+        })
+        .collect();
+    let n = processes.len().max(1) as f64;
+    let avg_slowdown = processes.iter().map(|p| p.slowdown).sum::<f64>() / n;
+    let performance = processes.iter().map(|p| p.speed).sum::<f64>() / n;
+    let var = processes
+        .iter()
+        .map(|p| (p.speed - performance).powi(2))
+        .sum::<f64>()
+        / n;
+    let unfairness = if performance > 0.0 {
+        var.sqrt() / performance
+    } else {
+        0.0
+    };
+    let resources = net
+        .resources
+        .iter()
+        .zip(s.traffic.iter().zip(&s.delay))
+        .filter(|(_, (&t, _))| t > 0.0)
+        .map(|(r, (&gbps, &delay_ns))| ResourceLoad {
+            kind: r.kind,
+            gbps,
+            utilisation: gbps / r.capacity,
+            delay_ns,
+        })
+        .collect();
+    Outcome {
+        processes,
+        avg_slowdown,
+        performance,
+        unfairness,
+        resources,
+        iterations: s.sweeps,
+        converged: s.converged,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_delay_is_md1_of_bursts() {
+        assert_eq!(queue_delay(10.0, 0.0), 0.0);
+        assert!((queue_delay(10.0, 0.5) - 10.0).abs() < 1e-12);
+        assert!(queue_delay(10.0, 2.0).is_finite());
+    }
+
+    #[test]
+    fn solved_delay_is_a_fixed_point() {
+        // Two threads, 8 GB/s of demand at zero delay on a 10 GB/s resource.
+        let users = [(4.0 * 1.0, 1.0, 0.01), (4.0 * 2.0, 2.0, 0.02)];
+        let w = solve_delay(&users, 10.0, 20.0);
+        let rho = users.iter().map(|&(k, a, g)| k / (a + g * w)).sum::<f64>() / 10.0;
+        assert!((queue_delay(20.0, rho) - w).abs() < 1e-6, "{w} vs {rho}");
+        // Overload is throttled below capacity, not past it.
+        let w = solve_delay(&[(100.0, 1.0, 0.05)], 10.0, 20.0);
+        assert!(100.0 / (1.0 + 0.05 * w) < 10.0);
+        assert_eq!(solve_delay(&[], 10.0, 20.0), 0.0);
+    }
+}

@@ -1,0 +1,288 @@
+//! Turns a machine and a set of running threads into the queueing network the solver
+//! works on: the shared resources (memory controllers, interconnect links, LLC ports,
+//! package buses), and for every thread the resources its misses load and the unloaded
+//! latency they pay.
+
+use serde::{Deserialize, Serialize};
+
+use super::machine::MachineParams;
+use super::model::SimProcess;
+use crate::topology::Topology;
+
+/// A shared element that misses queue at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ResourceKind {
+    /// The DRAM behind a node (node index).
+    MemoryController { node: usize },
+    /// Interconnect between two packages, one direction (package ids).
+    PackageLink { from: u32, to: u32 },
+    /// Fabric between two nodes of one package, one direction (node indices).
+    NodeLink { from: usize, to: usize },
+    /// The port of one LLC domain towards memory (LLC index).
+    LlcPort { llc: usize },
+    /// The bus shared by one package's LLC domains (package id).
+    PackageBus { package: u32 },
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Resource {
+    pub kind: ResourceKind,
+    /// Sustainable bandwidth, GB/s (= bytes/ns).
+    pub capacity: f64,
+    /// Queueing delay per unit of ρ/(1−ρ), ns: burst service time / 2 (M/D/1).
+    pub delay_scale: f64,
+}
+
+/// One resource on a thread's path.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Use {
+    pub resource: usize,
+    /// Bytes this thread moves through the resource per miss (reads and writebacks).
+    pub bytes_per_miss: f64,
+    /// Fraction of this thread's read misses whose latency includes this queue.
+    pub latency_weight: f64,
+}
+
+/// One thread of one process on one CPU.
+#[derive(Debug, Clone)]
+pub(crate) struct Thread {
+    pub process: usize,
+    pub llc: usize,
+    /// Fraction of the time it holds its CPU (1/k with k threads on the CPU).
+    pub run_share: f64,
+    /// Factor on core CPI from busy SMT siblings (≥ 1).
+    pub smt_stretch: f64,
+    /// Unloaded miss latency averaged over where its memory is, ns.
+    pub base_latency: f64,
+    /// Fraction of its memory on the node it runs on.
+    pub local_fraction: f64,
+    pub uses: Vec<Use>,
+    /// Index of its LLC occupant (process × LLC).
+    pub occupant: usize,
+}
+
+/// The threads of one process on one LLC, which compete for it as one working set.
+#[derive(Debug, Clone)]
+pub(crate) struct Occupant {
+    pub llc: usize,
+    /// Threads of the process on that LLC weighted by run share (≥ 1 for the per-thread
+    /// view: each concurrent thread sees its part of the occupant's share).
+    pub concurrency: f64,
+}
+
+pub(crate) struct Network {
+    pub resources: Vec<Resource>,
+    pub threads: Vec<Thread>,
+    pub occupants: Vec<Occupant>,
+    /// Threads per process (valid CPUs only).
+    pub thread_count: Vec<usize>,
+    /// Capacity of every LLC of the machine, bytes.
+    pub llc_bytes: Vec<f64>,
+}
+
+struct Builder<'a> {
+    topo: &'a Topology,
+    params: &'a MachineParams,
+    resources: Vec<Resource>,
+}
+
+impl Builder<'_> {
+    fn resource(&mut self, kind: ResourceKind, peak_gbps: f64, efficiency: f64) -> usize {
+        if let Some(i) = self.resources.iter().position(|r| r.kind == kind) {
+            return i;
+        }
+        let capacity = peak_gbps * efficiency;
+        let burst_service = self.params.burst_lines * self.params.line_bytes / capacity;
+        self.resources.push(Resource {
+            kind,
+            capacity,
+            delay_scale: burst_service / 2.0,
+        });
+        self.resources.len() - 1
+    }
+
+    fn node_package(&self, node: usize) -> u32 {
+        let llcs = &self.topo.nodes()[node].llcs;
+        if llcs.is_empty() {
+            // A memory-only node hangs off the interconnect like a package of its own.
+            u32::MAX - node as u32
+        } else {
+            self.topo.llcs()[llcs.start].package
+        }
+    }
+
+    /// The link a line takes from node `from` to node `to`, if it is a bottleneck.
+    fn link(&mut self, from: usize, to: usize) -> Option<usize> {
+        let (pf, pt) = (self.node_package(from), self.node_package(to));
+        let p = self.params;
+        if pf != pt {
+            let gbps = p.inter_package_gbps?;
+            let eff = p.link_efficiency;
+            Some(self.resource(ResourceKind::PackageLink { from: pf, to: pt }, gbps, eff))
+        } else {
+            let gbps = p.intra_package_gbps?;
+            let eff = p.link_efficiency;
+            Some(self.resource(ResourceKind::NodeLink { from, to }, gbps, eff))
+        }
+    }
+}
+
+fn add_use(uses: &mut Vec<Use>, resource: usize, bytes: f64, weight: f64) {
+    if let Some(u) = uses.iter_mut().find(|u| u.resource == resource) {
+        u.bytes_per_miss += bytes;
+        u.latency_weight += weight;
+    } else {
+        uses.push(Use {
+            resource,
+            bytes_per_miss: bytes,
+            latency_weight: weight,
+        });
+    }
+}
+
+/// Valid (node, fraction) pairs, normalised; empty when nothing usable was given.
+fn memory_map(topo: &Topology, memory: &[(usize, f64)]) -> Vec<(usize, f64)> {
+    let n = topo.nodes().len();
+    let mut map: Vec<(usize, f64)> = Vec::new();
+    for &(node, f) in memory {
+        if node < n && f.is_finite() && f > 0.0 {
+            match map.iter_mut().find(|(m, _)| *m == node) {
+                Some(e) => e.1 += f,
+                None => map.push((node, f)),
+            }
+        }
+    }
+    let total: f64 = map.iter().map(|e| e.1).sum();
+    for e in &mut map {
+        e.1 /= total;
+    }
+    map
+}
+
+pub(crate) fn build(topo: &Topology, params: &MachineParams, procs: &[SimProcess]) -> Network {
+    let mut b = Builder {
+        topo,
+        params,
+        resources: Vec::new(),
+    };
+    // Memory controllers first, so resource i is node i's controller.
+    for node in 0..topo.nodes().len() {
+        b.resource(
+            ResourceKind::MemoryController { node },
+            params.mc_gbps,
+            params.dram_efficiency,
+        );
+    }
+    let ncpu = topo.num_cpus();
+    let mut load = vec![0usize; ncpu];
+    for p in procs {
+        for &c in &p.cpus {
+            if c < ncpu {
+                load[c] += 1;
+            }
+        }
+    }
+    let mut threads = Vec::new();
+    let mut occupants: Vec<Occupant> = Vec::new();
+    let mut occupant_of: Vec<(usize, usize, usize)> = Vec::new(); // (process, llc, occupant)
+    let mut thread_count = vec![0usize; procs.len()];
+    let line = params.line_bytes;
+    for (pi, p) in procs.iter().enumerate() {
+        let memory = memory_map(topo, &p.memory);
+        let wb = p.profile.writeback_ratio.clamp(0.0, 1.0);
+        let wb = if wb.is_finite() { wb } else { 0.0 };
+        for &c in &p.cpus {
+            if c >= ncpu {
+                continue;
+            }
+            thread_count[pi] += 1;
+            let cpu = topo.cpus()[c];
+            let run_share = 1.0 / load[c] as f64;
+            let siblings_busy = topo.cores()[cpu.core].cpus.iter().any(|&id| {
+                topo.cpu(id)
+                    .is_some_and(|s| s.index != c && load[s.index] > 0)
+            });
+            let smt_stretch = if siblings_busy {
+                1.0 / params.smt_share
+            } else {
+                1.0
+            };
+            // First touch: memory nobody placed lives where the thread runs.
+            let homes = if memory.is_empty() {
+                vec![(cpu.node, 1.0)]
+            } else {
+                memory.clone()
+            };
+            let mut uses = Vec::new();
+            let mut base_latency = 0.0;
+            let mut local_fraction = 0.0;
+            for &(home, frac) in &homes {
+                base_latency += frac * params.latency_at_distance(topo.distance(cpu.node, home));
+                add_use(&mut uses, home, (1.0 + wb) * line * frac, frac);
+                if home == cpu.node {
+                    local_fraction += frac;
+                } else {
+                    if let Some(r) = b.link(home, cpu.node) {
+                        add_use(&mut uses, r, line * frac, frac);
+                    }
+                    if let Some(r) = b.link(cpu.node, home) {
+                        add_use(&mut uses, r, wb * line * frac, 0.0);
+                    }
+                }
+            }
+            if let Some(gbps) = params.llc_port_gbps {
+                let r = b.resource(
+                    ResourceKind::LlcPort { llc: cpu.llc },
+                    gbps,
+                    params.bus_efficiency,
+                );
+                add_use(&mut uses, r, (1.0 + wb) * line, 1.0);
+            }
+            if let Some(gbps) = params.package_bus_gbps {
+                let package = topo.llcs()[cpu.llc].package;
+                let r = b.resource(
+                    ResourceKind::PackageBus { package },
+                    gbps,
+                    params.bus_efficiency,
+                );
+                add_use(&mut uses, r, (1.0 + wb) * line, 1.0);
+            }
+            let occupant = match occupant_of
+                .iter()
+                .find(|(op, ol, _)| *op == pi && *ol == cpu.llc)
+            {
+                Some(&(_, _, o)) => o,
+                None => {
+                    occupants.push(Occupant {
+                        llc: cpu.llc,
+                        concurrency: 0.0,
+                    });
+                    occupant_of.push((pi, cpu.llc, occupants.len() - 1));
+                    occupants.len() - 1
+                }
+            };
+            occupants[occupant].concurrency += run_share;
+            threads.push(Thread {
+                process: pi,
+                llc: cpu.llc,
+                run_share,
+                smt_stretch,
+                base_latency,
+                local_fraction,
+                uses,
+                occupant,
+            });
+        }
+    }
+    for o in &mut occupants {
+        o.concurrency = o.concurrency.max(1.0);
+    }
+    Network {
+        resources: b.resources,
+        threads,
+        occupants,
+        thread_count,
+        llc_bytes: topo.llcs().iter().map(|l| l.size_bytes as f64).collect(),
+    }
+}
