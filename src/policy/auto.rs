@@ -255,35 +255,40 @@ impl<'p> Search<'p> {
     }
 
     /// Cost of the parts of the objective that moving `procs` between `llcs` can change.
-    fn local_cost(&self, procs: &[usize], llcs: &[usize]) -> f64 {
-        let mut links: Vec<usize> = Vec::with_capacity(4);
-        for &i in procs {
-            for &l in llcs {
+    fn local_cost(&self, procs: &Few<2>, llcs: &Few<4>) -> f64 {
+        let mut links = Few::<8>::default();
+        for &i in procs.items() {
+            for &l in llcs.items() {
                 if let Some(k) = self.link_key(i, self.llc_node[l]) {
-                    if !links.contains(&k) {
-                        links.push(k);
-                    }
+                    links.insert(k);
                 }
             }
         }
-        let remote: f64 = procs.iter().map(|&i| self.remote_cost(i)).sum();
-        let llc: f64 = llcs.iter().map(|&l| self.llc_term(l)).sum();
-        let link: f64 = links.iter().map(|&k| self.link_term(k)).sum();
+        let remote: f64 = procs.items().iter().map(|&i| self.remote_cost(i)).sum();
+        let llc: f64 = llcs.items().iter().map(|&l| self.llc_term(l)).sum();
+        let link: f64 = links.items().iter().map(|&k| self.link_term(k)).sum();
         remote + self.scale() * (llc + link)
     }
 
     /// Moves each of `moves` (process, destination) and returns the change of cost.
+    /// Allocation-free: it runs for every candidate of every pass.
     fn apply(&mut self, moves: &[(usize, usize)]) -> f64 {
-        let procs: Vec<usize> = moves.iter().map(|m| m.0).collect();
-        let mut llcs: Vec<usize> = Vec::with_capacity(4);
+        let mut procs = Few::<2>::default();
+        let mut llcs = Few::<4>::default();
         for &(i, to) in moves {
-            for l in [self.llc[i], Some(to)].into_iter().flatten() {
-                if !llcs.contains(&l) {
-                    llcs.push(l);
-                }
+            procs.insert(i);
+            if let Some(from) = self.llc[i] {
+                llcs.insert(from);
             }
+            llcs.insert(to);
         }
         let before = self.local_cost(&procs, &llcs);
+        self.shift(moves);
+        self.local_cost(&procs, &llcs) - before
+    }
+
+    /// Moves without costing: to take a trial step back.
+    fn shift(&mut self, moves: &[(usize, usize)]) {
         for &(i, to) in moves {
             if let Some(from) = self.llc[i] {
                 self.enter(i, from, -1.0);
@@ -291,7 +296,6 @@ impl<'p> Search<'p> {
             self.enter(i, to, 1.0);
             self.llc[i] = Some(to);
         }
-        self.local_cost(&procs, &llcs) - before
     }
 
     /// Runs the search, moving CPUs in `layout` to follow every accepted step.
@@ -305,18 +309,35 @@ impl<'p> Search<'p> {
             .iter()
             .map(|p| AllowedMask::of(layout.topology(), p))
             .collect();
+        let home_llcs: Vec<Vec<usize>> = self
+            .home
+            .iter()
+            .map(|h| {
+                h.map_or(Vec::new(), |h| {
+                    layout.topology().nodes()[h].llcs.clone().collect()
+                })
+            })
+            .collect();
         for _ in 0..self.params.max_passes {
             let mut improved = false;
+            // Where a process could usefully go: back to its home node, or to one of the
+            // quietest caches. Probing only those keeps a pass O(processes) on machines
+            // with dozens of LLCs; on two-node machines it is every LLC anyway.
+            let cool = self.coolest(self.params.swap_candidates.max(1));
             // Single moves to an LLC with free CPUs for the whole group.
             for i in 0..n {
                 let Some(from) = self.llc[i] else { continue };
                 let mut best: Option<(f64, usize)> = None;
-                for to in 0..n_llc {
-                    if to == from || free_cpus(layout, &masks[i], to).len() < layout.cpus[i].len() {
+                let mut dests = Few::<16>::default();
+                for &l in home_llcs[i].iter().chain(&cool) {
+                    dests.insert(l);
+                }
+                for &to in dests.items() {
+                    if to == from || room(layout, &masks[i], to) < layout.cpus[i].len() {
                         continue;
                     }
                     let delta = self.apply(&[(i, to)]);
-                    self.apply(&[(i, from)]);
+                    self.shift(&[(i, from)]);
                     if delta < -EPS && best.is_none_or(|(d, _)| delta < d) {
                         best = Some((delta, to));
                     }
@@ -329,13 +350,15 @@ impl<'p> Search<'p> {
             }
             // Swaps: the heaviest of a hotter LLC with the lightest of a cooler one.
             let k = self.params.swap_candidates;
+            let mut members = self.members_by_misses(n_llc);
+            let cool = self.coolest(self.params.swap_candidates.max(1));
             for a in 0..n_llc {
-                for b in 0..n_llc {
+                for &b in &cool {
                     if a == b || self.pressure[a] <= self.pressure[b] {
                         continue;
                     }
-                    let heavy = self.members(a, k, true);
-                    let light = self.members(b, k, false);
+                    let heavy: Vec<usize> = members[a].iter().rev().take(k).copied().collect();
+                    let light: Vec<usize> = members[b].iter().take(k).copied().collect();
                     let mut best: Option<(f64, usize, usize)> = None;
                     for &i in &heavy {
                         for &j in &light {
@@ -346,7 +369,7 @@ impl<'p> Search<'p> {
                                 continue;
                             }
                             let delta = self.apply(&[(i, b), (j, a)]);
-                            self.apply(&[(i, a), (j, b)]);
+                            self.shift(&[(i, a), (j, b)]);
                             if delta < -EPS && best.is_none_or(|(d, _, _)| delta < d) {
                                 best = Some((delta, i, j));
                             }
@@ -355,6 +378,11 @@ impl<'p> Search<'p> {
                     if let Some((_, i, j)) = best {
                         self.apply(&[(i, b), (j, a)]);
                         relocate(layout, &masks, &[(i, b), (j, a)]);
+                        for (l, out, inn) in [(a, i, j), (b, j, i)] {
+                            members[l].retain(|&x| x != out);
+                            members[l].push(inn);
+                            self.sort_by_misses(&mut members[l]);
+                        }
                         improved = true;
                     }
                 }
@@ -365,21 +393,72 @@ impl<'p> Search<'p> {
         }
     }
 
-    /// Up to `k` movable members of LLC `l`, heaviest (or lightest) misses first.
-    fn members(&self, l: usize, k: usize, heaviest: bool) -> Vec<usize> {
-        let mut v: Vec<usize> = (0..self.llc.len())
-            .filter(|&i| self.llc[i] == Some(l))
-            .collect();
-        v.sort_by(|&x, &y| {
-            let o = self.misses[x].total_cmp(&self.misses[y]).then(x.cmp(&y));
-            if heaviest {
-                o.reverse()
-            } else {
-                o
-            }
+    /// The `k` LLCs with the least pressure.
+    fn coolest(&self, k: usize) -> Vec<usize> {
+        let mut v: Vec<usize> = (0..self.pressure.len()).collect();
+        v.sort_by(|&a, &b| {
+            self.pressure[a]
+                .total_cmp(&self.pressure[b])
+                .then(a.cmp(&b))
         });
         v.truncate(k);
         v
+    }
+
+    /// Movable processes per LLC, lightest misses first.
+    fn members_by_misses(&self, n_llc: usize) -> Vec<Vec<usize>> {
+        let mut m: Vec<Vec<usize>> = vec![Vec::new(); n_llc];
+        for (i, l) in self.llc.iter().enumerate() {
+            if let Some(l) = l {
+                m[*l].push(i);
+            }
+        }
+        for v in &mut m {
+            self.sort_by_misses(v);
+        }
+        m
+    }
+
+    fn sort_by_misses(&self, v: &mut [usize]) {
+        v.sort_by(|&x, &y| self.misses[x].total_cmp(&self.misses[y]).then(x.cmp(&y)));
+    }
+}
+
+/// A handful of distinct indices on the stack.
+#[derive(Debug, Clone, Copy)]
+struct Few<const N: usize> {
+    items: [usize; N],
+    len: usize,
+}
+
+impl<const N: usize> Default for Few<N> {
+    fn default() -> Self {
+        Few {
+            items: [0; N],
+            len: 0,
+        }
+    }
+}
+
+impl<const N: usize> Few<N> {
+    fn insert(&mut self, x: usize) {
+        if !self.items().contains(&x) && self.len < N {
+            self.items[self.len] = x;
+            self.len += 1;
+        }
+    }
+
+    fn items(&self) -> &[usize] {
+        &self.items[..self.len]
+    }
+}
+
+/// Free CPUs the process may use in `llc`; O(1) for unpinned processes.
+fn room(layout: &Layout, mask: &AllowedMask, llc: usize) -> usize {
+    if mask.is_all() {
+        layout.occ.free_in_llc(llc)
+    } else {
+        free_cpus(layout, mask, llc).len()
     }
 }
 
@@ -391,7 +470,7 @@ fn free_cpus(layout: &Layout, mask: &AllowedMask, llc: usize) -> Vec<usize> {
 
 /// Whether process `i` would find its CPUs in LLC `to` once `j` has left it.
 fn fits_after_swap(layout: &Layout, masks: &[AllowedMask], i: usize, j: usize, to: usize) -> bool {
-    let mut free = free_cpus(layout, &masks[i], to).len();
+    let mut free = room(layout, &masks[i], to);
     free += layout.cpus[j]
         .iter()
         .filter(|&&c| masks[i].contains(c))
