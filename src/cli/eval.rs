@@ -54,7 +54,13 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         .first()
         .map(|c| c.snapshot.topology.clone())
         .context("the suite has no cases")?;
-    let runner = Runner::new(bridge::time_model(sim::params_for(&topo), profiles));
+    let migration = suite.migration.then(bridge::MigrationCost::default);
+    let mut runner = Runner::new(bridge::time_model(
+        sim::params_for(&topo),
+        profiles,
+        migration,
+    ));
+    runner.allow_migration = suite.migration;
     let names: Vec<String> = match &args.policies {
         Some(list) => list.clone(),
         None => suite.policies.iter().map(|s| s.to_string()).collect(),

@@ -248,7 +248,7 @@ fn by_policy(
     params: &sim::MachineParams,
     profiles: &ProfileSet,
 ) -> anyhow::Result<Plan> {
-    let runner = Runner::new(bridge::time_model(params.clone(), profiles.clone()));
+    let runner = Runner::new(bridge::time_model(params.clone(), profiles.clone(), None));
     let pol = runner.policy(name)?;
     let snap = if pol.uses_current_placement() {
         with_current(s, &Linux.plan(s))

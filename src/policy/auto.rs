@@ -37,7 +37,7 @@ use crate::policy::alloc::AllowedMask;
 use crate::policy::locality::remote_factor;
 use crate::policy::maxlocal::{self, Layout};
 use crate::policy::nmass::THRESHOLD_MPKI;
-use crate::policy::plan::Plan;
+use crate::policy::plan::{follow_memory, Plan};
 use crate::policy::snapshot::Snapshot;
 use crate::policy::Policy;
 
@@ -55,6 +55,13 @@ pub struct AutoParams {
     pub max_passes: usize,
     /// Processes per LLC considered for swaps (heaviest of one, lightest of another).
     pub swap_candidates: usize,
+    /// Place for contention alone and let memory follow (page migration), where the
+    /// remote penalty saved over `horizon_s` outweighs the copy.
+    pub migrate: bool,
+    /// Copy rate of page migration, GB/s (an estimate for `move_pages` with 4 KiB pages).
+    pub migration_gbps: f64,
+    /// How long the placement is expected to last, seconds.
+    pub horizon_s: f64,
 }
 
 impl Default for AutoParams {
@@ -66,6 +73,9 @@ impl Default for AutoParams {
             default_reuse: 0.5,
             max_passes: 8,
             swap_candidates: 4,
+            migrate: false,
+            migration_gbps: 1.0,
+            horizon_s: 300.0,
         }
     }
 }
@@ -77,10 +87,55 @@ pub struct Auto {
 
 impl Policy for Auto {
     fn name(&self) -> &str {
-        "auto"
+        if self.params.migrate {
+            "auto-migrate"
+        } else {
+            "auto"
+        }
     }
 
     fn plan(&self, snapshot: &Snapshot) -> Plan {
+        if !self.params.migrate {
+            return self.place(snapshot);
+        }
+        // Where memory can follow, locality stops being a constraint: place for
+        // contention with memory taken as local wherever a process runs, then move
+        // the pages that are worth moving.
+        let mut free = snapshot.clone();
+        for p in &mut free.processes {
+            p.memory_bytes.clear();
+        }
+        let mut plan = self.place(&free);
+        plan.policy = self.name().to_string();
+        let topo = &snapshot.topology;
+        for m in follow_memory(snapshot, &plan) {
+            let Some(i) = snapshot.processes.iter().position(|p| p.pid == m.pid) else {
+                continue;
+            };
+            let p = &snapshot.processes[i];
+            let Some(to) = topo.node_index(m.to_node) else {
+                continue;
+            };
+            let np = p.character().numa_penalty;
+            let saved = (remote_factor(topo, p, np, to) - 1.0) * self.params.horizon_s;
+            let cost = m.bytes as f64 / (self.params.migration_gbps * 1e9);
+            if saved > cost {
+                plan.placements[i].reason = format!(
+                    "{}; its pages follow ({} MiB, {:.1} s of copying saves {:.0} s)",
+                    plan.placements[i].reason,
+                    m.bytes >> 20,
+                    cost,
+                    saved
+                );
+                plan.page_moves.push(m);
+            }
+        }
+        plan
+    }
+}
+
+impl Auto {
+    fn place(&self, snapshot: &Snapshot) -> Plan {
         let mut layout = maxlocal::place(snapshot);
         let mut search = Search::new(&layout, &self.params);
         let start_llc = search.llc.clone();
@@ -541,6 +596,46 @@ mod tests {
             4,
             "still 4 per node"
         );
+    }
+
+    #[test]
+    fn with_migration_memory_bound_programs_spread_and_their_pages_follow() {
+        let s = nehalem_workload(&["mcf", "milc", "soplex", "lbm"], "0000");
+        let auto = Auto {
+            params: AutoParams {
+                migrate: true,
+                ..AutoParams::default()
+            },
+        };
+        let plan = auto.plan(&s);
+        assert_eq!(plan.policy, "auto-migrate");
+        let nodes = node_of_plan(&s, &plan);
+        assert_eq!(nodes.iter().filter(|&&n| n == 1).count(), 2, "{nodes:?}");
+        // Exactly the two on node 1 have their pages moved there.
+        let moved: Vec<u32> = plan.page_moves.iter().map(|m| m.pid).collect();
+        let remote: Vec<u32> = s
+            .processes
+            .iter()
+            .zip(&nodes)
+            .filter(|(_, &n)| n == 1)
+            .map(|(p, _)| p.pid)
+            .collect();
+        assert_eq!(moved.len(), 2);
+        assert!(moved.iter().all(|p| remote.contains(p)));
+        assert!(plan.page_moves.iter().all(|m| m.to_node == 1));
+    }
+
+    #[test]
+    fn pages_stay_when_the_copy_costs_more_than_it_saves() {
+        let s = nehalem_workload(&["mcf", "milc", "soplex", "lbm"], "0000");
+        let auto = Auto {
+            params: AutoParams {
+                migrate: true,
+                horizon_s: 0.01,
+                ..AutoParams::default()
+            },
+        };
+        assert!(auto.plan(&s).page_moves.is_empty());
     }
 
     #[test]

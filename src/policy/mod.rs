@@ -19,7 +19,7 @@ pub mod snapshot;
 #[cfg(test)]
 pub(crate) mod testkit;
 
-pub use plan::{PageMove, Placement, Plan};
+pub use plan::{follow_memory, PageMove, Placement, Plan};
 pub use snapshot::{Process, Snapshot, SnapshotError};
 
 /// A placement policy. Implementations hold only their parameters.
@@ -37,6 +37,7 @@ pub trait Policy: Send + Sync {
 /// Names accepted by `--policy`.
 pub const NAMES: &[&str] = &[
     "auto",
+    "auto-migrate",
     "linux",
     "maxlocal",
     "nmass",
@@ -54,6 +55,12 @@ pub struct UnknownPolicy(pub String);
 pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
     Ok(match name {
         "auto" => Box::new(auto::Auto::default()),
+        "auto-migrate" => Box::new(auto::Auto {
+            params: auto::AutoParams {
+                migrate: true,
+                ..Default::default()
+            },
+        }),
         "linux" => Box::new(linux::Linux),
         "maxlocal" => Box::new(maxlocal::MaxLocal),
         "nmass" => Box::new(nmass::Nmass::default()),

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::policy::snapshot::Snapshot;
 use crate::topology::{CpuId, NodeId, Topology};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,5 +78,56 @@ impl Plan {
             page_moves: Vec::new(),
             proven_optimal: None,
         }
+    }
+}
+
+/// Page moves that bring every process's memory to the node it is placed on (processes
+/// placed within one node only), largest first. Policies that migrate filter these by
+/// what each move is worth; the simulator's oracle uses them as the "memory follows"
+/// variant of a placement.
+pub fn follow_memory(snapshot: &Snapshot, plan: &Plan) -> Vec<PageMove> {
+    let mut moves = Vec::new();
+    for (p, pl) in snapshot.processes.iter().zip(&plan.placements) {
+        let [to] = pl.nodes.as_slice() else { continue };
+        for (&from, &bytes) in &p.memory_bytes {
+            if from != *to && bytes > 0 {
+                moves.push(PageMove {
+                    pid: p.pid,
+                    from_node: from,
+                    to_node: *to,
+                    bytes,
+                    reason: format!("memory follows the process to node {to}"),
+                });
+            }
+        }
+    }
+    moves.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.pid.cmp(&b.pid)));
+    moves
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::testkit::nehalem_workload;
+
+    #[test]
+    fn memory_follows_only_processes_placed_away_from_it() {
+        let s = nehalem_workload(&["mcf", "milc", "soplex"], "000");
+        let place = |pid: u32, cpus: Vec<u32>| Placement::new(&s.topology, pid, cpus, "t".into());
+        let plan = Plan::new(
+            "t",
+            vec![
+                place(100, vec![4]),
+                place(101, vec![0]),
+                place(102, vec![3, 4]), // spans both nodes: left alone
+            ],
+        );
+        let moves = follow_memory(&s, &plan);
+        assert_eq!(moves.len(), 1);
+        assert_eq!(
+            (moves[0].pid, moves[0].from_node, moves[0].to_node),
+            (100, 0, 1)
+        );
+        assert_eq!(moves[0].bytes, 1 << 30);
     }
 }

@@ -70,6 +70,11 @@ pub struct Profile {
     /// LLC size with which `mpki` was measured.
     #[serde(default = "default_ref_llc")]
     pub reference_llc_bytes: u64,
+    /// Resident memory. It does not change the speed model; it decides what memory-size
+    /// policies (numad's thresholds, Kang's memory intensity) and page migration see.
+    /// `None` = the harness default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<u64>,
 }
 
 /// Most misses one core keeps in flight: Nehalem has 10 L1 miss buffers (Intel
@@ -120,6 +125,7 @@ impl Profile {
             working_set_bytes: None,
             writeback_ratio: default_writeback(),
             reference_llc_bytes: REF_LLC_BYTES,
+            rss_bytes: None,
         }
     }
 
@@ -237,6 +243,9 @@ impl Profile {
         }
         if self.reference_llc_bytes == 0 {
             return Err(("reference_llc_bytes", "must be > 0".into()));
+        }
+        if self.rss_bytes == Some(0) {
+            return Err(("rss_bytes", "must be > 0".into()));
         }
         if self.working_set_bytes == Some(0) {
             return Err(("working_set_bytes", "must be > 0".into()));
@@ -432,9 +441,22 @@ fn builtin_profiles() -> Vec<Profile> {
             cache_sensitivity: beta,
             streaming_fraction: phi,
             writeback_ratio: wb,
+            rss_bytes: kernel_rss(name),
             ..Profile::new(name, mpki, Some(np))
         })
         .collect()
+}
+
+/// Resident memory of our own kernels, which we define: the streaming kernel's three
+/// arrays are sized far beyond any LLC (like STREAM's rule of 4× the caches), the compute
+/// kernel keeps its data in registers and a small heap. The SPEC programs have no
+/// built-in figure: the harness gives them its default.
+fn kernel_rss(name: &str) -> Option<u64> {
+    match name {
+        "stream" => Some(2 << 30),
+        "compute" => Some(64 << 20),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -12,14 +12,41 @@ use crate::topology::Topology;
 use super::runner::TimeModel;
 use super::suites::ProgramFacts;
 
-/// Resident memory each simulated program is given. Above numad's 300 MB threshold, so
-/// numad manages them as it would real SPEC runs (most use 0.1–1.7 GB).
+/// Resident memory of a program whose profile gives none. Above numad's 300 MB
+/// threshold, so numad manages such programs.
 pub const FOOTPRINT_BYTES: u64 = 1 << 30;
+
+/// What moving pages costs, as a one-off against the length of a run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MigrationCost {
+    /// Copy rate, GB/s. An estimate for `move_pages` of 4 KiB pages (page-table work
+    /// dominates; huge pages copy several times faster).
+    pub gbps: f64,
+    /// Solo run length the one-off cost is spread over, seconds (SPEC CPU2006 reference
+    /// runs take minutes on the Nehalem).
+    pub run_seconds: f64,
+}
+
+impl Default for MigrationCost {
+    fn default() -> Self {
+        MigrationCost {
+            gbps: 1.0,
+            run_seconds: 300.0,
+        }
+    }
+}
 
 /// Normalised run time per process (slowdown + 1), solo rates memoised per profile.
 /// A plan the model cannot run (unknown CPU, unplaced process) gets infinite times, so
-/// it can never look good.
-pub fn time_model(params: MachineParams, profiles: ProfileSet) -> Arc<TimeModel> {
+/// it can never look good. With `migration`, page moves in the plan cost time: the
+/// process waits while its pages are copied, and everyone with memory on either end
+/// loses the share of that controller's bandwidth the copy took, for as long as it
+/// lasts. Without it, page moves are free (steady state after migration).
+pub fn time_model(
+    params: MachineParams,
+    profiles: ProfileSet,
+    migration: Option<MigrationCost>,
+) -> Arc<TimeModel> {
     let solos: Mutex<Vec<(Topology, Profile, f64)>> = Mutex::new(Vec::new());
     Arc::new(move |snapshot: &Snapshot, plan: &Plan| {
         let n = snapshot.processes.len();
@@ -27,12 +54,38 @@ pub fn time_model(params: MachineParams, profiles: ProfileSet) -> Arc<TimeModel>
             return vec![f64::INFINITY; n];
         };
         let rates = solo_rates(&solos, &snapshot.topology, &params, &procs);
-        simulate_with_solo(&snapshot.topology, &params, &procs, &rates)
+        let mut times: Vec<f64> = simulate_with_solo(&snapshot.topology, &params, &procs, &rates)
             .processes
             .iter()
             .map(|p| p.slowdown + 1.0)
-            .collect()
+            .collect();
+        if let Some(cost) = migration {
+            add_migration_cost(snapshot, plan, &params, cost, &mut times);
+        }
+        times
     })
+}
+
+fn add_migration_cost(
+    snapshot: &Snapshot,
+    plan: &Plan,
+    params: &MachineParams,
+    cost: MigrationCost,
+    times: &mut [f64],
+) {
+    for m in &plan.page_moves {
+        let seconds = m.bytes as f64 / (cost.gbps * 1e9);
+        let share = (cost.gbps / params.mc_gbps).min(1.0);
+        for (i, p) in snapshot.processes.iter().enumerate() {
+            if p.pid == m.pid {
+                times[i] += seconds / cost.run_seconds;
+            } else if p.memory_bytes.contains_key(&m.from_node)
+                || p.memory_bytes.contains_key(&m.to_node)
+            {
+                times[i] += seconds * share / cost.run_seconds;
+            }
+        }
+    }
 }
 
 fn solo_rates(
@@ -78,8 +131,50 @@ pub fn facts(
     Some(ProgramFacts {
         mpki: profile.mpki,
         numa_penalty: profile.numa_penalty(),
-        footprint_bytes: FOOTPRINT_BYTES,
+        footprint_bytes: profile.rss_bytes.unwrap_or(FOOTPRINT_BYTES),
         bandwidth_gbps: out.processes.first()?.bandwidth_gbps,
         cache_reuse: (1.0 - profile.streaming_fraction).clamp(0.0, 1.0),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{follow_memory, Placement};
+    use crate::sim::eval::suites::case;
+    use crate::sim::params_for;
+    use crate::topology;
+
+    #[test]
+    fn migration_costs_the_mover_most_and_bystanders_a_little() {
+        let topo = topology::machine("nehalem-e5520").unwrap();
+        let params = params_for(&topo);
+        let profiles = ProfileSet::builtin();
+        let c = case("t", "w", "00", &topo, &["mcf", "gamess"], &|t, p| {
+            facts(t, &params, &profiles, p)
+        })
+        .unwrap();
+        let s = &c.snapshot;
+        let plan = Plan::new(
+            "t",
+            vec![
+                Placement::new(&topo, s.processes[0].pid, vec![4], "t".into()),
+                Placement::new(&topo, s.processes[1].pid, vec![0], "t".into()),
+            ],
+        );
+        let mut moved = plan.clone();
+        moved.page_moves = follow_memory(s, &plan);
+        assert_eq!(moved.page_moves.len(), 1);
+        let free = time_model(params.clone(), profiles.clone(), None);
+        let costly = time_model(params, profiles, Some(MigrationCost::default()));
+        let (a, b) = (free(s, &moved), costly(s, &moved));
+        // 1 GiB at 1 GB/s over 300 s: +1.07/300 for mcf, a bandwidth share for gamess.
+        assert!(
+            (b[0] - a[0] - 1.073_741_824 / 300.0).abs() < 1e-9,
+            "{a:?} {b:?}"
+        );
+        assert!(b[1] > a[1] && b[1] - a[1] < b[0] - a[0]);
+        // Without page moves the cost model adds nothing.
+        assert_eq!(free(s, &plan), costly(s, &plan));
+    }
 }

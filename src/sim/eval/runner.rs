@@ -16,11 +16,14 @@ use serde::Serialize;
 
 use crate::policy::linux::balanced_schedules;
 use crate::policy::oracle::Oracle;
-use crate::policy::{self, Placement, Plan, Policy, Snapshot, UnknownPolicy};
+use crate::policy::{self, follow_memory, Placement, Plan, Policy, Snapshot, UnknownPolicy};
 
 /// Per-process run time, normalised to running alone and local on the idle machine
 /// (1.0 = no slowdown), for a snapshot run under a plan. Deterministic.
 pub type TimeModel = dyn Fn(&Snapshot, &Plan) -> Vec<f64> + Send + Sync;
+
+/// What the model's answer depends on: CPUs per process and page moves.
+type PlanKey = (Vec<Vec<u32>>, Vec<(u32, u32, u32, u64)>);
 
 /// One scenario: a workload with an allocation map on a machine.
 #[derive(Debug, Clone)]
@@ -94,19 +97,35 @@ impl Runner {
     }
 
     /// The oracle for this model: maximises performance (mean solo/time), the figure
-    /// `fraction_of_oracle` divides by.
-    pub fn oracle(&self) -> Oracle {
+    /// `fraction_of_oracle` divides by. Where pages may move, each placement is scored
+    /// both with memory where it is and with all memory following its process, and the
+    /// better counts.
+    pub fn oracle(&self) -> Box<dyn Policy> {
         let model = Arc::clone(&self.model);
-        Oracle::new(Box::new(move |s: &Snapshot, p: &Plan| {
-            let times = model(s, p);
-            -performance(&times)
-        }))
+        let migrate = self.allow_migration;
+        let search = Oracle::new(Box::new(move |s: &Snapshot, p: &Plan| {
+            let stay = -performance(&model(s, p));
+            if !migrate {
+                return stay;
+            }
+            let mut follow = p.clone();
+            follow.page_moves = follow_memory(s, p);
+            stay.min(-performance(&model(s, &follow)))
+        }));
+        if migrate {
+            Box::new(FollowingOracle {
+                search,
+                model: Arc::clone(&self.model),
+            })
+        } else {
+            Box::new(search)
+        }
     }
 
     /// A policy by name; `oracle` is this model's oracle.
     pub fn policy(&self, name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
         if name == ORACLE {
-            Ok(Box::new(self.oracle()))
+            Ok(self.oracle())
         } else {
             policy::by_name(name)
         }
@@ -122,9 +141,9 @@ impl Runner {
         progress: &mut dyn FnMut(&str),
     ) -> Vec<Row> {
         let schedules = balanced_schedules(&case.snapshot, self.linux_limit);
-        let mut memo: HashMap<Vec<Vec<u32>>, Vec<f64>> = HashMap::new();
+        let mut memo: HashMap<PlanKey, Vec<f64>> = HashMap::new();
         let linux = self.average(&case.snapshot, &schedules.plans, &mut memo);
-        let oracle = self.measure(case, &self.oracle(), &schedules.plans, &mut memo);
+        let oracle = self.measure(case, self.oracle().as_ref(), &schedules.plans, &mut memo);
         let oracle_perf = performance(&oracle.times);
         let mut rows = Vec::with_capacity(policies.len());
         for pol in policies {
@@ -152,7 +171,7 @@ impl Runner {
         case: &Case,
         pol: &dyn Policy,
         schedules: &[Plan],
-        memo: &mut HashMap<Vec<Vec<u32>>, Vec<f64>>,
+        memo: &mut HashMap<PlanKey, Vec<f64>>,
     ) -> Measured {
         let starts: Vec<&Plan> = if pol.uses_current_placement() {
             schedules.iter().take(self.start_limit.max(1)).collect()
@@ -189,13 +208,19 @@ impl Runner {
         &self,
         snapshot: &Snapshot,
         plans: &[Plan],
-        memo: &mut HashMap<Vec<Vec<u32>>, Vec<f64>>,
+        memo: &mut HashMap<PlanKey, Vec<f64>>,
     ) -> Measured {
         let n = snapshot.processes.len();
         let mut sum = vec![0.0; n];
         let before = memo.len();
         for plan in plans {
-            let key: Vec<Vec<u32>> = plan.placements.iter().map(|p| p.cpus.clone()).collect();
+            let key: PlanKey = (
+                plan.placements.iter().map(|p| p.cpus.clone()).collect(),
+                plan.page_moves
+                    .iter()
+                    .map(|m| (m.pid, m.from_node, m.to_node, m.bytes))
+                    .collect(),
+            );
             let times = memo
                 .entry(key)
                 .or_insert_with(|| (self.model)(snapshot, plan));
@@ -208,6 +233,32 @@ impl Runner {
             times: sum.into_iter().map(|s| s / k).collect(),
             proven_optimal: None,
             evaluated: (memo.len() - before).max(usize::from(!plans.is_empty())),
+        }
+    }
+}
+
+/// The oracle where pages may move: its best placement, with memory following when the
+/// model says that is better.
+struct FollowingOracle {
+    search: Oracle,
+    model: Arc<TimeModel>,
+}
+
+impl Policy for FollowingOracle {
+    fn name(&self) -> &str {
+        ORACLE
+    }
+
+    fn plan(&self, snapshot: &Snapshot) -> Plan {
+        let plan = self.search.plan(snapshot);
+        let mut follow = plan.clone();
+        follow.page_moves = follow_memory(snapshot, &plan);
+        if performance(&(self.model)(snapshot, &follow))
+            > performance(&(self.model)(snapshot, &plan))
+        {
+            follow
+        } else {
+            plan
         }
     }
 }

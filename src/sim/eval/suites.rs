@@ -28,9 +28,11 @@ pub struct Suite {
     pub machine: String,
     pub policies: &'static [&'static str],
     pub cases: Vec<Case>,
+    /// Whether policies may move pages (at a modelled cost).
+    pub migration: bool,
 }
 
-pub const NAMES: &[&str] = &["nmass", "membus", "cmload"];
+pub const NAMES: &[&str] = &["nmass", "nmass-migrate", "membus", "cmload"];
 
 /// Workloads of the published N-MASS evaluation (M = memory-bound, C = compute-bound).
 pub const NMASS_WORKLOADS: &[(&str, &[&str])] = &[
@@ -83,6 +85,17 @@ pub const MAPS_8: &[&str] = &[
     "11110000", "00001111", "11001100", "10101010", "11000000", "00110000", "00000011", "00000000",
 ];
 
+/// With page migration: what moving memory adds to placement alone.
+pub const MIGRATE_POLICIES: &[&str] = &[
+    "linux",
+    "maxlocal",
+    "nmass",
+    "numad",
+    "oracle",
+    "auto",
+    "auto-migrate",
+];
+
 pub const NMASS_POLICIES: &[&str] = &[
     "linux",
     "maxlocal",
@@ -101,6 +114,16 @@ pub fn suite(name: &str, machine: Option<&str>, lookup: Lookup) -> Result<Suite,
     let on = |own: &str| resolve(machine.unwrap_or(own));
     match name {
         "nmass" => nmass(on("nehalem-e5520")?, lookup),
+        "nmass-migrate" => {
+            let mut s = nmass(on("nehalem-e5520")?, lookup)?;
+            s.name = "nmass-migrate";
+            s.policies = MIGRATE_POLICIES;
+            s.migration = true;
+            for c in &mut s.cases {
+                c.suite = s.name.to_string();
+            }
+            Ok(s)
+        }
         "membus" => membus(on("xeon-e5345")?, lookup),
         "cmload" => cmload(on("2n:1l:4c:1t")?, lookup),
         other => Err(format!(
@@ -123,6 +146,7 @@ fn nmass(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
         machine: topo.name().unwrap_or("custom").to_string(),
         policies: NMASS_POLICIES,
         cases,
+        migration: false,
     })
 }
 
@@ -137,6 +161,7 @@ fn membus(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
         cases: vec![case(
             "membus", "bus8", "00000000", &topo, &programs, lookup,
         )?],
+        migration: false,
     })
 }
 
@@ -168,6 +193,7 @@ fn cmload(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
         machine: topo.name().unwrap_or("custom").to_string(),
         policies: &["linux", "cmload", "auto", "oracle"],
         cases,
+        migration: false,
     })
 }
 
