@@ -87,7 +87,7 @@ pub fn page(title: &str, rows: &[Row], notes: &str) -> String {
             esc(wl),
             esc(&programs)
         );
-        out.push_str(&bars(&groups, "% improvement over linux"));
+        out.push_str(&bars(&groups, "% improvement over linux", 0.0));
     }
 
     out.push_str("<h2>Per program: best and worst improvement over Linux</h2>");
@@ -102,7 +102,7 @@ pub fn page(title: &str, rows: &[Row], notes: &str) -> String {
             .collect();
         let _ = write!(out, "<h3>{}</h3>", esc(p));
         out.push_str(&legend(&["best".to_string(), "worst".to_string()]));
-        out.push_str(&bars(&groups, "% improvement over linux"));
+        out.push_str(&bars(&groups, "% improvement over linux", 0.0));
     }
 
     out.push_str("<h2>Fraction of the oracle</h2>");
@@ -117,7 +117,17 @@ pub fn page(title: &str, rows: &[Row], notes: &str) -> String {
         })
         .collect();
     out.push_str(&legend(&["mean".to_string(), "minimum".to_string()]));
-    out.push_str(&bars(&groups, "performance / oracle performance"));
+    // Fractions live near 1: start the axis just below the lowest so differences show.
+    let lowest = groups
+        .iter()
+        .flat_map(|g| g.1.iter().copied())
+        .fold(1.0f64, f64::min);
+    let base = ((lowest - 0.02) * 20.0).floor() / 20.0;
+    out.push_str(&bars(
+        &groups,
+        "performance / oracle performance",
+        base.min(0.95),
+    ));
     out.push_str("</body></html>\n");
     out
 }
@@ -136,16 +146,17 @@ fn legend(names: &[String]) -> String {
     out
 }
 
-/// Grouped bar chart: one group per label, one bar per series, a zero line, and an
-/// axis labelled at its extremes.
-fn bars(groups: &[(String, Vec<f64>)], axis: &str) -> String {
+/// Grouped bar chart: one group per label, one bar per series, bars drawn from
+/// `base` (0 for signed figures), and an axis labelled at its extremes and at `base`.
+fn bars(groups: &[(String, Vec<f64>)], axis: &str, base: f64) -> String {
     let series = groups.iter().map(|g| g.1.len()).max().unwrap_or(0).max(1);
     let bar_w = 10.0;
     let group_w = bar_w * series as f64 + 14.0;
     let (h, top, left) = (180.0, 16.0, 60.0);
-    let width = left + group_w * groups.len() as f64 + 10.0;
+    // Room on the right for the last rotated label.
+    let width = left + group_w * groups.len() as f64 + 90.0;
     let vals = groups.iter().flat_map(|g| g.1.iter().copied());
-    let (mut lo, mut hi) = vals.fold((0.0f64, 0.0f64), |(l, h), v| (l.min(v), h.max(v)));
+    let (mut lo, mut hi) = vals.fold((base, base), |(l, h), v| (l.min(v), h.max(v)));
     if hi - lo < 1e-9 {
         hi = lo + 1.0;
     }
@@ -163,11 +174,11 @@ fn bars(groups: &[(String, Vec<f64>)], axis: &str) -> String {
     let _ = write!(
         out,
         "<line x1=\"{left}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#000\"/>",
-        width - 5.0,
-        y(0.0),
-        y(0.0)
+        width - 85.0,
+        y(base),
+        y(base)
     );
-    for v in [hi - pad, lo + pad, 0.0] {
+    for v in [hi - pad, lo + pad, base] {
         let _ = write!(
             out,
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{v:.2}</text>",
@@ -185,7 +196,7 @@ fn bars(groups: &[(String, Vec<f64>)], axis: &str) -> String {
     for (gi, (label, vals)) in groups.iter().enumerate() {
         let x0 = left + 7.0 + gi as f64 * group_w;
         for (si, &v) in vals.iter().enumerate() {
-            let (a, b) = (y(v), y(0.0));
+            let (a, b) = (y(v), y(base));
             let _ = write!(
                 out,
                 "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{}: {v:.3}</title></rect>",

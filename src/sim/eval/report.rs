@@ -28,6 +28,8 @@ pub struct Summary {
     pub worst_entry: String,
     pub mean_performance: f64,
     pub mean_unfairness: f64,
+    /// Mean over entries of the programs' mean normalised run time (1 = alone, local).
+    pub mean_run_time: f64,
 }
 
 pub fn summaries(rows: &[Row]) -> Vec<Summary> {
@@ -64,6 +66,7 @@ pub fn summaries(rows: &[Row]) -> Vec<Summary> {
                 worst_entry: worst,
                 mean_performance: mean(&|r| r.performance),
                 mean_unfairness: mean(&|r| r.unfairness),
+                mean_run_time: mean(&|r| 1.0 + r.avg_slowdown),
             }
         })
         .collect()
@@ -119,13 +122,21 @@ pub fn table(rows: &[Row]) -> String {
     out.push('\n');
     let _ = writeln!(
         out,
-        "{:<10} {:<18} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7}  worst entry",
-        "suite", "policy", "mean impr", "min impr", "mean frac", "min frac", "perf", "unfair"
+        "{:<13} {:<16} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8}  worst entry",
+        "suite",
+        "policy",
+        "mean impr",
+        "min impr",
+        "mean frac",
+        "min frac",
+        "perf",
+        "unfair",
+        "run time"
     );
     for s in summaries(rows) {
         let _ = writeln!(
             out,
-            "{:<10} {:<18} {:>+8.2}% {:>+8.2}% {:>9.3} {:>9.3} {:>7.3} {:>7.3}  {}",
+            "{:<13} {:<16} {:>+8.2}% {:>+8.2}% {:>9.3} {:>9.3} {:>7.3} {:>7.3} {:>8.3}  {}",
             s.suite,
             s.policy,
             100.0 * s.mean_improvement_vs_linux,
@@ -134,6 +145,7 @@ pub fn table(rows: &[Row]) -> String {
             s.min_fraction_of_oracle,
             s.mean_performance,
             s.mean_unfairness,
+            s.mean_run_time,
             s.worst_entry
         );
     }
