@@ -134,11 +134,16 @@ pub fn place(snapshot: &Snapshot) -> Layout<'_> {
         why: vec![String::new(); n],
     };
     let mut pressure = vec![0.0; topo.llcs().len()];
+    // Fallback orders are per home node, not per process: sort them once.
+    let orders: Vec<Vec<usize>> = (0..topo.nodes().len())
+        .map(|h| topo.nodes_by_distance(h))
+        .collect();
     for (rank, &i) in order.iter().enumerate() {
         layout.rank[i] = rank;
         let p = &snapshot.processes[i];
         let allowed = AllowedMask::of(topo, p);
-        let (cpus, why) = place_one(&layout, p, homes[i], &allowed, &pressure);
+        let home = homes[i].map(|h| (h, orders[h].as_slice()));
+        let (cpus, why) = place_one(&layout, p, home, &allowed, &pressure);
         layout.occ.add(&cpus, p.cpu_demand);
         layout.cpus[i] = cpus;
         if let Some(node) = layout.node_of(i) {
@@ -148,7 +153,8 @@ pub fn place(snapshot: &Snapshot) -> Layout<'_> {
             }
         }
         layout.why[i] = format!(
-            "{why} (np {:.2}, {} of {n} by penalty)",
+            "{} (np {:.2}, {} of {n} by penalty)",
+            why.describe(topo),
             layout.np[i],
             ordinal(rank + 1)
         );
@@ -156,18 +162,48 @@ pub fn place(snapshot: &Snapshot) -> Layout<'_> {
     layout
 }
 
+/// Why the maximum-local step chose what it chose (node indices); formatted once.
+enum Why {
+    Local(usize),
+    Nearest { home: usize, node: usize },
+    NoMemory(usize),
+    Spread,
+    TimeShare(usize),
+    NoCpu,
+}
+
+impl Why {
+    fn describe(&self, topo: &Topology) -> String {
+        let id = |ni: usize| topo.nodes()[ni].id;
+        match *self {
+            Why::Local(n) => format!("local on home node {}", id(n)),
+            Why::Nearest { home, node } => format!(
+                "home node {} full, nearest node with room is {}",
+                id(home),
+                id(node)
+            ),
+            Why::NoMemory(n) => format!("no memory yet, node {} has most room", id(n)),
+            Why::Spread => "spread over the nearest nodes with free CPUs".to_string(),
+            Why::TimeShare(n) => format!("no free CPU, time-shares on node {}", id(n)),
+            Why::NoCpu => "no allowed CPU".to_string(),
+        }
+    }
+}
+
+/// Places one process; `home` is its home node with the nodes in distance order.
 fn place_one(
     layout: &Layout,
     p: &Process,
-    home: Option<usize>,
+    home: Option<(usize, &[usize])>,
     allowed: &AllowedMask,
     pressure: &[f64],
-) -> (Vec<usize>, String) {
+) -> (Vec<usize>, Why) {
     let topo = layout.topology();
     let occ = &layout.occ;
     let slots = p.slots();
-    let node_order: Vec<usize> = match home {
-        Some(h) => topo.nodes_by_distance(h),
+    let by_room: Vec<usize>;
+    let node_order: &[usize] = match home {
+        Some((_, order)) => order,
         // No memory yet: any node will do; take the one with most room.
         None => {
             let mut v: Vec<usize> = topo.cpu_nodes().collect();
@@ -175,22 +211,17 @@ fn place_one(
                 let free = occ.free_count(allowed.filter(topo.node_cpu_indices(ni)));
                 (std::cmp::Reverse(free), ni)
             });
-            v
+            by_room = v;
+            &by_room
         }
     };
-    let label = |ni: usize| -> String {
-        let id = topo.nodes()[ni].id;
-        match home {
-            Some(h) if h == ni => format!("local on home node {id}"),
-            Some(h) => format!(
-                "home node {} full, nearest node with room is {id}",
-                topo.nodes()[h].id
-            ),
-            None => format!("no memory yet, node {id} has most room"),
-        }
+    let label = |ni: usize| match home {
+        Some((h, _)) if h == ni => Why::Local(ni),
+        Some((h, _)) => Why::Nearest { home: h, node: ni },
+        None => Why::NoMemory(ni),
     };
     // 1. A node with enough free CPUs, nearest first.
-    for &ni in &node_order {
+    for &ni in node_order {
         if let Some(cpus) = free_in_node(occ, ni, allowed, slots, pressure) {
             return (cpus, label(ni));
         }
@@ -203,30 +234,25 @@ fn place_one(
         .take(slots)
         .collect();
     if free.len() >= slots {
-        return (
-            free,
-            "spread over the nearest nodes with free CPUs".to_string(),
-        );
+        return (free, Why::Spread);
     }
     // 3. Overcommitted: time-share the least-loaded CPUs, nearest node on ties.
     let min_load = (0..topo.num_cpus())
         .filter(|&c| allowed.contains(c))
         .map(|c| occ.load(c))
         .fold(f64::INFINITY, f64::min);
-    for &ni in &node_order {
+    for &ni in node_order {
         let cands: Vec<usize> = allowed
             .filter(topo.node_cpu_indices(ni))
             .filter(|&c| occ.load(c) <= min_load + 1e-9)
             .collect();
         if !cands.is_empty() {
-            let cpus = occ.pick(&cands, slots);
-            let id = topo.nodes()[ni].id;
-            return (cpus, format!("no free CPU, time-shares on node {id}"));
+            return (occ.pick(&cands, slots), Why::TimeShare(ni));
         }
     }
     // Only memory-only nodes allowed: impossible for a validated snapshot, whose pins
     // name existing CPUs. Leave the process where it is rather than guess.
-    (Vec::new(), "no allowed CPU".to_string())
+    (Vec::new(), Why::NoCpu)
 }
 
 /// `slots` free CPUs in node `ni`: in the least-pressured LLC that fits them, else
@@ -247,12 +273,12 @@ fn free_in_node(
             occ.free_count(allowed.filter(topo.llc_cpu_indices(l)))
         }
     };
-    let counts: Vec<usize> = llcs.clone().map(free_in).collect();
-    if counts.iter().sum::<usize>() < slots {
+    if llcs.clone().map(free_in).sum::<usize>() < slots {
         return None;
     }
     let mut best: Option<(usize, usize)> = None; // (llc, free count)
-    for (llc, &f) in llcs.zip(&counts) {
+    for llc in llcs {
+        let f = free_in(llc);
         if f < slots {
             continue;
         }
