@@ -64,7 +64,7 @@ fn builds_a_valid_snapshot_and_rates_cpu_between_passes() {
         BTreeMap::from([(0, 1000 * 4096), (2, 24 * 4096)])
     );
     assert_eq!(p.current_cpus, vec![1, 2]);
-    assert_eq!(p.allowed_cpus, None, "0-1023 covers the machine: not a pin");
+    assert_eq!(p.allowed_cpus, None, "0-7 covers the machine: not a pin");
     assert_eq!(p.parent, Some(1));
     assert_eq!(obs.details[0].tids(), vec![100, 101, 102]);
     assert_eq!(obs.details[0].rss_bytes, 1024 * 4096);
@@ -318,10 +318,14 @@ fn real_proc_finds_this_process() {
     let obs = scanner.scan(&topo).unwrap();
     assert!(matches!(obs.demand_basis, DemandBasis::Interval(_)));
     println!(
-        "{} processes, {} kernel threads, {} vanished, {} problems",
+        "{} processes, {} kernel threads, {} vanished, {} incomplete, problems: {:?}",
         obs.snapshot.processes.len(),
         obs.kernel_threads,
         obs.vanished,
-        obs.problems.len()
+        obs.incomplete,
+        obs.problems
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
     );
 }

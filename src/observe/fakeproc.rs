@@ -42,7 +42,9 @@ pub struct FakeProcess {
 }
 
 impl FakeProcess {
-    /// A sleeping single-threaded process on CPU 0, allowed everywhere, no memory.
+    /// A sleeping single-threaded process on CPU 0, no memory, allowed on CPUs 0-7
+    /// and nodes 0-1 (as the kernel's default affinity lists possible CPUs, which on
+    /// a test machine of four can be more than are online).
     pub fn new(pid: u32, comm: &str) -> FakeProcess {
         FakeProcess {
             pid,
@@ -58,8 +60,8 @@ impl FakeProcess {
                 cpu: 0,
                 cpu_ticks: 0,
             }],
-            cpus_allowed: "0-1023".to_string(),
-            mems_allowed: "0-1023".to_string(),
+            cpus_allowed: "0-7".to_string(),
+            mems_allowed: "0-1".to_string(),
             numa_maps: String::new(),
             sched: Some(String::new()),
         }

@@ -69,9 +69,19 @@ fn stat_shape_ok(t: &str) -> bool {
     }
 }
 
+/// The file as text. Names in procfs (comm, mapped paths) are bytes, not necessarily
+/// UTF-8; invalid sequences become U+FFFD. The strict check first: it is the common
+/// case and several times faster than the lossy conversion.
+fn text_of(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
 /// Parses a stat file; `path` only labels errors.
 pub fn parse_stat(bytes: &[u8], path: &Path) -> Result<Stat, ObserveError> {
-    let text = String::from_utf8_lossy(bytes);
+    let text = text_of(bytes);
     let t = text.trim();
     if !stat_shape_ok(t) {
         return Err(ObserveError::parse(
@@ -122,6 +132,11 @@ pub struct ProcInfo {
     pub numa_maps: Option<NumaMaps>,
     /// Empty when the kernel has no NUMA balancing or sched was not read.
     pub numa_faults: BTreeMap<NodeId, NumaFaults>,
+    /// Optional files that could not be read for lack of permission (numa_maps, sched):
+    /// the process is still described, without that information. Even root meets
+    /// this for a process holding capabilities the reader lacks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied: Vec<PathBuf>,
 }
 
 impl ProcInfo {
@@ -220,14 +235,28 @@ impl ProcDir {
                 }
             }
         };
-        let mut buf = Vec::with_capacity(1024);
-        match file.read_to_end(&mut buf) {
-            Ok(_) => Ok(Some(buf)),
-            Err(e) => match classify(&path, e) {
-                IoOutcome::Gone => Ok(None),
-                IoOutcome::Failed(e) => Err(e),
-            },
+        // Not `read_to_end`: on a `File` it first asks fstat and lseek for a size hint,
+        // two extra syscalls per file that procfs answers with 0 anyway.
+        let mut buf = vec![0u8; 4096];
+        let mut len = 0;
+        loop {
+            if len == buf.len() {
+                buf.resize(buf.len() * 2, 0);
+            }
+            match file.read(&mut buf[len..]) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return match classify(&path, e) {
+                        IoOutcome::Gone => Ok(None),
+                        IoOutcome::Failed(e) => Err(e),
+                    }
+                }
+            }
         }
+        buf.truncate(len);
+        Ok(Some(buf))
     }
 
     /// Whether the process still exists, to tell "gone" from "file not provided by
@@ -247,7 +276,7 @@ impl ProcDir {
         let Some(bytes) = self.read("status")? else {
             return Ok(None);
         };
-        status::parse(&String::from_utf8_lossy(&bytes), &self.path.join("status")).map(Some)
+        status::parse(&text_of(&bytes), &self.path.join("status")).map(Some)
     }
 
     pub fn numa_maps(&self) -> Result<Option<NumaMaps>, ObserveError> {
@@ -256,11 +285,7 @@ impl ProcDir {
             // per-node memory to report rather than being gone.
             return Ok(self.alive().then(NumaMaps::default));
         };
-        numa_maps::parse(
-            &String::from_utf8_lossy(&bytes),
-            &self.path.join("numa_maps"),
-        )
-        .map(Some)
+        numa_maps::parse(&text_of(&bytes), &self.path.join("numa_maps")).map(Some)
     }
 
     /// NUMA hinting faults per node; `Some(empty)` on kernels without the sched file or
@@ -269,7 +294,7 @@ impl ProcDir {
         let Some(bytes) = self.read("sched")? else {
             return Ok(self.alive().then(BTreeMap::new));
         };
-        sched::parse(&String::from_utf8_lossy(&bytes), &self.path.join("sched")).map(Some)
+        sched::parse(&text_of(&bytes), &self.path.join("sched")).map(Some)
     }
 
     /// The live threads. A thread that exits between the listing and its stat is left
@@ -336,6 +361,7 @@ impl ProcDir {
             mems_allowed: None,
             numa_maps: None,
             numa_faults: BTreeMap::new(),
+            denied: Vec::new(),
         };
         if kernel_thread {
             return Ok(Some(info));
@@ -358,13 +384,38 @@ impl ProcDir {
             info.mems_allowed = s.mems_allowed;
         }
         if opts.threads {
-            info.threads = or_gone!(self.threads());
+            info.threads = if info.stat.num_threads == 1 && info.stat.state != 'Z' {
+                // The only thread is the main one (tid = pid) and stat already said
+                // where it ran: the task directory would repeat it at the cost of
+                // five syscalls, for the most common kind of process. (A leader that
+                // exited before its last thread shows as a zombie and is read fully.)
+                vec![ThreadStat {
+                    tid: info.stat.pid,
+                    cpu_ticks: info.stat.cpu_ticks,
+                    processor: info.stat.processor,
+                }]
+            } else {
+                or_gone!(self.threads())
+            };
+        }
+        // Permission is refused per file, so an unreadable optional file says nothing
+        // about the rest of the process.
+        macro_rules! optional {
+            ($e:expr) => {
+                match $e {
+                    Err(ObserveError::PermissionDenied { path }) => {
+                        info.denied.push(path);
+                        None
+                    }
+                    other => Some(or_gone!(other)),
+                }
+            };
         }
         if opts.numa_maps {
-            info.numa_maps = Some(or_gone!(self.numa_maps()));
+            info.numa_maps = optional!(self.numa_maps());
         }
         if opts.sched {
-            info.numa_faults = or_gone!(self.numa_faults());
+            info.numa_faults = optional!(self.numa_faults()).unwrap_or_default();
         }
         Ok(Some(info))
     }

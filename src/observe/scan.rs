@@ -68,6 +68,9 @@ pub struct Observation {
     pub details: Vec<ProcInfo>,
     /// Processes left out because a file could not be read or made no sense.
     pub problems: Vec<ObserveError>,
+    /// Processes kept without their memory or fault information because reading
+    /// numa_maps or sched was refused (see [`ProcInfo::denied`]).
+    pub incomplete: usize,
     /// Processes that exited between being listed and being read.
     pub vanished: usize,
     pub kernel_threads: usize,
@@ -124,6 +127,7 @@ impl Scanner {
             },
             details: Vec::new(),
             problems: Vec::new(),
+            incomplete: 0,
             vanished: 0,
             kernel_threads: 0,
             excluded: 0,
@@ -194,6 +198,7 @@ impl Scanner {
             }
             match to_process(&info, demand, topology, &machine) {
                 Some(p) => {
+                    obs.incomplete += usize::from(!info.denied.is_empty());
                     obs.snapshot.processes.push(p);
                     obs.details.push(info);
                 }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::counters::{CounterError, PerfCounters};
 use super::numa_maps;
+use super::proc::ReadOptions;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sensor {
@@ -121,6 +122,16 @@ impl Sensors {
             one("NUMA hinting faults", &self.numa_hinting_faults),
             one("numa_maps", &self.numa_maps),
         )
+    }
+
+    /// What a scan should read: `sched` only when NUMA balancing makes its fault
+    /// counts mean something (they are all zero otherwise), numa_maps only if readable.
+    pub fn read_options(&self) -> ReadOptions {
+        ReadOptions {
+            numa_maps: self.numa_maps.available,
+            sched: self.numa_hinting_faults.available,
+            ..ReadOptions::default()
+        }
     }
 
     /// Names of the sensors in use, for status output.
@@ -326,6 +337,8 @@ mod tests {
         );
         assert!(!s.numa_hinting_faults.available);
         assert_eq!(s.numa_balancing, Some(0));
+        let read = s.read_options();
+        assert!(!read.sched && !read.numa_maps && read.status && read.threads);
         fs::write(r.proc.join("sys/kernel/numa_balancing"), "2\n").unwrap();
         let s = Sensors::detect_with(&r, unsupported());
         assert!(s.numa_hinting_faults.detail.contains("tiering"));
