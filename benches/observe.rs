@@ -87,6 +87,15 @@ fn bench(c: &mut Criterion) {
             b.iter(|| scanner.scan(&topo).unwrap())
         });
     }
+    // The daemon's usual case: the filter keeps the few processes worth managing
+    // (here one in ten) and only those get the costly reads.
+    let mut scanner = Scanner::new(cfg.clone()).with_filter(Box::new(|c| c.stat.pid % 80 == 0));
+    let first = scanner.scan(&topo).unwrap();
+    assert_eq!(first.snapshot.processes.len(), 200);
+    c.bench_function(
+        "observe pass, 2000 processes, all files, filter keeps 1 in 10",
+        |b| b.iter(|| scanner.scan(&topo).unwrap()),
+    );
 }
 
 criterion_group! {

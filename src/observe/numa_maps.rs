@@ -8,7 +8,8 @@
 //! 557a2e2d0000 bind:0-1 heap anon=386 dirty=386 N0=200 N2=186 kernelpagesize_kB=4
 //! ```
 //!
-//! The address and the memory policy come first; `file=<path>` (or `heap`/`stack`)
+//! The address and the memory policy come first (two modes print as two words:
+//! `weighted interleave`, `prefer (many)`); `file=<path>` (or `heap`/`stack`)
 //! follows directly, then `huge` for hugetlb mappings, then counters and `N<node>=pages`,
 //! and `kernelpagesize_kB` last. The kernel escapes blanks, `=` and newlines in the path
 //! as octal (`\040`), so on a real kernel the line splits cleanly on whitespace; an
@@ -172,7 +173,21 @@ pub fn parse_line(line: &str) -> Result<Mapping<'_>, String> {
     let addr = tokens.next().ok_or("empty line")?;
     let address =
         u64::from_str_radix(addr, 16).map_err(|_| format!("address {addr:?} is not hex"))?;
-    let policy = Policy::parse(tokens.next().ok_or("no memory policy")?);
+    let mut policy_text = tokens.next().ok_or("no memory policy")?;
+    // Two modes are printed with a blank (mm/mempolicy.c `policy_modes`):
+    // "weighted interleave" and "prefer (many)"; take both words as one policy.
+    let second = match policy_text {
+        "weighted" => tokens.peek().filter(|t| t.starts_with("interleave")),
+        "prefer" => tokens.peek().filter(|t| t.starts_with("(many)")),
+        _ => None,
+    };
+    if let Some(second) = second.copied() {
+        let start = policy_text.as_ptr() as usize - line.as_ptr() as usize;
+        let end = second.as_ptr() as usize - line.as_ptr() as usize + second.len();
+        policy_text = line.get(start..end).unwrap_or(policy_text);
+        tokens.next();
+    }
+    let policy = Policy::parse(policy_text);
     let mut m = Mapping {
         address,
         policy,
@@ -329,6 +344,22 @@ mod tests {
         assert_eq!(m.node_pages, vec![(3, 1)]);
         assert_eq!(m.page_kb, 4, "default page size");
         assert_eq!(m.bytes(), 4096);
+    }
+
+    #[test]
+    fn two_word_policies() {
+        let m = parse_line("1000 weighted interleave=static:0-1 anon=1 N0=1").unwrap();
+        assert_eq!(m.policy.mode, "weighted interleave");
+        assert_eq!(m.policy.flags, Some("static"));
+        assert_eq!(m.policy.nodes, "0-1");
+        let m = parse_line("1000 prefer (many):1,3 heap N1=1").unwrap();
+        assert_eq!(m.policy.mode, "prefer (many)");
+        assert_eq!(m.policy.nodes, "1,3");
+        assert!(m.heap);
+        let m = parse_line("1000 prefer:1 N1=1").unwrap();
+        assert_eq!(m.policy.mode, "prefer");
+        let m = parse_line("1000 weighted").unwrap();
+        assert_eq!(m.policy.mode, "weighted");
     }
 
     #[test]

@@ -346,8 +346,13 @@ mod tests {
 
     #[test]
     fn live_detection_does_not_fail() {
+        // What is available depends on the machine; only the shape is asserted.
         let s = Sensors::detect();
-        assert!(s.numa_maps.available, "{}", s.summary());
-        println!("{}", s.summary());
+        let line = s.summary();
+        assert!(
+            line.starts_with("sensors: ") && !line.contains('\n'),
+            "{line}"
+        );
+        println!("{line}");
     }
 }
