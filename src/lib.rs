@@ -6,6 +6,7 @@
 
 pub mod characterise;
 pub mod cli;
+pub mod observe;
 pub mod policy;
 pub mod sim;
 pub mod topology;

@@ -1,0 +1,53 @@
+//! Observe: the first stage of the live pipeline (SPEC §2). It reads what the machine
+//! says about its processes and turns it into the [`Snapshot`](crate::policy::Snapshot)
+//! policies consume; it never changes anything.
+//!
+//! Small modules with one job each:
+//!
+//! - [`sensors`]: which sensors this machine has, detected once at start-up and
+//!   reported in one line (SPEC §3). Missing sensors are normal.
+//! - [`proc`]: one process from procfs (stat, status, threads, numa_maps, sched),
+//!   all read through one directory handle so pid reuse cannot mix two processes;
+//!   "process gone" is an answer, not an error. [`numa_maps`], [`status`] and
+//!   [`sched`] are the file parsers, [`error`] the path-carrying error type.
+//! - [`scan`]: a pass over all processes into a snapshot, with the previous pass kept
+//!   for CPU rates.
+//! - [`counters`]: per-process hardware counter deltas behind a trait, for MPKI.
+//! - [`fakeproc`]: a fake procfs tree for tests and benchmarks.
+//!
+//! Which sensor feeds which snapshot field:
+//!
+//! | snapshot field            | source                                                     |
+//! |---------------------------|------------------------------------------------------------|
+//! | `pid`, `start_time`, `program`, `parent` | `/proc/<pid>/stat`                          |
+//! | `threads`                 | entries of `/proc/<pid>/task` (stat's count if unread)      |
+//! | `cpu_demand`              | stat utime+stime, delta between passes over `/proc/uptime`  |
+//! | `current_cpus`            | last CPU (`processor`) of each `task/<tid>/stat`            |
+//! | `allowed_cpus`            | status `Cpus_allowed_list`, when narrower than the machine  |
+//! | `memory_bytes`            | numa_maps `N<node>=` pages × `kernelpagesize_kB`            |
+//! | `mpki`                    | hardware counters ([`counters`]), when the CPU exposes them |
+//! | `numa_penalty`            | not observed: profile store, or regression on MPKI          |
+//! | `bandwidth_gbps`          | resctrl MBM (future), when mounted with monitoring          |
+//!
+//! NUMA hinting faults (`/proc/<pid>/sched`) are read into
+//! [`ProcInfo::numa_faults`](proc::ProcInfo::numa_faults): a sample of the nodes a
+//! process touches, for the characterisation stage; the snapshot has no field for
+//! them yet. The scanner leaves `mpki` empty: attaching counters is the daemon's
+//! decision, made per managed process.
+
+pub mod counters;
+pub mod error;
+pub mod fakeproc;
+pub mod numa_maps;
+pub mod proc;
+pub mod scan;
+pub mod sched;
+pub mod sensors;
+pub mod status;
+
+pub use counters::{CounterError, CounterSample, CounterSource, PerfCounters};
+pub use error::ObserveError;
+pub use numa_maps::NumaMaps;
+pub use proc::{read_process, ProcDir, ProcInfo, ReadOptions, Stat};
+pub use scan::{Candidate, DemandBasis, Filter, Observation, ScanConfig, Scanner};
+pub use sensors::{Sensor, Sensors};

@@ -1,0 +1,508 @@
+//! Reading one process from a procfs tree (the real `/proc` or a test's fake one).
+//!
+//! Every file of a process is opened relative to one directory handle taken at
+//! [`ProcDir::open`] (procfs's `Process`, an `O_PATH` fd on `/proc/<pid>`). If the
+//! process exits and its pid is reused between two reads, the later reads fail with
+//! ENOENT/ESRCH instead of silently describing the newcomer, so a [`ProcInfo`] never
+//! mixes two processes. "Gone" is an ordinary answer (`Ok(None)`), not an error: on a
+//! busy machine processes exit mid-scan all the time.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use procfs::FromRead;
+use serde::{Deserialize, Serialize};
+
+use super::error::{classify, IoOutcome, ObserveError};
+use super::numa_maps::{self, NumaMaps};
+use super::sched::{self, NumaFaults};
+use super::status::{self, Status};
+use crate::topology::{CpuId, NodeId};
+
+/// `PF_KTHREAD` in include/linux/sched.h; set in the flags field of a kernel thread's stat.
+const PF_KTHREAD: u32 = 0x0020_0000;
+
+/// The parts of `/proc/<pid>/stat` (or `task/<tid>/stat`) we use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stat {
+    pub pid: u32,
+    pub comm: String,
+    pub state: char,
+    pub ppid: u32,
+    pub flags: u32,
+    /// utime + stime, in clock ticks; for a process it covers all its threads,
+    /// including those that already exited.
+    pub cpu_ticks: u64,
+    pub num_threads: u32,
+    /// Clock ticks after boot; with the pid, the process's identity.
+    pub start_time: u64,
+    pub rss_pages: u64,
+    /// CPU it last ran on.
+    pub processor: Option<CpuId>,
+}
+
+impl Stat {
+    /// Kernel threads are never touched (SPEC §4). The flag is authoritative; pid 2 and
+    /// its children (kthreadd's) cover kernels or tools that lose the flag. Inside a
+    /// PID namespace pid 2 can be an ordinary process: skipping it there is the safe
+    /// mistake.
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0 || self.pid == 2 || self.ppid == 2
+    }
+}
+
+/// procfs-core's stat parser slices around the parentheses of `comm` without checking
+/// that they are where it expects, and panics on text such as `(x)` or `)(`. Real
+/// kernels never produce that, but a broken file must not take the daemon down, so the
+/// shape is checked here first, on the same trimmed text the parser will see.
+fn stat_shape_ok(t: &str) -> bool {
+    match (t.find('('), t.rfind(')')) {
+        (Some(open), Some(close)) => {
+            open >= 2
+                && t.is_char_boundary(open - 1)
+                && open < close
+                && close + 2 <= t.len()
+                && t.is_char_boundary(close + 2)
+        }
+        _ => false,
+    }
+}
+
+/// The file as text. Names in procfs (comm, mapped paths) are bytes, not necessarily
+/// UTF-8; invalid sequences become U+FFFD. The strict check first: it is the common
+/// case and several times faster than the lossy conversion.
+fn text_of(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
+/// Parses a stat file; `path` only labels errors.
+pub fn parse_stat(bytes: &[u8], path: &Path) -> Result<Stat, ObserveError> {
+    let text = text_of(bytes);
+    let t = text.trim();
+    if !stat_shape_ok(t) {
+        return Err(ObserveError::parse(
+            path,
+            None,
+            "not a stat line: `pid (comm) state ...` expected",
+        ));
+    }
+    let s = procfs::process::Stat::from_read(t.as_bytes())
+        .map_err(|e| ObserveError::parse(path, None, e.to_string()))?;
+    let nonneg = |v: i64, what: &str| {
+        u32::try_from(v)
+            .map_err(|_| ObserveError::parse(path, None, format!("{what} {v} is negative")))
+    };
+    Ok(Stat {
+        pid: nonneg(s.pid.into(), "pid")?,
+        comm: s.comm,
+        state: s.state,
+        ppid: nonneg(s.ppid.into(), "ppid")?,
+        flags: s.flags,
+        cpu_ticks: s.utime.saturating_add(s.stime),
+        num_threads: nonneg(s.num_threads, "num_threads")?,
+        start_time: s.starttime,
+        rss_pages: s.rss,
+        processor: s.processor.and_then(|c| u32::try_from(c).ok()),
+    })
+}
+
+/// One thread's line of `task/<tid>/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadStat {
+    pub tid: u32,
+    pub cpu_ticks: u64,
+    pub processor: Option<CpuId>,
+}
+
+/// Everything read about one process in one pass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcInfo {
+    pub stat: Stat,
+    pub kernel_thread: bool,
+    /// Live threads at the time of reading; empty if threads were not read.
+    pub threads: Vec<ThreadStat>,
+    /// From the main thread's status; `None` if not read or not printed.
+    pub cpus_allowed: Option<Vec<CpuId>>,
+    pub mems_allowed: Option<Vec<NodeId>>,
+    pub rss_bytes: u64,
+    pub numa_maps: Option<NumaMaps>,
+    /// Empty when the kernel has no NUMA balancing or sched was not read.
+    pub numa_faults: BTreeMap<NodeId, NumaFaults>,
+    /// Optional files that could not be read for lack of permission (numa_maps, sched):
+    /// the process is still described, without that information. Even root meets
+    /// this for a process holding capabilities the reader lacks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied: Vec<PathBuf>,
+}
+
+impl ProcInfo {
+    pub fn pid(&self) -> u32 {
+        self.stat.pid
+    }
+
+    /// CPUs its threads last ran on, ascending; the process's own stat if no thread
+    /// was read.
+    pub fn last_cpus(&self) -> Vec<CpuId> {
+        let mut v: Vec<CpuId> = self.threads.iter().filter_map(|t| t.processor).collect();
+        if v.is_empty() {
+            v.extend(self.stat.processor);
+        }
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    pub fn tids(&self) -> Vec<u32> {
+        self.threads.iter().map(|t| t.tid).collect()
+    }
+}
+
+/// Which of the costlier files to read. numa_maps makes the kernel walk the page tables
+/// of every mapping under the mmap lock, so its cost grows with RSS: a daemon may read
+/// it less often than stat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadOptions {
+    pub status: bool,
+    pub threads: bool,
+    pub numa_maps: bool,
+    pub sched: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            status: true,
+            threads: true,
+            numa_maps: true,
+            sched: true,
+        }
+    }
+}
+
+/// A handle on `/proc/<pid>` that all reads of one process go through.
+pub struct ProcDir {
+    proc: procfs::process::Process,
+    path: PathBuf,
+    pid: u32,
+}
+
+fn proc_outcome(path: &Path, err: procfs::ProcError) -> IoOutcome {
+    use procfs::ProcError as E;
+    match err {
+        E::NotFound(_) | E::Incomplete(_) => IoOutcome::Gone,
+        E::PermissionDenied(_) => IoOutcome::Failed(ObserveError::PermissionDenied {
+            path: path.to_path_buf(),
+        }),
+        E::Io(e, _) => classify(path, e),
+        other => IoOutcome::Failed(ObserveError::parse(path, None, other.to_string())),
+    }
+}
+
+impl ProcDir {
+    /// `Ok(None)` if there is no such process (any more).
+    pub fn open(proc_root: &Path, pid: u32) -> Result<Option<ProcDir>, ObserveError> {
+        let path = proc_root.join(pid.to_string());
+        match procfs::process::Process::new_with_root(path.clone()) {
+            Ok(proc) => Ok(Some(ProcDir { proc, path, pid })),
+            Err(e) => match proc_outcome(&path, e) {
+                IoOutcome::Gone => Ok(None),
+                IoOutcome::Failed(e) => Err(e),
+            },
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads a file of this process whole; `Ok(None)` if it (or the process) is gone.
+    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, ObserveError> {
+        let path = self.path.join(name);
+        let mut file = match self.proc.open_relative(name) {
+            Ok(f) => f,
+            Err(e) => {
+                return match proc_outcome(&path, e) {
+                    IoOutcome::Gone => Ok(None),
+                    IoOutcome::Failed(e) => Err(e),
+                }
+            }
+        };
+        // Not `read_to_end`: on a `File` it first asks fstat and lseek for a size hint,
+        // two extra syscalls per file that procfs answers with 0 anyway.
+        let mut buf = vec![0u8; 4096];
+        let mut len = 0;
+        loop {
+            if len == buf.len() {
+                buf.resize(buf.len() * 2, 0);
+            }
+            match file.read(&mut buf[len..]) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return match classify(&path, e) {
+                        IoOutcome::Gone => Ok(None),
+                        IoOutcome::Failed(e) => Err(e),
+                    }
+                }
+            }
+        }
+        buf.truncate(len);
+        Ok(Some(buf))
+    }
+
+    /// Whether the process still exists, to tell "gone" from "file not provided by
+    /// this kernel" after an ENOENT on an optional file.
+    fn alive(&self) -> bool {
+        self.proc.open_relative("stat").is_ok()
+    }
+
+    pub fn stat(&self) -> Result<Option<Stat>, ObserveError> {
+        let Some(bytes) = self.read("stat")? else {
+            return Ok(None);
+        };
+        parse_stat(&bytes, &self.path.join("stat")).map(Some)
+    }
+
+    pub fn status(&self) -> Result<Option<Status>, ObserveError> {
+        let Some(bytes) = self.read("status")? else {
+            return Ok(None);
+        };
+        status::parse(&text_of(&bytes), &self.path.join("status")).map(Some)
+    }
+
+    pub fn numa_maps(&self) -> Result<Option<NumaMaps>, ObserveError> {
+        let Some(bytes) = self.read("numa_maps")? else {
+            // A kernel without CONFIG_NUMA has no numa_maps: the process has no
+            // per-node memory to report rather than being gone.
+            return Ok(self.alive().then(NumaMaps::default));
+        };
+        numa_maps::parse(&text_of(&bytes), &self.path.join("numa_maps")).map(Some)
+    }
+
+    /// NUMA hinting faults per node; `Some(empty)` on kernels without the sched file or
+    /// without NUMA balancing.
+    pub fn numa_faults(&self) -> Result<Option<BTreeMap<NodeId, NumaFaults>>, ObserveError> {
+        let Some(bytes) = self.read("sched")? else {
+            return Ok(self.alive().then(BTreeMap::new));
+        };
+        sched::parse(&text_of(&bytes), &self.path.join("sched")).map(Some)
+    }
+
+    /// The live threads. A thread that exits between the listing and its stat is left
+    /// out; `Ok(None)` only if the whole process is gone.
+    pub fn threads(&self) -> Result<Option<Vec<ThreadStat>>, ObserveError> {
+        let dir = self.path.join("task");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) => {
+                return match classify(&dir, e) {
+                    IoOutcome::Gone => Ok(None),
+                    IoOutcome::Failed(e) => Err(e),
+                }
+            }
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => match classify(&dir, e) {
+                    IoOutcome::Gone => return Ok(None),
+                    IoOutcome::Failed(e) => return Err(e),
+                },
+            };
+            let Some(tid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let name = format!("task/{tid}/stat");
+            let Some(bytes) = self.read(&name)? else {
+                continue;
+            };
+            let s = parse_stat(&bytes, &self.path.join(&name))?;
+            out.push(ThreadStat {
+                tid,
+                cpu_ticks: s.cpu_ticks,
+                processor: s.processor,
+            });
+        }
+        if out.is_empty() && !self.alive() {
+            return Ok(None);
+        }
+        out.sort_unstable_by_key(|t| t.tid);
+        Ok(Some(out))
+    }
+
+    /// Reads the rest of a process whose stat is already known. Kernel threads get
+    /// nothing more: nothing about them is ever used.
+    pub fn read_rest(
+        &self,
+        stat: Stat,
+        opts: &ReadOptions,
+    ) -> Result<Option<ProcInfo>, ObserveError> {
+        let kernel_thread = stat.is_kernel_thread();
+        let mut info = ProcInfo {
+            rss_bytes: stat.rss_pages.saturating_mul(procfs::page_size()),
+            stat,
+            kernel_thread,
+            threads: Vec::new(),
+            cpus_allowed: None,
+            mems_allowed: None,
+            numa_maps: None,
+            numa_faults: BTreeMap::new(),
+            denied: Vec::new(),
+        };
+        if kernel_thread {
+            return Ok(Some(info));
+        }
+        macro_rules! or_gone {
+            ($e:expr) => {
+                match $e? {
+                    Some(v) => v,
+                    None => return Ok(None),
+                }
+            };
+        }
+        if opts.status {
+            let s = or_gone!(self.status());
+            if s.kthread == Some(true) {
+                info.kernel_thread = true;
+                return Ok(Some(info));
+            }
+            info.cpus_allowed = s.cpus_allowed;
+            info.mems_allowed = s.mems_allowed;
+        }
+        if opts.threads {
+            info.threads = if info.stat.num_threads == 1 && info.stat.state != 'Z' {
+                // The only thread is the main one (tid = pid) and stat already said
+                // where it ran: the task directory would repeat it at the cost of
+                // five syscalls, for the most common kind of process. (A leader that
+                // exited before its last thread shows as a zombie and is read fully.)
+                vec![ThreadStat {
+                    tid: info.stat.pid,
+                    cpu_ticks: info.stat.cpu_ticks,
+                    processor: info.stat.processor,
+                }]
+            } else {
+                or_gone!(self.threads())
+            };
+        }
+        // Permission is refused per file, so an unreadable optional file says nothing
+        // about the rest of the process.
+        macro_rules! optional {
+            ($e:expr) => {
+                match $e {
+                    Err(ObserveError::PermissionDenied { path }) => {
+                        info.denied.push(path);
+                        None
+                    }
+                    other => Some(or_gone!(other)),
+                }
+            };
+        }
+        if opts.numa_maps {
+            info.numa_maps = optional!(self.numa_maps());
+        }
+        if opts.sched {
+            info.numa_faults = optional!(self.numa_faults()).unwrap_or_default();
+        }
+        Ok(Some(info))
+    }
+}
+
+/// Reads one process. `Ok(None)`: it does not exist, or exited while being read.
+pub fn read_process(
+    proc_root: &Path,
+    pid: u32,
+    opts: &ReadOptions,
+) -> Result<Option<ProcInfo>, ObserveError> {
+    let Some(dir) = ProcDir::open(proc_root, pid)? else {
+        return Ok(None);
+    };
+    let Some(stat) = dir.stat()? else {
+        return Ok(None);
+    };
+    dir.read_rest(stat, opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const STAT: &str = "7545 (my (odd) prog) S 1 7545 7545 0 -1 4194560 98 0 0 0 12 30 0 0 20 0 3 0 \
+        746312 8617984 244 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+
+    #[test]
+    fn parses_a_real_looking_stat() {
+        let s = parse_stat(STAT.as_bytes(), Path::new("stat")).unwrap();
+        assert_eq!(s.pid, 7545);
+        assert_eq!(s.comm, "my (odd) prog");
+        assert_eq!(s.state, 'S');
+        assert_eq!(s.ppid, 1);
+        assert_eq!(s.cpu_ticks, 42);
+        assert_eq!(s.num_threads, 3);
+        assert_eq!(s.start_time, 746312);
+        assert_eq!(s.rss_pages, 244);
+        assert_eq!(s.processor, Some(1));
+        assert!(!s.is_kernel_thread());
+    }
+
+    #[test]
+    fn kernel_threads_are_recognised() {
+        let k = STAT.replace(" 4194560 ", &format!(" {} ", 0x0020_8040));
+        assert!(parse_stat(k.as_bytes(), Path::new("s"))
+            .unwrap()
+            .is_kernel_thread());
+        let k = STAT.replace(" S 1 ", " S 2 ");
+        assert!(parse_stat(k.as_bytes(), Path::new("s"))
+            .unwrap()
+            .is_kernel_thread());
+    }
+
+    #[test]
+    fn malformed_stat_is_an_error_naming_the_file() {
+        for bad in [
+            "",
+            "(x)",
+            ")(",
+            "1 (x)",
+            "12 (x) S",
+            "é(x) S 1",
+            "1 (x) S a b c",
+            "-1 (x) S 1 1 1 0 -1 0",
+        ] {
+            let e = parse_stat(bad.as_bytes(), Path::new("/proc/5/stat"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("/proc/5/stat: "), "{bad:?}: {e}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn random_stat_never_panics(s in "\\PC*") {
+            let _ = parse_stat(s.as_bytes(), Path::new("x"));
+        }
+
+        #[test]
+        fn mangled_stat_never_panics(cut in 0usize..200, junk in "[()a-z0-9 é-]{0,8}") {
+            let mut s = STAT.to_string();
+            let at = s.char_indices().map(|(i, _)| i).nth(cut).unwrap_or(s.len());
+            s.insert_str(at, &junk);
+            let _ = parse_stat(s.as_bytes(), Path::new("x"));
+            let _ = parse_stat(&s.as_bytes()[..at], Path::new("x"));
+        }
+    }
+}

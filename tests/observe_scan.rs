@@ -1,0 +1,331 @@
+//! The observe layer against fake procfs trees (staged exactly) and once against the
+//! real `/proc` of the machine running the tests.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use numasched::observe::fakeproc::{FakeProc, FakeProcess, TICKS};
+use numasched::observe::{
+    read_process, DemandBasis, ObserveError, ProcDir, ReadOptions, ScanConfig, Scanner,
+};
+use numasched::topology::{self, Topology};
+
+/// Two nodes with ids 0 and 2 (sparse, as on machines with a node offline), CPUs 0-1
+/// on node 0 and 2-3 on node 2.
+fn machine() -> Topology {
+    let mut d = topology::machine("2n:1l:2c:1t").unwrap().to_desc();
+    d.nodes[1].id = 2;
+    Topology::from_desc(d).unwrap()
+}
+
+fn config(root: &Path) -> ScanConfig {
+    ScanConfig {
+        proc_root: root.to_path_buf(),
+        exclude: HashSet::new(),
+        read: ReadOptions::default(),
+        ticks_per_second: TICKS,
+    }
+}
+
+fn fake() -> (tempfile::TempDir, FakeProc) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = FakeProc::new(&dir.path().join("proc")).unwrap();
+    (dir, f)
+}
+
+#[test]
+fn builds_a_valid_snapshot_and_rates_cpu_between_passes() {
+    let (_d, f) = fake();
+    let topo = machine();
+    // Started 10 s after boot, 45 s of CPU in 90 s of life: half a CPU on average.
+    let mut db = FakeProcess::new(100, "postgres");
+    db.start_time = 10 * TICKS;
+    db.cpu_ticks = 45 * TICKS;
+    let db = db.threads_on(&[1, 2, 2]).pages(&[(0, 1000), (2, 24)]);
+    f.add(&db).unwrap();
+    let mut sh = FakeProcess::new(200, "bash");
+    sh.ppid = 100;
+    f.add(&sh).unwrap();
+
+    let mut scanner = Scanner::new(config(f.root()));
+    let obs = scanner.scan(&topo).unwrap();
+    assert_eq!(obs.demand_basis, DemandBasis::Lifetime);
+    assert!(obs.problems.is_empty(), "{:?}", obs.problems);
+    obs.snapshot.validate().unwrap();
+    let p = &obs.snapshot.processes[0];
+    assert_eq!(
+        (p.pid, p.program.as_str(), p.start_time),
+        (100, "postgres", 1000)
+    );
+    assert_eq!(p.threads, 3);
+    assert!((p.cpu_demand - 0.5).abs() < 1e-9, "{}", p.cpu_demand);
+    assert_eq!(
+        p.memory_bytes,
+        BTreeMap::from([(0, 1000 * 4096), (2, 24 * 4096)])
+    );
+    assert_eq!(p.current_cpus, vec![1, 2]);
+    assert_eq!(p.allowed_cpus, None, "0-7 covers the machine: not a pin");
+    assert_eq!(p.parent, Some(1));
+    assert_eq!(obs.details[0].tids(), vec![100, 101, 102]);
+    assert_eq!(obs.details[0].rss_bytes, 1024 * 4096);
+    assert_eq!(obs.snapshot.processes[1].parent, Some(100));
+    assert_eq!(obs.snapshot.processes[1].cpu_demand, 0.0);
+
+    // 10 s later postgres used 15 s of CPU: 1.5 CPUs over the interval.
+    let mut db2 = db.clone();
+    db2.cpu_ticks += 15 * TICKS;
+    f.add(&db2).unwrap();
+    f.set_uptime(110.0).unwrap();
+    let obs = scanner.scan(&topo).unwrap();
+    assert_eq!(obs.demand_basis, DemandBasis::Interval(10.0));
+    assert!((obs.snapshot.processes[0].cpu_demand - 1.5).abs() < 1e-9);
+}
+
+#[test]
+fn pid_reuse_is_a_new_process() {
+    let (_d, f) = fake();
+    let mut old = FakeProcess::new(300, "old");
+    old.cpu_ticks = 50 * TICKS;
+    f.add(&old).unwrap();
+    let mut scanner = Scanner::new(config(f.root()));
+    scanner.scan(&machine()).unwrap();
+    // Same pid, born at 99 s, 0.5 s of CPU: a delta against the old process's 50 s
+    // would be nonsense (and negative).
+    let mut new = FakeProcess::new(300, "new");
+    new.start_time = 99 * TICKS;
+    new.cpu_ticks = TICKS / 2;
+    f.add(&new).unwrap();
+    f.set_uptime(101.0).unwrap();
+    let obs = scanner.scan(&machine()).unwrap();
+    let p = &obs.snapshot.processes[0];
+    assert_eq!((p.program.as_str(), p.start_time), ("new", 99 * TICKS));
+    assert!((p.cpu_demand - 0.25).abs() < 1e-9, "{}", p.cpu_demand);
+}
+
+#[test]
+fn kernel_threads_and_excluded_pids_are_left_out() {
+    let (_d, f) = fake();
+    f.add(&FakeProcess::kernel_thread(2, "kthreadd")).unwrap();
+    let mut k = FakeProcess::kernel_thread(15, "kworker/0:1");
+    k.ppid = 2;
+    f.add(&k).unwrap();
+    let mut flagged = FakeProcess::new(16, "oddkthread");
+    flagged.flags = 0x0020_0000;
+    f.add(&flagged).unwrap();
+    f.add(&FakeProcess::new(500, "numasched")).unwrap();
+    f.add(&FakeProcess::new(501, "app")).unwrap();
+    let mut cfg = config(f.root());
+    cfg.exclude.insert(500);
+    let obs = Scanner::new(cfg).scan(&machine()).unwrap();
+    let pids: Vec<u32> = obs.snapshot.processes.iter().map(|p| p.pid).collect();
+    assert_eq!(pids, vec![501]);
+    assert_eq!((obs.kernel_threads, obs.excluded), (3, 1));
+}
+
+#[test]
+fn foreign_pins_are_kept() {
+    let (_d, f) = fake();
+    let mut pinned = FakeProcess::new(10, "pinned");
+    pinned.cpus_allowed = "1-2".into();
+    f.add(&pinned).unwrap();
+    let mut exact = FakeProcess::new(11, "everywhere");
+    exact.cpus_allowed = "0-3".into();
+    f.add(&exact).unwrap();
+    let mut offline = FakeProcess::new(12, "offline-only");
+    offline.cpus_allowed = "60-61".into();
+    f.add(&offline).unwrap();
+    let mut partly = FakeProcess::new(13, "partly");
+    partly.cpus_allowed = "3,60".into();
+    f.add(&partly).unwrap();
+    let obs = Scanner::new(config(f.root())).scan(&machine()).unwrap();
+    obs.snapshot.validate().unwrap();
+    let allowed: Vec<_> = obs
+        .snapshot
+        .processes
+        .iter()
+        .map(|p| (p.pid, p.allowed_cpus.clone()))
+        .collect();
+    assert_eq!(
+        allowed,
+        vec![(10, Some(vec![1, 2])), (11, None), (13, Some(vec![3]))]
+    );
+    assert_eq!(
+        obs.excluded, 1,
+        "pinned outside the machine: nothing to plan"
+    );
+}
+
+#[test]
+fn memory_on_unknown_nodes_and_cpus_off_the_machine_are_dropped() {
+    let (_d, f) = fake();
+    let p = FakeProcess::new(10, "x")
+        .threads_on(&[3, 9])
+        .pages(&[(0, 1), (5, 7), (2, 0)]);
+    f.add(&p).unwrap();
+    let obs = Scanner::new(config(f.root())).scan(&machine()).unwrap();
+    obs.snapshot.validate().unwrap();
+    let s = &obs.snapshot.processes[0];
+    assert_eq!(s.memory_bytes, BTreeMap::from([(0, 4096)]));
+    assert_eq!(s.current_cpus, vec![3]);
+    // The detail keeps what the kernel said.
+    let nm = obs.details[0].numa_maps.as_ref().unwrap();
+    assert_eq!(nm.node_bytes.get(&5), Some(&(7 * 4096)));
+}
+
+#[test]
+fn vanishing_processes_are_counted_not_fatal() {
+    let (_d, f) = fake();
+    f.add(&FakeProcess::new(10, "stays")).unwrap();
+    // Listed, then gone before stat: an empty directory.
+    std::fs::create_dir_all(f.root().join("11")).unwrap();
+    // Gone after stat: status no longer there.
+    f.add(&FakeProcess::new(12, "half")).unwrap();
+    f.delete(12, "status").unwrap();
+    // One thread exits between the task listing and its stat.
+    let p = FakeProcess::new(13, "threads").threads_on(&[0, 1, 1]);
+    f.add(&p).unwrap();
+    f.delete(13, "task/14/stat").unwrap();
+    let obs = Scanner::new(config(f.root())).scan(&machine()).unwrap();
+    assert!(obs.problems.is_empty(), "{:?}", obs.problems);
+    let pids: Vec<u32> = obs.snapshot.processes.iter().map(|p| p.pid).collect();
+    assert_eq!(pids, vec![10, 13]);
+    assert_eq!(obs.vanished, 2);
+    assert_eq!(obs.details[1].tids(), vec![13, 15]);
+    assert_eq!(obs.snapshot.processes[1].threads, 2);
+
+    // Gone while being read: every read through the handle sees it go.
+    f.add(&FakeProcess::new(20, "brief")).unwrap();
+    let dir = ProcDir::open(f.root(), 20).unwrap().unwrap();
+    let stat = dir.stat().unwrap().unwrap();
+    f.remove(20).unwrap();
+    assert!(dir
+        .read_rest(stat, &ReadOptions::default())
+        .unwrap()
+        .is_none());
+    assert!(read_process(f.root(), 20, &ReadOptions::default())
+        .unwrap()
+        .is_none());
+    assert!(ProcDir::open(f.root(), 20).unwrap().is_none());
+}
+
+#[test]
+fn malformed_files_are_reported_with_their_path() {
+    let (_d, f) = fake();
+    for pid in [10, 11, 12, 13, 14] {
+        f.add(&FakeProcess::new(pid, "p").pages(&[(0, 1)])).unwrap();
+    }
+    f.write(11, "stat", "11 (p) S 1 garbage\n").unwrap();
+    f.write(12, "numa_maps", "7f00 default N0=1\nnot-hex default N0=2\n")
+        .unwrap();
+    f.write(13, "status", "Cpus_allowed_list:\t5-2\n").unwrap();
+    f.write(14, "sched", "numa_faults node=x\n").unwrap();
+    let obs = Scanner::new(config(f.root())).scan(&machine()).unwrap();
+    assert_eq!(obs.snapshot.processes.len(), 1, "the healthy one survives");
+    let root = f.root().display().to_string();
+    let msgs: Vec<String> = obs.problems.iter().map(ObserveError::to_string).collect();
+    let expect = [
+        format!("{root}/11/stat: "),
+        format!("{root}/12/numa_maps:2: "),
+        format!("{root}/13/status:1: "),
+        format!("{root}/14/sched:1: "),
+    ];
+    assert_eq!(msgs.len(), expect.len(), "{msgs:#?}");
+    for (m, e) in msgs.iter().zip(&expect) {
+        assert!(m.starts_with(e.as_str()), "{m} should start with {e}");
+    }
+    assert_eq!(obs.problems[1].path(), f.root().join("12/numa_maps"));
+}
+
+#[test]
+fn a_broken_root_is_the_only_fatal_error() {
+    let (_d, f) = fake();
+    f.set_uptime(f64::NAN).unwrap();
+    let e = Scanner::new(config(f.root())).scan(&machine()).unwrap_err();
+    assert!(e.to_string().contains("uptime"), "{e}");
+    let e = Scanner::new(config(Path::new("/nonexistent/proc")))
+        .scan(&machine())
+        .unwrap_err();
+    assert!(e.to_string().starts_with("/nonexistent/proc/uptime"), "{e}");
+}
+
+#[test]
+fn the_filter_runs_before_the_costly_reads() {
+    let (_d, f) = fake();
+    let mut busy = FakeProcess::new(10, "busy");
+    busy.cpu_ticks = 80 * TICKS;
+    f.add(&busy).unwrap();
+    f.add(&FakeProcess::new(11, "idle")).unwrap();
+    // Would be a problem if read.
+    f.write(11, "numa_maps", "garbage\n").unwrap();
+    let mut scanner = Scanner::new(config(f.root())).with_filter(Box::new(|c| {
+        c.cpu_demand >= 0.1 && !c.stat.comm.starts_with("ssh")
+    }));
+    let obs = scanner.scan(&machine()).unwrap();
+    assert!(obs.problems.is_empty(), "{:?}", obs.problems);
+    assert_eq!(obs.snapshot.processes.len(), 1);
+    assert_eq!(obs.excluded, 1);
+}
+
+#[test]
+fn hinting_faults_and_optional_files() {
+    let (_d, f) = fake();
+    let mut p = FakeProcess::new(10, "x");
+    p.sched = Some(
+        "x (10, #threads: 1)\nnuma_faults node=0 task_private=3 task_shared=1 group_private=0 group_shared=0\n\
+         numa_faults node=2 task_private=9 task_shared=0 group_private=0 group_shared=0\n"
+            .into(),
+    );
+    f.add(&p).unwrap();
+    let mut q = FakeProcess::new(11, "no-sched-file");
+    q.sched = None;
+    f.add(&q).unwrap();
+    let obs = Scanner::new(config(f.root())).scan(&machine()).unwrap();
+    assert_eq!(obs.snapshot.processes.len(), 2);
+    let faults = &obs.details[0].numa_faults;
+    assert_eq!(faults[&0].task_total(), 4);
+    assert_eq!(faults[&2].task_private, 9);
+    assert!(obs.details[1].numa_faults.is_empty());
+}
+
+/// The real `/proc`: the test process finds itself. Nothing machine-specific is
+/// asserted beyond that.
+#[test]
+fn real_proc_finds_this_process() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let cpus = topology::cpulist::parse(&online).unwrap_or_default();
+    let n = cpus.iter().max().map_or(1, |m| m + 1);
+    let topo = topology::machine(&format!("1n:1l:{n}c:1t")).unwrap();
+    let cfg = ScanConfig {
+        exclude: HashSet::new(),
+        ..ScanConfig::default()
+    };
+    let mut scanner = Scanner::new(cfg);
+    let obs = scanner.scan(&topo).unwrap();
+    let me = std::process::id();
+    let i = obs
+        .snapshot
+        .processes
+        .iter()
+        .position(|p| p.pid == me)
+        .expect("the scan finds the test process");
+    let p = &obs.snapshot.processes[i];
+    assert!(p.threads >= 1);
+    assert!(p.start_time > 0);
+    assert!(obs.details[i].tids().contains(&me));
+    assert!(obs.details[i].rss_bytes > 0);
+    assert!(obs.kernel_threads > 0 || obs.snapshot.processes.iter().all(|p| p.pid != 2));
+    // A second pass rates CPU over the interval.
+    let obs = scanner.scan(&topo).unwrap();
+    assert!(matches!(obs.demand_basis, DemandBasis::Interval(_)));
+    println!(
+        "{} processes, {} kernel threads, {} vanished, {} incomplete, problems: {:?}",
+        obs.snapshot.processes.len(),
+        obs.kernel_threads,
+        obs.vanished,
+        obs.incomplete,
+        obs.problems
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+    );
+}
