@@ -170,8 +170,8 @@ struct Search<'p> {
     sens: Vec<f64>,
     reuse: Vec<f64>,
     misses: Vec<f64>,
-    /// Per process and node index: remote factor f.
-    factor: Vec<Vec<f64>>,
+    /// Remote factor f of process i on node index n, at `[i * nodes + n]`.
+    factor: Vec<f64>,
     /// Per LLC: Σ c (all processes), Σ sens and Σ sens·c (movable ones).
     pressure: Vec<f64>,
     sens_sum: Vec<f64>,
@@ -218,11 +218,8 @@ impl<'p> Search<'p> {
                 .processes
                 .iter()
                 .enumerate()
-                .map(|(i, p)| {
-                    (0..nodes)
-                        .map(|at| remote_factor(topo, p, layout.np[i], at))
-                        .collect()
-                })
+                .flat_map(|(i, p)| (0..nodes).map(move |at| (i, p, at)))
+                .map(|(i, p, at)| remote_factor(topo, p, layout.np[i], at))
                 .collect(),
             pressure: vec![0.0; llcs],
             sens_sum: vec![0.0; llcs],
@@ -242,7 +239,7 @@ impl<'p> Search<'p> {
                     let k = layout.cpus[i].len().max(1) as f64;
                     for &cpu in &layout.cpus[i] {
                         let c = topo.cpus()[cpu];
-                        s.pressure[c.llc] += s.misses[i] * s.factor[i][c.node] / k;
+                        s.pressure[c.llc] += s.misses[i] * s.f(i, c.node) / k;
                     }
                 }
             }
@@ -250,10 +247,14 @@ impl<'p> Search<'p> {
         s
     }
 
+    fn f(&self, i: usize, node: usize) -> f64 {
+        self.factor[i * self.nodes + node]
+    }
+
     /// Adds (`sign` = 1) or removes (−1) process `i` on LLC `l`.
     fn enter(&mut self, i: usize, l: usize, sign: f64) {
         let node = self.llc_node[l];
-        let c = self.misses[i] * self.factor[i][node];
+        let c = self.misses[i] * self.f(i, node);
         self.pressure[l] += sign * c;
         self.sens_sum[l] += sign * self.sens[i];
         self.sens_c[l] += sign * self.sens[i] * c;
@@ -293,13 +294,13 @@ impl<'p> Search<'p> {
     }
 
     fn remote_cost(&self, i: usize) -> f64 {
-        self.llc[i].map_or(0.0, |l| self.factor[i][self.llc_node[l]] - 1.0)
+        self.llc[i].map_or(0.0, |l| self.f(i, self.llc_node[l]) - 1.0)
     }
 
     fn contention_cost(&self, i: usize) -> f64 {
         let Some(l) = self.llc[i] else { return 0.0 };
         let node = self.llc_node[l];
-        let own = self.misses[i] * self.factor[i][node];
+        let own = self.misses[i] * self.f(i, node);
         let mut others = self.pressure[l] - own;
         if let Some(k) = self.link_key(i, node) {
             others += self.link[k] - self.misses[i];
@@ -364,14 +365,11 @@ impl<'p> Search<'p> {
             .iter()
             .map(|p| AllowedMask::of(layout.topology(), p))
             .collect();
-        let home_llcs: Vec<Vec<usize>> = self
+        let topo = layout.topology();
+        let home_llcs: Vec<std::ops::Range<usize>> = self
             .home
             .iter()
-            .map(|h| {
-                h.map_or(Vec::new(), |h| {
-                    layout.topology().nodes()[h].llcs.clone().collect()
-                })
-            })
+            .map(|h| h.map_or(0..0, |h| topo.nodes()[h].llcs.clone()))
             .collect();
         for _ in 0..self.params.max_passes {
             let mut improved = false;
@@ -384,7 +382,7 @@ impl<'p> Search<'p> {
                 let Some(from) = self.llc[i] else { continue };
                 let mut best: Option<(f64, usize)> = None;
                 let mut dests = Few::<16>::default();
-                for &l in home_llcs[i].iter().chain(&cool) {
+                for l in home_llcs[i].clone().chain(cool.iter().copied()) {
                     dests.insert(l);
                 }
                 for &to in dests.items() {
@@ -406,8 +404,12 @@ impl<'p> Search<'p> {
             // Swaps: the heaviest of a hotter LLC with the lightest of a cooler one.
             let k = self.params.swap_candidates;
             let mut members = self.members_by_misses(n_llc);
-            let cool = self.coolest(self.params.swap_candidates.max(1));
-            for a in 0..n_llc {
+            let k_llcs = self.params.swap_candidates.max(1);
+            let cool = self.coolest(k_llcs);
+            let mut hot = self.coolest(n_llc);
+            hot.reverse();
+            hot.truncate(k_llcs);
+            for &a in &hot {
                 for &b in &cool {
                     if a == b || self.pressure[a] <= self.pressure[b] {
                         continue;

@@ -14,6 +14,8 @@
 //!   loaded CPU, the nearest such CPU to its memory winning ties;
 //! - a foreign pin (`allowed_cpus`) restricts every choice.
 
+use std::fmt::Write;
+
 use crate::policy::alloc::{self, AllowedMask, Occupancy};
 use crate::policy::locality::remote_factor;
 use crate::policy::plan::{Placement, Plan};
@@ -152,12 +154,17 @@ pub fn place(snapshot: &Snapshot) -> Layout<'_> {
                 pressure[topo.cpus()[cpu].llc] += c;
             }
         }
-        layout.why[i] = format!(
-            "{} (np {:.2}, {} of {n} by penalty)",
-            why.describe(topo),
+        // One allocation per reason: planning thousands of processes per epoch.
+        let mut text = String::with_capacity(96);
+        why.write(&mut text, topo);
+        let _ = write!(
+            text,
+            " (np {:.2}, {}{} of {n} by penalty)",
             layout.np[i],
-            ordinal(rank + 1)
+            rank + 1,
+            ordinal_suffix(rank + 1)
         );
+        layout.why[i] = text;
     }
     layout
 }
@@ -173,20 +180,21 @@ enum Why {
 }
 
 impl Why {
-    fn describe(&self, topo: &Topology) -> String {
+    fn write(&self, out: &mut String, topo: &Topology) {
         let id = |ni: usize| topo.nodes()[ni].id;
-        match *self {
-            Why::Local(n) => format!("local on home node {}", id(n)),
-            Why::Nearest { home, node } => format!(
+        let _ = match *self {
+            Why::Local(n) => write!(out, "local on home node {}", id(n)),
+            Why::Nearest { home, node } => write!(
+                out,
                 "home node {} full, nearest node with room is {}",
                 id(home),
                 id(node)
             ),
-            Why::NoMemory(n) => format!("no memory yet, node {} has most room", id(n)),
-            Why::Spread => "spread over the nearest nodes with free CPUs".to_string(),
-            Why::TimeShare(n) => format!("no free CPU, time-shares on node {}", id(n)),
-            Why::NoCpu => "no allowed CPU".to_string(),
-        }
+            Why::NoMemory(n) => write!(out, "no memory yet, node {} has most room", id(n)),
+            Why::Spread => write!(out, "spread over the nearest nodes with free CPUs"),
+            Why::TimeShare(n) => write!(out, "no free CPU, time-shares on node {}", id(n)),
+            Why::NoCpu => write!(out, "no allowed CPU"),
+        };
     }
 }
 
@@ -301,15 +309,15 @@ fn free_in_node(
     Some(occ.pick(&cands, slots))
 }
 
-pub(crate) fn ordinal(n: usize) -> String {
-    let suffix = match (n % 10, n % 100) {
+/// English ordinal suffix of `n` ("st" for 1, "th" for 11).
+fn ordinal_suffix(n: usize) -> &'static str {
+    match (n % 10, n % 100) {
         (1, 11) | (2, 12) | (3, 13) => "th",
         (1, _) => "st",
         (2, _) => "nd",
         (3, _) => "rd",
         _ => "th",
-    };
-    format!("{n}{suffix}")
+    }
 }
 
 /// The maximum-local policy on its own (the paper's comparison point).
