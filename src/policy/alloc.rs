@@ -122,18 +122,21 @@ impl<'t> Occupancy<'t> {
 /// CPU indices a process may use: its foreign pin, or the whole machine.
 pub fn allowed(topo: &Topology, p: &Process) -> Vec<usize> {
     match &p.allowed_cpus {
-        Some(ids) => {
-            let mut v: Vec<usize> = ids
-                .iter()
-                .filter_map(|&c| topo.cpu(c))
-                .map(|c| c.index)
-                .collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        }
+        Some(ids) => indices(topo, ids),
         None => (0..topo.num_cpus()).collect(),
     }
+}
+
+/// CPU indices of the CPU ids that exist, ascending and without repeats.
+pub fn indices(topo: &Topology, ids: &[u32]) -> Vec<usize> {
+    let mut v: Vec<usize> = ids
+        .iter()
+        .filter_map(|&c| topo.cpu(c))
+        .map(|c| c.index)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// The same set as [`allowed`], as a membership test that costs nothing for the common

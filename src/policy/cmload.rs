@@ -231,17 +231,6 @@ fn majority_node(topo: &Topology, cpus: &[usize]) -> Option<usize> {
         .max_by(|&a, &b| count[a].cmp(&count[b]).then(b.cmp(&a)))
 }
 
-fn cpu_indices(topo: &Topology, ids: &[u32]) -> Vec<usize> {
-    let mut v: Vec<usize> = ids
-        .iter()
-        .filter_map(|&c| topo.cpu(c))
-        .map(|c| c.index)
-        .collect();
-    v.sort_unstable();
-    v.dedup();
-    v
-}
-
 impl Policy for CmLoad {
     fn uses_current_placement(&self) -> bool {
         true
@@ -267,7 +256,7 @@ impl Policy for CmLoad {
         // Seed the machine as it is.
         let current: Vec<Vec<usize>> = procs
             .iter()
-            .map(|p| cpu_indices(topo, &p.current_cpus))
+            .map(|p| alloc::indices(topo, &p.current_cpus))
             .collect();
         for (i, p) in procs.iter().enumerate() {
             let s = share(p, mi[i], current[i].len());
