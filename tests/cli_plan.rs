@@ -41,6 +41,23 @@ fn plan_json_follows_the_published_nmass_decision() {
 }
 
 #[test]
+fn oracle_searches_with_the_model_and_says_it_is_proven() {
+    let (code, out, err) = numasched(&["plan", "--snapshot", WL9, "--policy", "oracle", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let plan: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(plan["policy"], "oracle");
+    assert_eq!(plan["proven_optimal"], true);
+    let nodes: Vec<u64> = plan["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["nodes"][0].as_u64().unwrap())
+        .collect();
+    // Four memory-bound programs homed on node 0: the best placement uses both nodes.
+    assert!(nodes.contains(&0) && nodes.contains(&1), "{nodes:?}");
+}
+
+#[test]
 fn plan_table_has_a_reason_per_process() {
     let (code, out, _) = numasched(&["plan", "--snapshot", WL9]);
     assert_eq!(code, 0);

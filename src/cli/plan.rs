@@ -8,6 +8,8 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::policy::{self, Snapshot};
+use crate::sim::eval::{bridge, runner::Runner};
+use crate::sim::{self, ProfileSet};
 use crate::topology::cpulist;
 
 #[derive(Debug, Args)]
@@ -15,7 +17,8 @@ pub struct PlanArgs {
     /// Snapshot to plan for (JSON: topology + processes).
     #[arg(long, value_name = "FILE")]
     pub snapshot: PathBuf,
-    /// Placement policy.
+    /// Placement policy (any of `policy::NAMES`, or `oracle` to search with the
+    /// simulator's model as objective).
     #[arg(long, default_value = "auto", value_name = "P")]
     pub policy: String,
     /// Print the plan as JSON.
@@ -24,8 +27,16 @@ pub struct PlanArgs {
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<()> {
-    let policy = policy::by_name(&args.policy)?;
     let snapshot = Snapshot::load(&args.snapshot)?;
+    // The oracle needs an objective: the simulator's model of this snapshot's machine,
+    // with the built-in program profiles (unknown programs use their own MPKI and
+    // penalty from the snapshot).
+    let policy = if args.policy == "oracle" {
+        let params = sim::params_for(&snapshot.topology);
+        Runner::new(bridge::time_model(params, ProfileSet::builtin(), None)).oracle()
+    } else {
+        policy::by_name(&args.policy)?
+    };
     let plan = policy.plan(&snapshot);
     if args.json {
         let text = serde_json::to_string_pretty(&plan).context("encoding the plan")?;
