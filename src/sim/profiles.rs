@@ -271,12 +271,10 @@ pub struct ProfileSet {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    // The I/O error is part of the message, not a `source`: anyhow's `{:#}` would
+    // print it twice ("...: No such file (os error 2): No such file (os error 2)").
+    #[error("{}: {err}", path.display())]
+    Io { path: PathBuf, err: std::io::Error },
     /// One line: file, field path, what is wrong.
     #[error("{}: {field}: {what}", path.display())]
     Field {
@@ -344,9 +342,9 @@ impl ProfileSet {
 
     /// Reads a TOML (`.toml`) or JSON (any other extension) profile file.
     pub fn load(path: &Path) -> Result<ProfileSet, ProfileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
+        let text = std::fs::read_to_string(path).map_err(|err| ProfileError::Io {
             path: path.to_path_buf(),
-            source,
+            err,
         })?;
         let toml = path
             .extension()

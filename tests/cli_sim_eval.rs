@@ -1,0 +1,560 @@
+//! `numasched sim` and `numasched eval` end to end: the built binary, the JSON contract,
+//! the files `eval --out` writes, and one-line errors for bad input.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn numasched(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_numasched"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run numasched");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `sim --json` and parses its output; fails on a non-zero exit.
+fn sim_json(args: &[&str]) -> Value {
+    let mut all = vec!["sim"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let (code, out, err) = numasched(&all);
+    assert_eq!(code, 0, "{all:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{all:?}: not JSON ({e}): {out}"))
+}
+
+fn f64_field(v: &Value, key: &str) -> f64 {
+    let x = &v[key];
+    assert!(x.is_number(), "{key} is not a number: {v}");
+    let f = x.as_f64().expect("a number");
+    assert!(f.is_finite(), "{key}: {f}");
+    f
+}
+
+fn u64_field(v: &Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} is not a non-negative integer: {v}"))
+}
+
+fn processes(v: &Value) -> &Vec<Value> {
+    v["processes"].as_array().expect("processes is an array")
+}
+
+/// Checks the contract of `sim --json`: `{"processes":[{"program","home","node","cpu",
+/// "mpki","slowdown"}...],"avg_slowdown","performance","unfairness"}`, with performance
+/// the mean of 1/(1+slowdown) and unfairness their coefficient of variation.
+fn check_contract(v: &Value, programs: &[&str], homes: &[u64]) {
+    let procs = processes(v);
+    assert_eq!(procs.len(), programs.len(), "{v}");
+    let mut speeds = Vec::new();
+    let mut slowdowns = Vec::new();
+    for (p, (prog, home)) in procs.iter().zip(programs.iter().zip(homes)) {
+        assert_eq!(p["program"].as_str(), Some(*prog), "{p}");
+        assert_eq!(u64_field(p, "home"), *home, "{p}");
+        u64_field(p, "node");
+        u64_field(p, "cpu");
+        let mpki = f64_field(p, "mpki");
+        assert!(mpki >= 0.0, "{p}");
+        let s = f64_field(p, "slowdown");
+        assert!(s >= -1e-9, "slowdown {s}");
+        slowdowns.push(s);
+        speeds.push(1.0 / (1.0 + s));
+    }
+    let n = speeds.len() as f64;
+    let avg = slowdowns.iter().sum::<f64>() / n;
+    assert!((f64_field(v, "avg_slowdown") - avg).abs() < 1e-9, "{v}");
+    let perf = speeds.iter().sum::<f64>() / n;
+    assert!(
+        (f64_field(v, "performance") - perf).abs() < 1e-9,
+        "performance {} vs mean speed {perf}",
+        v["performance"]
+    );
+    let sd = (speeds.iter().map(|x| (x - perf).powi(2)).sum::<f64>() / n).sqrt();
+    assert!(
+        (f64_field(v, "unfairness") - sd / perf).abs() < 1e-9,
+        "unfairness {} vs CV {}",
+        v["unfairness"],
+        sd / perf
+    );
+}
+
+#[test]
+fn sim_json_follows_the_contract_under_a_policy() {
+    let programs = ["mcf", "milc", "soplex", "lbm"];
+    let v = sim_json(&[
+        "--machine",
+        "nehalem-e5520",
+        "--programs",
+        "mcf,milc,soplex,lbm",
+        "--homes",
+        "0,0,0,0",
+        "--policy",
+        "nmass",
+    ]);
+    check_contract(&v, &programs, &[0, 0, 0, 0]);
+    // The published N-MASS decision for WL9 with all memory on node 0: mcf, the
+    // lowest-penalty program, goes remote; the others stay local.
+    let nodes: Vec<u64> = processes(&v).iter().map(|p| u64_field(p, "node")).collect();
+    assert_eq!(nodes, vec![1, 0, 0, 0], "{v}");
+    // Four single-threaded programs on eight cores: no two share a CPU.
+    let mut cpus: Vec<u64> = processes(&v).iter().map(|p| u64_field(p, "cpu")).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    assert_eq!(cpus.len(), 4, "{v}");
+}
+
+#[test]
+fn sim_json_of_a_single_program_alone_and_local_has_no_slowdown() {
+    let v = sim_json(&[
+        "--machine",
+        "nehalem-e5520",
+        "--programs",
+        "soplex",
+        "--homes",
+        "0",
+        "--placement",
+        "0",
+    ]);
+    check_contract(&v, &["soplex"], &[0]);
+    let p = &processes(&v)[0];
+    assert!(f64_field(p, "slowdown").abs() < 1e-6, "{p}");
+    assert!(f64_field(&v, "unfairness").abs() < 1e-9);
+    assert!((f64_field(&v, "performance") - 1.0).abs() < 1e-6);
+}
+
+#[test]
+fn placement_puts_each_program_on_the_named_node() {
+    // nehalem-e5520: CPUs 0-3 on node 0, 4-7 on node 1.
+    let homes = [0, 1, 0, 1];
+    let wanted = [1u64, 1, 0, 0];
+    let v = sim_json(&[
+        "--machine",
+        "nehalem-e5520",
+        "--programs",
+        "mcf,lbm,soplex,gamess",
+        "--homes",
+        "0,1,0,1",
+        "--placement",
+        "1,1,0,0",
+    ]);
+    check_contract(&v, &["mcf", "lbm", "soplex", "gamess"], &homes);
+    let procs = processes(&v);
+    for (p, want) in procs.iter().zip(wanted) {
+        assert_eq!(u64_field(p, "node"), want, "{p}");
+        assert_eq!(u64_field(p, "cpu") / 4, want, "cpu not on node {want}: {p}");
+    }
+    assert_ne!(
+        u64_field(&procs[0], "cpu"),
+        u64_field(&procs[1], "cpu"),
+        "two programs on one node get idle cores, not the same one"
+    );
+    // Remote placement costs something: mcf (home 0) runs on node 1.
+    assert!(f64_field(&procs[0], "slowdown") > 0.0);
+}
+
+#[test]
+fn cores_pin_each_program_to_the_exact_cpu() {
+    let v = sim_json(&[
+        "--machine",
+        "nehalem-e5520",
+        "--programs",
+        "mcf,lbm,gcc",
+        "--homes",
+        "1,0,0",
+        "--cores",
+        "7,2,5",
+    ]);
+    check_contract(&v, &["mcf", "lbm", "gcc"], &[1, 0, 0]);
+    let got: Vec<(u64, u64)> = processes(&v)
+        .iter()
+        .map(|p| (u64_field(p, "cpu"), u64_field(p, "node")))
+        .collect();
+    assert_eq!(got, vec![(7, 1), (2, 0), (5, 1)], "{v}");
+}
+
+#[test]
+fn sim_prints_a_table_without_json() {
+    let (code, out, err) = numasched(&[
+        "sim",
+        "--machine",
+        "nehalem-e5520",
+        "--programs",
+        "mcf,lbm",
+        "--homes",
+        "0,0",
+        "--policy",
+        "maxlocal",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("program"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("mcf")), "{out}");
+    assert!(out.contains("average slowdown"), "{out}");
+}
+
+const RESULT_FIELDS: &[&str] = &[
+    "suite",
+    "workload",
+    "map",
+    "policy",
+    "avg_slowdown",
+    "performance",
+    "improvement_vs_linux",
+    "program_improvements",
+    "fraction_of_oracle",
+];
+
+#[test]
+fn eval_writes_json_csv_table_and_html() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("membus.json");
+    let out_dir = dir.path().join("out");
+    let (code, out, err) = numasched(&[
+        "eval",
+        "--suite",
+        "membus",
+        "--json",
+        json.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    // The terminal table: one line per entry, a column per policy, and the summary.
+    assert!(out.contains("improvement over linux"), "{out}");
+    let header = out
+        .lines()
+        .find(|l| l.starts_with("suite") && l.contains("workload"))
+        .unwrap_or_else(|| panic!("no table header: {out}"));
+    for p in ["linux", "membus", "auto", "oracle"] {
+        assert!(header.contains(p), "{header}");
+    }
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("membus") && l.contains("bus8")),
+        "{out}"
+    );
+    assert!(out.contains("suite membus on xeon-e5345"), "{out}");
+
+    let text = std::fs::read_to_string(&json).expect("--json file written");
+    let v: Value = serde_json::from_str(&text).expect("--json file is JSON");
+    let results = v["results"].as_array().expect("results array");
+    assert_eq!(results.len(), 4, "one entry per policy on the single case");
+    let mut policies = Vec::new();
+    for r in results {
+        for f in RESULT_FIELDS {
+            assert!(r.get(*f).is_some(), "missing {f}: {r}");
+        }
+        for f in ["suite", "workload", "map", "policy"] {
+            assert!(r[f].is_string(), "{f}: {r}");
+        }
+        assert_eq!(r["suite"], "membus");
+        assert_eq!(r["workload"], "bus8");
+        assert_eq!(r["map"], "00000000");
+        for f in [
+            "avg_slowdown",
+            "performance",
+            "improvement_vs_linux",
+            "fraction_of_oracle",
+        ] {
+            f64_field(r, f);
+        }
+        let per = r["program_improvements"].as_array().expect("array");
+        assert_eq!(per.len(), 8, "{r}");
+        assert!(per.iter().all(|x| x.as_f64().is_some_and(f64::is_finite)));
+        // improvement_vs_linux is the mean of the per-program improvements.
+        let mean = per.iter().map(|x| x.as_f64().unwrap()).sum::<f64>() / 8.0;
+        assert!((f64_field(r, "improvement_vs_linux") - mean).abs() < 1e-9);
+        let frac = f64_field(r, "fraction_of_oracle");
+        assert!(frac > 0.0 && frac <= 1.0 + 1e-9, "{r}");
+        policies.push(r["policy"].as_str().unwrap().to_string());
+    }
+    assert_eq!(policies, ["linux", "membus", "auto", "oracle"]);
+    let linux = &results[0];
+    assert_eq!(f64_field(linux, "improvement_vs_linux"), 0.0);
+    assert!((f64_field(&results[3], "fraction_of_oracle") - 1.0).abs() < 1e-12);
+
+    // --out: the same JSON, CSV, the table and the HTML report with charts.
+    let same = std::fs::read_to_string(out_dir.join("results.json")).expect("results.json");
+    assert_eq!(same, text);
+    let csv = std::fs::read_to_string(out_dir.join("results.csv")).expect("results.csv");
+    let mut lines = csv.lines();
+    let head = lines.next().expect("csv header");
+    for f in RESULT_FIELDS {
+        assert!(
+            head.split(',').any(|c| c == *f),
+            "csv header lacks {f}: {head}"
+        );
+    }
+    let width = head.split(',').count();
+    let body: Vec<&str> = lines.collect();
+    assert_eq!(body.len(), 4, "{csv}");
+    assert!(body.iter().all(|l| l.split(',').count() == width), "{csv}");
+    let table = std::fs::read_to_string(out_dir.join("table.txt")).expect("table.txt");
+    assert!(
+        table.contains("bus8") && table.contains("oracle"),
+        "{table}"
+    );
+    assert!(
+        out.contains(table.trim_end()),
+        "table.txt is the printed table"
+    );
+    let html = std::fs::read_to_string(out_dir.join("report.html")).expect("report.html");
+    assert!(
+        html.contains("<html") || html.contains("<!DOCTYPE"),
+        "not HTML"
+    );
+    assert!(
+        html.matches("<svg").count() >= 2,
+        "no charts in report.html"
+    );
+    assert!(html.contains("</svg>"));
+}
+
+/// A bad invocation: exit `code`, nothing on stdout, one line on stderr that contains
+/// every `needle`, and no panic.
+fn fails(args: &[&str], code: i32, needles: &[&str]) {
+    let (got, out, err) = numasched(args);
+    assert_eq!(got, code, "{args:?}: exit {got}, stderr {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{args:?}: not one line: {err}"
+    );
+    assert!(err.starts_with("numasched: "), "{args:?}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: {err:?} lacks {n:?}");
+    }
+    assert!(out.is_empty(), "{args:?}: stdout {out}");
+}
+
+const NEHALEM: [&str; 3] = ["sim", "--machine", "nehalem-e5520"];
+
+fn sim_args<'a>(rest: &[&'a str]) -> Vec<&'a str> {
+    let mut v: Vec<&str> = NEHALEM.to_vec();
+    v.extend_from_slice(rest);
+    v
+}
+
+#[test]
+fn unknown_names_are_one_line_errors() {
+    fails(
+        &sim_args(&[
+            "--programs",
+            "mcf,nosuchprog",
+            "--homes",
+            "0,0",
+            "--policy",
+            "nmass",
+        ]),
+        1,
+        &["unknown program", "nosuchprog"],
+    );
+    fails(
+        &[
+            "sim",
+            "--machine",
+            "nosuchbox",
+            "--programs",
+            "mcf",
+            "--homes",
+            "0",
+            "--policy",
+            "nmass",
+        ],
+        1,
+        &["unknown machine", "nosuchbox"],
+    );
+    fails(
+        &["eval", "--suite", "membus", "--machine", "nosuchbox"],
+        1,
+        &["unknown machine", "nosuchbox"],
+    );
+    fails(
+        &sim_args(&["--programs", "mcf", "--homes", "0", "--policy", "nosuchpol"]),
+        1,
+        &["unknown policy", "nosuchpol"],
+    );
+    fails(
+        &["eval", "--suite", "membus", "--policies", "linux,nosuchpol"],
+        1,
+        &["unknown policy", "nosuchpol"],
+    );
+    fails(
+        &["eval", "--suite", "nosuchsuite"],
+        1,
+        &["unknown suite", "nosuchsuite", "nmass"],
+    );
+}
+
+#[test]
+fn lists_of_the_wrong_length_are_one_line_errors() {
+    fails(
+        &sim_args(&["--programs", "mcf,lbm", "--homes", "0", "--policy", "nmass"]),
+        1,
+        &["--homes", "1 entries for 2 programs"],
+    );
+    fails(
+        &sim_args(&[
+            "--programs",
+            "mcf,lbm",
+            "--homes",
+            "0,1,0",
+            "--placement",
+            "0,1",
+        ]),
+        1,
+        &["--homes", "3 entries for 2 programs"],
+    );
+    fails(
+        &sim_args(&[
+            "--programs",
+            "mcf,lbm",
+            "--homes",
+            "0,1",
+            "--placement",
+            "0",
+        ]),
+        1,
+        &["--placement", "1 entries for 2 programs"],
+    );
+    fails(
+        &sim_args(&[
+            "--programs",
+            "mcf,lbm",
+            "--homes",
+            "0,1",
+            "--cores",
+            "0,1,2",
+        ]),
+        1,
+        &["--cores", "3 entries for 2 programs"],
+    );
+}
+
+#[test]
+fn ids_that_do_not_exist_are_one_line_errors() {
+    fails(
+        &sim_args(&[
+            "--programs",
+            "mcf,lbm",
+            "--homes",
+            "0,5",
+            "--policy",
+            "nmass",
+        ]),
+        1,
+        &["--homes", "node 5 does not exist", "0-1"],
+    );
+    fails(
+        &sim_args(&[
+            "--programs",
+            "mcf,lbm",
+            "--homes",
+            "0,1",
+            "--placement",
+            "0,7",
+        ]),
+        1,
+        &["--placement", "node 7 does not exist"],
+    );
+    fails(
+        &sim_args(&["--programs", "mcf,lbm", "--homes", "0,1", "--cores", "0,8"]),
+        1,
+        &["--cores", "CPU 8 does not exist", "0-7"],
+    );
+}
+
+#[test]
+fn bad_profiles_files_are_one_line_errors_naming_file_and_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let toml = dir.path().join("bad.toml");
+    std::fs::write(&toml, "[[profiles]]\nname = \"mcf\"\nmpki = -3.0\n").unwrap();
+    let json = dir.path().join("bad.json");
+    std::fs::write(
+        &json,
+        r#"{"profiles":[{"name":"app","mpki":2},{"name":"mcf","mpki":-3}]}"#,
+    )
+    .unwrap();
+    let (t, j) = (toml.to_str().unwrap(), json.to_str().unwrap());
+    fails(
+        &sim_args(&[
+            "--programs",
+            "mcf",
+            "--homes",
+            "0",
+            "--policy",
+            "nmass",
+            "--profiles",
+            t,
+        ]),
+        1,
+        &[t, "profiles[0].mpki", "-3"],
+    );
+    fails(
+        &["eval", "--suite", "membus", "--profiles", j],
+        1,
+        &[j, "profiles[1].mpki", "-3"],
+    );
+
+    let missing = dir.path().join("missing.toml");
+    let m = missing.to_str().unwrap();
+    for args in [
+        sim_args(&[
+            "--programs",
+            "mcf",
+            "--homes",
+            "0",
+            "--policy",
+            "nmass",
+            "--profiles",
+            m,
+        ]),
+        vec!["eval", "--suite", "membus", "--profiles", m],
+    ] {
+        fails(&args, 1, &[m]);
+        // The I/O error is said once, not repeated by the error chain.
+        let (_, _, err) = numasched(&args);
+        assert_eq!(err.matches("os error").count(), 1, "{err}");
+    }
+    assert!(!Path::new(m).exists());
+}
+
+#[test]
+fn clap_usage_errors_exit_2_without_panicking() {
+    // Malformed values and conflicting flags are clap's to report: exit code 2.
+    for (args, needle) in [
+        (
+            sim_args(&["--programs", "mcf", "--homes", "x", "--policy", "nmass"]),
+            "invalid value 'x'",
+        ),
+        (
+            sim_args(&[
+                "--programs",
+                "mcf",
+                "--homes",
+                "0",
+                "--cores",
+                "0",
+                "--policy",
+                "nmass",
+            ]),
+            "cannot be used with",
+        ),
+        (vec!["eval"], "--suite"),
+    ] {
+        let (code, out, err) = numasched(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty());
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(err.starts_with("error: ") && err.contains(needle), "{err}");
+    }
+}
