@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use numasched::policy::Policy;
-use numasched::sim::eval::runner::{Row, Runner, LINUX, ORACLE};
+use numasched::sim::eval::runner::{Row, LINUX, ORACLE};
 use numasched::sim::eval::{bridge, suites};
 use numasched::sim::{params_for, ProfileSet};
 
@@ -24,39 +24,13 @@ fn run_suite() -> Vec<Row> {
         bridge::facts(t, &params_for(t), &profiles, p)
     })
     .expect("the nmass suite builds from the built-in profiles");
-    let topo = suite.cases[0].snapshot.topology.clone();
-    let runner = Runner::new(bridge::time_model(params_for(&topo), profiles.clone()));
+    let runner = bridge::runner_for(&suite, profiles.clone()).expect("cases");
     let policies: Vec<Box<dyn Policy>> = suite
         .policies
         .iter()
         .map(|n| runner.policy(n).expect("suite policies are known"))
         .collect();
-    // Two workers (this is a 2-core machine), as `numasched eval --jobs 2` does; cases
-    // are independent and the result is put back in case order.
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut per_case: Vec<(usize, Vec<Row>)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..2)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut out = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(case) = suite.cases.get(i) else {
-                            break;
-                        };
-                        out.push((i, runner.run_case(case, &policies, &mut |_| {})));
-                    }
-                    out
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().expect("worker"))
-            .collect()
-    });
-    per_case.sort_by_key(|(i, _)| *i);
-    per_case.into_iter().flat_map(|(_, r)| r).collect()
+    runner.run_all(&suite.cases, &policies, 2, &|_, _| {})
 }
 
 /// The rows of one policy; fails if the policy is absent, so no test passes vacuously.
@@ -327,6 +301,70 @@ fn the_oracle_is_proven_and_unbeaten() {
                 r.fraction_of_oracle
             );
             assert!(r.performance <= o.performance * (1.0 + 1e-9));
+        }
+    }
+}
+
+/// The `nmass-migrate` variant: pages may move at a modelled cost. Migration must add
+/// something on top of placement, and the oracle (placement × memory stays or follows)
+/// must still bound everyone.
+#[test]
+fn migration_adds_to_placement_and_the_oracle_still_bounds_it() {
+    let profiles = ProfileSet::builtin();
+    let suite = suites::suite("nmass-migrate", None, &|t, p| {
+        bridge::facts(t, &params_for(t), &profiles, p)
+    })
+    .expect("suite");
+    assert!(suite.migration);
+    let runner = bridge::runner_for(&suite, profiles.clone()).expect("cases");
+    let names = ["nmass", "auto", "auto-migrate", "oracle"];
+    let policies: Vec<Box<dyn Policy>> = names.iter().map(|n| runner.policy(n).unwrap()).collect();
+    let rows = runner.run_all(&suite.cases, &policies, 2, &|_, _| {});
+    assert_eq!(rows.len(), suite.cases.len() * names.len());
+    let mean = |p: &str| {
+        let v: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.policy == p)
+            .map(|r| r.improvement_vs_linux)
+            .collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    assert!(
+        mean("auto-migrate") > mean("auto") + 0.01,
+        "auto-migrate {:.4} vs auto {:.4}",
+        mean("auto-migrate"),
+        mean("auto")
+    );
+    assert!(mean("auto-migrate") > mean("nmass"));
+    for r in &rows {
+        assert!(
+            r.improvement_vs_linux.is_finite() && r.performance > 0.0,
+            "{r:?}"
+        );
+        if r.policy == "auto-migrate" {
+            assert!(
+                r.improvement_vs_linux >= 0.0,
+                "{}/{}: {}",
+                r.workload,
+                r.map,
+                r.improvement_vs_linux
+            );
+        }
+        let proven = rows.iter().any(|o| {
+            o.policy == ORACLE
+                && o.workload == r.workload
+                && o.map == r.map
+                && o.proven_optimal == Some(true)
+        });
+        if proven {
+            assert!(
+                r.fraction_of_oracle <= 1.0 + 1e-9,
+                "{}/{} {}: {}",
+                r.workload,
+                r.map,
+                r.policy,
+                r.fraction_of_oracle
+            );
         }
     }
 }

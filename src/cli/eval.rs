@@ -2,7 +2,6 @@
 //! default scheduler and the oracle, as a terminal table, JSON, CSV and an HTML report.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -10,9 +9,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::policy::Policy;
-use crate::sim;
 use crate::sim::eval::report::{self, Results};
-use crate::sim::eval::runner::{Row, Runner};
 use crate::sim::eval::{bridge, html, suites};
 
 use super::sim::load_profiles;
@@ -46,21 +43,10 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let profiles = load_profiles(args.profiles.as_ref())?;
     let suite = suites::suite(&args.suite, args.machine.as_deref(), &|topo, p| {
-        bridge::facts(topo, &sim::params_for(topo), &profiles, p)
+        bridge::facts(topo, &crate::sim::params_for(topo), &profiles, p)
     })
     .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let topo = suite
-        .cases
-        .first()
-        .map(|c| c.snapshot.topology.clone())
-        .context("the suite has no cases")?;
-    let migration = suite.migration.then(bridge::MigrationCost::default);
-    let mut runner = Runner::new(bridge::time_model(
-        sim::params_for(&topo),
-        profiles,
-        migration,
-    ));
-    runner.allow_migration = suite.migration;
+    let runner = bridge::runner_for(&suite, profiles).context("the suite has no cases")?;
     let names: Vec<String> = match &args.policies {
         Some(list) => list.clone(),
         None => suite.policies.iter().map(|s| s.to_string()).collect(),
@@ -76,36 +62,11 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_prefix(format!("eval {}", suite.name));
-    let slots: Mutex<Vec<Option<Vec<Row>>>> = Mutex::new(vec![None; suite.cases.len()]);
-    let next = Mutex::new(0usize);
-    std::thread::scope(|scope| {
-        for _ in 0..args.jobs.max(1) {
-            scope.spawn(|| loop {
-                let i = {
-                    let mut n = next.lock().unwrap_or_else(|p| p.into_inner());
-                    let i = *n;
-                    *n += 1;
-                    i
-                };
-                let Some(case) = suite.cases.get(i) else {
-                    break;
-                };
-                let rows = runner.run_case(case, &policies, &mut |p| {
-                    bar.set_message(format!("{} {} {p}", case.workload, case.map));
-                    bar.inc(1);
-                });
-                slots.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(rows);
-            });
-        }
+    let rows = runner.run_all(&suite.cases, &policies, args.jobs, &|case, p| {
+        bar.set_message(format!("{} {} {p}", case.workload, case.map));
+        bar.inc(1);
     });
     bar.finish_and_clear();
-    let rows: Vec<Row> = slots
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .into_iter()
-        .flatten()
-        .flatten()
-        .collect();
     let elapsed = started.elapsed().as_secs_f64();
     let table = report::table(&rows);
     println!("{table}");

@@ -9,8 +9,8 @@ use crate::sim::{
 };
 use crate::topology::Topology;
 
-use super::runner::TimeModel;
-use super::suites::ProgramFacts;
+use super::runner::{Runner, TimeModel};
+use super::suites::{ProgramFacts, Suite};
 
 /// Resident memory of a program whose profile gives none. Above numad's 300 MB
 /// threshold, so numad manages such programs.
@@ -109,6 +109,20 @@ fn solo_rates(
             r
         })
         .collect()
+}
+
+/// The runner for a suite: the model of its machine, with migration costed (and
+/// allowed) where the suite lets pages move.
+pub fn runner_for(suite: &Suite, profiles: ProfileSet) -> Option<Runner> {
+    let topo = &suite.cases.first()?.snapshot.topology;
+    let migration = suite.migration.then(MigrationCost::default);
+    let mut runner = Runner::new(time_model(
+        crate::sim::params_for(topo),
+        profiles,
+        migration,
+    ));
+    runner.allow_migration = suite.migration;
+    Some(runner)
 }
 
 /// What a suite needs of each program, from its profile and a solo run of the model

@@ -10,13 +10,16 @@
 //! model itself as objective, so every policy can be read as a fraction of the best.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::policy::linux::balanced_schedules;
 use crate::policy::oracle::Oracle;
-use crate::policy::{self, follow_memory, Placement, Plan, Policy, Snapshot, UnknownPolicy};
+use crate::policy::{
+    self, follow_memory, PageMove, Placement, Plan, Policy, Snapshot, UnknownPolicy,
+};
 
 /// Per-process run time, normalised to running alone and local on the idle machine
 /// (1.0 = no slowdown), for a snapshot run under a plan. Deterministic.
@@ -102,24 +105,25 @@ impl Runner {
     /// better counts.
     pub fn oracle(&self) -> Box<dyn Policy> {
         let model = Arc::clone(&self.model);
-        let migrate = self.allow_migration;
-        let search = Oracle::new(Box::new(move |s: &Snapshot, p: &Plan| {
-            let stay = -performance(&model(s, p));
-            if !migrate {
-                return stay;
-            }
-            let mut follow = p.clone();
-            follow.page_moves = follow_memory(s, p);
-            stay.min(-performance(&model(s, &follow)))
-        }));
-        if migrate {
-            Box::new(FollowingOracle {
-                search,
-                model: Arc::clone(&self.model),
-            })
-        } else {
-            Box::new(search)
+        if !self.allow_migration {
+            return Box::new(Oracle::new(Box::new(move |s: &Snapshot, p: &Plan| {
+                -performance(&model(s, p))
+            })));
         }
+        let exhaustive = Arc::new(AtomicBool::new(true));
+        let flag = Arc::clone(&exhaustive);
+        let search = Oracle::new(Box::new(move |s: &Snapshot, p: &Plan| {
+            let (_, perf, all) = best_moves(model.as_ref(), s, p);
+            if !all {
+                flag.store(false, Ordering::Relaxed);
+            }
+            -perf
+        }));
+        Box::new(FollowingOracle {
+            search,
+            model: Arc::clone(&self.model),
+            exhaustive,
+        })
     }
 
     /// A policy by name; `oracle` is this model's oracle.
@@ -164,6 +168,40 @@ impl Runner {
             progress(pol.name());
         }
         rows
+    }
+
+    /// Runs every case on `jobs` threads; rows come back in case order. `progress` is
+    /// called once per row with the case and the policy.
+    pub fn run_all(
+        &self,
+        cases: &[Case],
+        policies: &[Box<dyn Policy>],
+        jobs: usize,
+        progress: &(dyn Fn(&Case, &str) + Sync),
+    ) -> Vec<Row> {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut per_case: Vec<(usize, Vec<Row>)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..jobs.max(1))
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut out = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(case) = cases.get(i) else { break };
+                            let rows = self.run_case(case, policies, &mut |p| progress(case, p));
+                            out.push((i, rows));
+                        }
+                        out
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_default())
+                .collect()
+        });
+        per_case.sort_by_key(|(i, _)| *i);
+        per_case.into_iter().flat_map(|(_, r)| r).collect()
     }
 
     fn measure(
@@ -242,6 +280,8 @@ impl Runner {
 struct FollowingOracle {
     search: Oracle,
     model: Arc<TimeModel>,
+    /// Cleared when some placement's memory choices were searched greedily.
+    exhaustive: Arc<AtomicBool>,
 }
 
 impl Policy for FollowingOracle {
@@ -250,17 +290,66 @@ impl Policy for FollowingOracle {
     }
 
     fn plan(&self, snapshot: &Snapshot) -> Plan {
-        let plan = self.search.plan(snapshot);
-        let mut follow = plan.clone();
-        follow.page_moves = follow_memory(snapshot, &plan);
-        if performance(&(self.model)(snapshot, &follow))
-            > performance(&(self.model)(snapshot, &plan))
-        {
-            follow
+        self.exhaustive.store(true, Ordering::Relaxed);
+        let mut plan = self.search.plan(snapshot);
+        let (moves, _, all) = best_moves(self.model.as_ref(), snapshot, &plan);
+        plan.page_moves = moves;
+        let proven =
+            plan.proven_optimal == Some(true) && all && self.exhaustive.load(Ordering::Relaxed);
+        plan.proven_optimal = Some(proven);
+        plan
+    }
+}
+
+/// Processes whose memory choices are searched exhaustively (2^k subsets); beyond,
+/// one greedy pass toggles each move.
+const EXHAUSTIVE_MOVES: usize = 4;
+
+/// The best set of "memory follows its process" moves for a placement, its
+/// performance, and whether every subset was tried.
+fn best_moves(model: &TimeModel, s: &Snapshot, plan: &Plan) -> (Vec<PageMove>, f64, bool) {
+    let all = follow_memory(s, plan);
+    let score = |moves: &[PageMove]| {
+        let mut p = plan.clone();
+        p.page_moves = moves.to_vec();
+        performance(&model(s, &p))
+    };
+    let pick = |mask: u64| -> Vec<PageMove> {
+        all.iter()
+            .enumerate()
+            .filter(|(i, _)| mask >> i & 1 == 1)
+            .map(|(_, m)| m.clone())
+            .collect()
+    };
+    if all.len() <= EXHAUSTIVE_MOVES {
+        let mut best = (Vec::new(), score(&[]));
+        for mask in 1..(1u64 << all.len()) {
+            let moves = pick(mask);
+            let perf = score(&moves);
+            if perf > best.1 + 1e-12 {
+                best = (moves, perf);
+            }
+        }
+        return (best.0, best.1, true);
+    }
+    // Start from the better of "all stay" and "all follow", then toggle each move.
+    let (mut mask, mut perf) = {
+        let (none, every) = (score(&[]), score(&all));
+        if every > none {
+            ((1u64 << all.len()) - 1, every)
         } else {
-            plan
+            (0, none)
+        }
+    };
+    for i in 0..all.len().min(63) {
+        let trial = mask ^ (1 << i);
+        let p = score(&pick(trial));
+        if p > perf + 1e-12 {
+            mask = trial;
+            perf = p;
         }
     }
+    (pick(mask), perf, false)
 }
 
 /// The snapshot with every process's `current_cpus` set from `plan`.
