@@ -1,0 +1,916 @@
+//! The profile store (SPEC §3): what numasched knows about each *program* (not process),
+//! kept in an embedded SQLite database so that it survives restarts of the daemon and
+//! reboots of the machine. Each number says where it came from — `given` by a user
+//! (`numasched profile set` / `import`) or `learned` by the daemon from the program's
+//! earlier runs — because the two are trusted differently (see [`super::resolve`]).
+//!
+//! Nothing here reads the clock: callers pass `now` (seconds since the Unix epoch), so
+//! the logic is deterministic under test.
+//!
+//! The NUMA penalty is learned from the program's own history: the daemon reports, per
+//! epoch, the CPI it saw and the share of the epoch the program ran on its home node
+//! ([`Store::observe_epoch`]); epochs that were clearly local or clearly remote are
+//! accumulated apart and, once both sides have enough of them, their mean CPIs give
+//! `np = CPI_remote / CPI_local` ([`estimate_penalty`]), the definition of SPEC §1.1.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+use crate::sim::profiles::{Profile, ProfileError, ProfileSet};
+
+/// Where the daemon keeps the store unless told otherwise (`--db`).
+pub const DEFAULT_PATH: &str = "/var/lib/numasched/profiles.db";
+
+/// Layout version, kept in `PRAGMA user_version`. Bump it with a migration in
+/// [`migrate`] whenever the tables change; a file from a newer numasched is refused
+/// rather than misread.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// How long to wait for another process (the daemon, a second CLI) holding the write
+/// lock before reporting [`StoreError::Locked`]. Writes are tiny, so a longer wait means
+/// something is stuck.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Errors carry the path of the store so that a one-line message is actionable.
+/// Underlying errors are part of the message, not a `source`, so that anyhow's `{:#}`
+/// does not print them twice (same convention as [`ProfileError`]).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{}: cannot create or write the profile store ({what}); check permissions or pass --db", path.display())]
+    NotWritable { path: PathBuf, what: String },
+    #[error("{}: not a valid profile store, the file is corrupt or not SQLite ({what}); it was left untouched — move it aside to start a new store", path.display())]
+    Corrupt { path: PathBuf, what: String },
+    #[error("{}: an SQLite database of something else (tables: {tables}); refusing to use it as the profile store", path.display())]
+    Foreign { path: PathBuf, tables: String },
+    #[error("{}: the profile store is locked by another process (is the daemon writing?); try again", path.display())]
+    Locked { path: PathBuf },
+    #[error("{}: written by a newer numasched (schema version {found}, this one knows up to {SCHEMA_VERSION})", path.display())]
+    TooNew { path: PathBuf, found: i32 },
+    #[error("{}: {what}", path.display())]
+    Sqlite { path: PathBuf, what: String },
+    /// A value the caller passed is out of range; `field` names it.
+    #[error("{field}: {what}")]
+    Invalid { field: String, what: String },
+    #[error(transparent)]
+    File(#[from] ProfileError),
+}
+
+/// Who produced a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// Supplied by a user: `profile set`, `profile import`.
+    Given,
+    /// Measured by the daemon on this machine over earlier runs.
+    Learned,
+}
+
+impl Origin {
+    fn as_str(self) -> &'static str {
+        match self {
+            Origin::Given => "given",
+            Origin::Learned => "learned",
+        }
+    }
+    fn parse(s: &str) -> Option<Origin> {
+        match s {
+            "given" => Some(Origin::Given),
+            "learned" => Some(Origin::Learned),
+            _ => None,
+        }
+    }
+}
+
+/// The per-program numbers the policies use (`Process` in a snapshot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quantity {
+    Mpki,
+    NumaPenalty,
+    CacheReuse,
+    BandwidthGbps,
+}
+
+impl Quantity {
+    pub const ALL: [Quantity; 4] = [
+        Quantity::Mpki,
+        Quantity::NumaPenalty,
+        Quantity::CacheReuse,
+        Quantity::BandwidthGbps,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Quantity::Mpki => "mpki",
+            Quantity::NumaPenalty => "numa_penalty",
+            Quantity::CacheReuse => "cache_reuse",
+            Quantity::BandwidthGbps => "bandwidth_gbps",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Quantity> {
+        Quantity::ALL.into_iter().find(|q| q.as_str() == s)
+    }
+
+    /// Checks a value against what the quantity means; the message says why not.
+    pub fn check(self, v: f64) -> Result<(), String> {
+        if !v.is_finite() {
+            return Err(format!("{v} is not a finite number"));
+        }
+        match self {
+            Quantity::Mpki | Quantity::BandwidthGbps if v < 0.0 => Err(format!("{v} must be ≥ 0")),
+            Quantity::NumaPenalty if v < 1.0 => {
+                Err(format!("{v} must be ≥ 1 (remote CPI / local CPI)"))
+            }
+            Quantity::CacheReuse if !(0.0..=1.0).contains(&v) => {
+                Err(format!("{v} must be a fraction in [0, 1]"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One stored number.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    pub value: f64,
+    /// Observations behind a learned value; 0 for a given one.
+    pub samples: u64,
+    /// When it was last written, seconds since the Unix epoch (as passed by the caller).
+    pub updated: i64,
+}
+
+/// A quantity as known from each origin. Both are kept: a user's profile stays behind a
+/// learned value, and comes back if the learned one is cleared.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Known {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub given: Option<Fact>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned: Option<Fact>,
+}
+
+impl Known {
+    /// Learned beats given: it was measured here, on this program's real runs.
+    pub fn best(&self) -> Option<(f64, Origin)> {
+        self.learned
+            .map(|f| (f.value, Origin::Learned))
+            .or(self.given.map(|f| (f.value, Origin::Given)))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.given.is_none() && self.learned.is_none()
+    }
+
+    fn slot(&mut self, o: Origin) -> &mut Option<Fact> {
+        match o {
+            Origin::Given => &mut self.given,
+            Origin::Learned => &mut self.learned,
+        }
+    }
+}
+
+/// Everything stored about one program.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoredProgram {
+    pub program: String,
+    #[serde(default, skip_serializing_if = "Known::is_empty")]
+    pub mpki: Known,
+    #[serde(default, skip_serializing_if = "Known::is_empty")]
+    pub numa_penalty: Known,
+    #[serde(default, skip_serializing_if = "Known::is_empty")]
+    pub cache_reuse: Known,
+    #[serde(default, skip_serializing_if = "Known::is_empty")]
+    pub bandwidth_gbps: Known,
+}
+
+impl StoredProgram {
+    pub fn get(&self, q: Quantity) -> &Known {
+        match q {
+            Quantity::Mpki => &self.mpki,
+            Quantity::NumaPenalty => &self.numa_penalty,
+            Quantity::CacheReuse => &self.cache_reuse,
+            Quantity::BandwidthGbps => &self.bandwidth_gbps,
+        }
+    }
+
+    fn get_mut(&mut self, q: Quantity) -> &mut Known {
+        match q {
+            Quantity::Mpki => &mut self.mpki,
+            Quantity::NumaPenalty => &mut self.numa_penalty,
+            Quantity::CacheReuse => &mut self.cache_reuse,
+            Quantity::BandwidthGbps => &mut self.bandwidth_gbps,
+        }
+    }
+
+    /// The store's share of the evidence for [`super::resolve`]; the caller adds what it
+    /// measured on this run.
+    pub fn evidence(&self) -> super::Evidence {
+        let v = |k: &Known, o: Origin| match o {
+            Origin::Given => k.given.map(|f| f.value),
+            Origin::Learned => k.learned.map(|f| f.value),
+        };
+        super::Evidence {
+            learned_mpki: v(&self.mpki, Origin::Learned),
+            learned_np: v(&self.numa_penalty, Origin::Learned),
+            profile_mpki: v(&self.mpki, Origin::Given),
+            profile_np: v(&self.numa_penalty, Origin::Given),
+            ..super::Evidence::default()
+        }
+    }
+
+    /// The program in the simulator's profile format, each quantity at its best value.
+    /// `None` without an MPKI, which that format requires.
+    pub fn to_profile(&self) -> Option<Profile> {
+        let mpki = self.mpki.best()?.0;
+        let mut p = Profile::new(&self.program, mpki, self.numa_penalty.best().map(|b| b.0));
+        // The simulator's streaming fraction is the share of misses no cache removes;
+        // cache reuse is the rest (as in `sim::eval::bridge`).
+        if let Some((r, _)) = self.cache_reuse.best() {
+            p.streaming_fraction = 1.0 - r;
+        }
+        p.bandwidth_gbps = self.bandwidth_gbps.best().map(|b| b.0);
+        Some(p)
+    }
+}
+
+/// What a user states about a program (`profile set`, one profile of an import). `None`
+/// = not stated.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GivenProfile {
+    pub mpki: Option<f64>,
+    pub numa_penalty: Option<f64>,
+    pub cache_reuse: Option<f64>,
+    pub bandwidth_gbps: Option<f64>,
+}
+
+impl GivenProfile {
+    fn values(&self) -> [(Quantity, Option<f64>); 4] {
+        [
+            (Quantity::Mpki, self.mpki),
+            (Quantity::NumaPenalty, self.numa_penalty),
+            (Quantity::CacheReuse, self.cache_reuse),
+            (Quantity::BandwidthGbps, self.bandwidth_gbps),
+        ]
+    }
+
+    /// Checks every stated value; the error names the field.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        for (q, v) in self.values() {
+            if let Some(v) = v {
+                q.check(v).map_err(|what| StoreError::Invalid {
+                    field: q.as_str().into(),
+                    what,
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Thresholds for learning the NUMA penalty from epochs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LearnParams {
+    /// An epoch counts as *local* when at least this share of it ran on the home node.
+    pub local_at_least: f64,
+    /// An epoch counts as *remote* when at most this share of it ran on the home node.
+    /// Epochs in between mix both and are not used: they would pull the two means
+    /// towards each other and understate the penalty.
+    pub remote_at_most: f64,
+    /// Epochs needed on each side before a penalty is reported: one epoch's CPI is noisy
+    /// (phases, co-runners), a mean over several is not.
+    pub min_samples: u64,
+    /// Each side's count is halved (with its sum) when it reaches this, so that old
+    /// runs fade and the estimate follows a program whose behaviour changed (a new
+    /// version, a different input).
+    pub max_samples: u64,
+}
+
+impl Default for LearnParams {
+    fn default() -> Self {
+        LearnParams {
+            local_at_least: 0.9,
+            remote_at_most: 0.1,
+            min_samples: 5,
+            max_samples: 1000,
+        }
+    }
+}
+
+/// Running CPI sum over the epochs of one side (local or remote).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpiStats {
+    /// Epochs counted (after fading, see [`LearnParams::max_samples`]).
+    pub n: u64,
+    pub sum: f64,
+}
+
+impl CpiStats {
+    pub fn mean(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / self.n as f64)
+    }
+}
+
+/// A program's local and remote epochs so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct NumaHistory {
+    pub local: CpiStats,
+    pub remote: CpiStats,
+}
+
+impl NumaHistory {
+    /// Adds one epoch. Returns `None` (and changes nothing) for an epoch that is neither
+    /// clearly local nor clearly remote.
+    pub fn observe(
+        &self,
+        cpi: f64,
+        ran_local_fraction: f64,
+        p: &LearnParams,
+    ) -> Option<NumaHistory> {
+        let mut h = *self;
+        let side = if ran_local_fraction >= p.local_at_least {
+            &mut h.local
+        } else if ran_local_fraction <= p.remote_at_most {
+            &mut h.remote
+        } else {
+            return None;
+        };
+        side.n += 1;
+        side.sum += cpi;
+        if p.max_samples >= 2 && side.n >= p.max_samples {
+            side.n /= 2;
+            side.sum /= 2.0;
+        }
+        Some(h)
+    }
+}
+
+/// `np = mean CPI remote / mean CPI local` once both sides have `min_samples` epochs.
+/// Clamped to ≥ 1: a program cannot run faster away from its memory, so a ratio below
+/// 1 is noise (a phase change between the two sets of epochs) and the honest reading is
+/// "no measurable penalty".
+pub fn estimate_penalty(h: &NumaHistory, min_samples: u64) -> Option<f64> {
+    let need = min_samples.max(1);
+    if h.local.n < need || h.remote.n < need {
+        return None;
+    }
+    let local = h.local.mean()?;
+    let remote = h.remote.mean()?;
+    if !(local.is_finite() && remote.is_finite()) || local <= 0.0 {
+        return None;
+    }
+    Some((remote / local).max(1.0))
+}
+
+/// An open profile store.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens the store at `path`, creating it (and its directory) if missing. An
+    /// existing file that is not a valid store is reported, never replaced: it may hold
+    /// a user's only copy of their profiles.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let path = path.to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.exists() {
+                std::fs::create_dir_all(dir).map_err(|e| StoreError::NotWritable {
+                    path: path.clone(),
+                    what: e.to_string(),
+                })?;
+            }
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&path, flags).map_err(|e| classify(&path, e))?;
+        let mut store = Store { conn, path };
+        store.init()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, e: rusqlite::Error) -> StoreError {
+        classify(&self.path, e)
+    }
+
+    fn init(&mut self) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let c = &self.conn;
+        let e = |e| classify(&path, e);
+        c.busy_timeout(BUSY_TIMEOUT).map_err(e)?;
+        // Reading the header is the first time SQLite looks at the file: a file that is
+        // not SQLite fails here with NOTADB.
+        let version: i32 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(e)?;
+        let check: String = c
+            .query_row("PRAGMA quick_check", [], |r| r.get(0))
+            .map_err(e)?;
+        if check != "ok" {
+            return Err(StoreError::Corrupt {
+                path,
+                what: one_line(&check),
+            });
+        }
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path,
+                found: version,
+            });
+        }
+        if version == 0 {
+            let tables: Vec<String> = c
+                .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+                .and_then(|mut s| {
+                    s.query_map([], |r| r.get::<_, String>(0))?
+                        .collect::<Result<_, _>>()
+                })
+                .map_err(e)?;
+            if !tables.is_empty() {
+                return Err(StoreError::Foreign {
+                    path,
+                    tables: tables.join(", "),
+                });
+            }
+        }
+        if c.is_readonly(rusqlite::MAIN_DB).map_err(e)? {
+            return Err(StoreError::NotWritable {
+                path,
+                what: "the file is read-only".into(),
+            });
+        }
+        // WAL: the daemon writes every epoch while `profile list` reads; readers then
+        // never block the writer, and a crash mid-write cannot corrupt the file.
+        let mode: String = c
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(e)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::NotWritable {
+                path,
+                what: format!("cannot switch to WAL journaling (got {mode})"),
+            });
+        }
+        migrate(&mut self.conn, version).map_err(|e| classify(&self.path, e))
+    }
+
+    /// Replaces the user's profile of `program` with `given` (quantities not stated are
+    /// removed from the given profile, as an imported profile replaces its namesake).
+    /// Learned numbers are kept.
+    pub fn set_given(
+        &mut self,
+        program: &str,
+        given: &GivenProfile,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        check_program(program)?;
+        given.validate()?;
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(|e| classify(&self.path, e))?;
+        write_given(&tx, program, given, now).map_err(|e| classify(&self.path, e))?;
+        tx.commit().map_err(|e| classify(&self.path, e))
+    }
+
+    /// One program; `None` when nothing is stored about it.
+    pub fn get(&self, program: &str) -> Result<Option<StoredProgram>, StoreError> {
+        let mut all = self.load(Some(program))?;
+        Ok(all.pop())
+    }
+
+    /// Every program, by name.
+    pub fn list(&self) -> Result<Vec<StoredProgram>, StoreError> {
+        self.load(None)
+    }
+
+    fn load(&self, only: Option<&str>) -> Result<Vec<StoredProgram>, StoreError> {
+        let sql = "SELECT program, quantity, origin, value, samples, updated FROM facts \
+                   WHERE ?1 IS NULL OR program = ?1 ORDER BY program";
+        let rows: Vec<(String, String, String, f64, i64, i64)> = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut s| {
+                s.query_map([only], |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                    ))
+                })?
+                .collect()
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out: Vec<StoredProgram> = Vec::new();
+        for (program, q, o, value, samples, updated) in rows {
+            let (Some(q), Some(o)) = (Quantity::parse(&q), Origin::parse(&o)) else {
+                return Err(StoreError::Corrupt {
+                    path: self.path.clone(),
+                    what: format!("unknown quantity or origin '{q}'/'{o}' for '{program}'"),
+                });
+            };
+            if out.last().is_none_or(|p| p.program != program) {
+                out.push(StoredProgram {
+                    program,
+                    ..StoredProgram::default()
+                });
+            }
+            if let Some(p) = out.last_mut() {
+                *p.get_mut(q).slot(o) = Some(Fact {
+                    value,
+                    samples: samples.max(0) as u64,
+                    updated,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Folds one observation of a quantity the daemon measures (MPKI alone, bandwidth,
+    /// cache reuse) into the learned running mean.
+    pub fn learn(
+        &mut self,
+        program: &str,
+        q: Quantity,
+        value: f64,
+        now: i64,
+    ) -> Result<Fact, StoreError> {
+        check_program(program)?;
+        q.check(value).map_err(|what| StoreError::Invalid {
+            field: q.as_str().into(),
+            what,
+        })?;
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(|e| classify(&self.path, e))?;
+        let old: Option<(f64, i64)> = tx
+            .query_row(
+                "SELECT value, samples FROM facts \
+                 WHERE program = ?1 AND quantity = ?2 AND origin = 'learned'",
+                params![program, q.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| classify(&self.path, e))?;
+        let (mean, n) = match old {
+            Some((m, n)) if n > 0 => {
+                let n = n as f64;
+                (m + (value - m) / (n + 1.0), n as u64 + 1)
+            }
+            _ => (value, 1),
+        };
+        let fact = Fact {
+            value: mean,
+            samples: n,
+            updated: now,
+        };
+        put_fact(&tx, program, q, Origin::Learned, &fact).map_err(|e| classify(&self.path, e))?;
+        tx.commit().map_err(|e| classify(&self.path, e))?;
+        Ok(fact)
+    }
+
+    /// Records one epoch of `program`: its CPI and the share of the epoch it ran on the
+    /// node holding its memory. Returns the learned NUMA penalty once there is one (it is
+    /// then also stored as the program's learned `numa_penalty`).
+    pub fn observe_epoch(
+        &mut self,
+        program: &str,
+        cpi: f64,
+        ran_local_fraction: f64,
+        now: i64,
+        params: &LearnParams,
+    ) -> Result<Option<f64>, StoreError> {
+        check_program(program)?;
+        if !(cpi.is_finite() && cpi > 0.0) {
+            return Err(StoreError::Invalid {
+                field: "cpi".into(),
+                what: format!("{cpi} must be a finite number > 0"),
+            });
+        }
+        if !(0.0..=1.0).contains(&ran_local_fraction) {
+            return Err(StoreError::Invalid {
+                field: "ran_local_fraction".into(),
+                what: format!("{ran_local_fraction} must be a fraction in [0, 1]"),
+            });
+        }
+        let path = self.path.clone();
+        let e = |e| classify(&path, e);
+        let tx = self.conn.transaction().map_err(e)?;
+        let old = read_history(&tx, program).map_err(e)?.unwrap_or_default();
+        let Some(h) = old.observe(cpi, ran_local_fraction, params) else {
+            return Ok(estimate_penalty(&old, params.min_samples));
+        };
+        tx.execute(
+            "INSERT OR REPLACE INTO numa_history \
+             (program, local_n, local_sum, remote_n, remote_sum, updated) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                program,
+                h.local.n as i64,
+                h.local.sum,
+                h.remote.n as i64,
+                h.remote.sum,
+                now
+            ],
+        )
+        .map_err(e)?;
+        let np = estimate_penalty(&h, params.min_samples);
+        if let Some(np) = np {
+            let fact = Fact {
+                value: np,
+                samples: h.local.n.min(h.remote.n),
+                updated: now,
+            };
+            put_fact(&tx, program, Quantity::NumaPenalty, Origin::Learned, &fact).map_err(e)?;
+        }
+        tx.commit().map_err(e)?;
+        Ok(np)
+    }
+
+    /// The local/remote epochs recorded for `program`.
+    pub fn numa_history(&self, program: &str) -> Result<Option<NumaHistory>, StoreError> {
+        read_history(&self.conn, program).map_err(|e| self.err(e))
+    }
+
+    /// Removes what the daemon learned about `program` (for example after an upgrade
+    /// changed its behaviour); the user's profile stays.
+    pub fn forget_learned(&mut self, program: &str) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let e = |e| classify(&path, e);
+        let tx = self.conn.transaction().map_err(e)?;
+        tx.execute(
+            "DELETE FROM facts WHERE program = ?1 AND origin = 'learned'",
+            [program],
+        )
+        .map_err(e)?;
+        tx.execute("DELETE FROM numa_history WHERE program = ?1", [program])
+            .map_err(e)?;
+        tx.commit().map_err(e)
+    }
+
+    /// Stores every profile of `set` as given, in one transaction (all or nothing).
+    /// Only what the profile states is stored: a cache reuse only when `stated_reuse`
+    /// says the file gave a streaming fraction, since the format fills in a default the
+    /// user never chose.
+    pub fn import(
+        &mut self,
+        set: &ProfileSet,
+        stated_reuse: &dyn Fn(&str) -> bool,
+        now: i64,
+    ) -> Result<usize, StoreError> {
+        let path = self.path.clone();
+        let e = |e| classify(&path, e);
+        let tx = self.conn.transaction().map_err(e)?;
+        for p in set.iter() {
+            let given = GivenProfile {
+                mpki: Some(p.mpki),
+                numa_penalty: p.numa_penalty,
+                cache_reuse: stated_reuse(&p.name).then(|| 1.0 - p.streaming_fraction),
+                bandwidth_gbps: p.bandwidth_gbps,
+            };
+            write_given(&tx, &p.name, &given, now).map_err(e)?;
+        }
+        tx.commit().map_err(e)?;
+        Ok(set.len())
+    }
+
+    /// Reads a profile file (TOML for `.toml`, JSON otherwise; the simulator's format)
+    /// and imports it. Errors name the file and the field.
+    pub fn import_file(&mut self, file: &Path, now: i64) -> Result<usize, StoreError> {
+        let text = std::fs::read_to_string(file).map_err(|err| ProfileError::Io {
+            path: file.to_path_buf(),
+            err,
+        })?;
+        let toml = is_toml(file);
+        let set = ProfileSet::parse(&text, toml, file)?;
+        let stated = names_stating(&text, toml, "streaming_fraction");
+        self.import(&set, &|name| stated.iter().any(|n| n == name), now)
+    }
+
+    /// Every program with an MPKI, in the profile-file format, each quantity at its best
+    /// value (learned over given), so the knowledge can seed another machine. Programs
+    /// without an MPKI are returned by name in the second list: the format requires one.
+    pub fn export(&self) -> Result<(ProfileSet, Vec<String>), StoreError> {
+        let mut profiles = Vec::new();
+        let mut skipped = Vec::new();
+        for p in self.list()? {
+            match p.to_profile() {
+                Some(prof) => profiles.push(prof),
+                None => skipped.push(p.program),
+            }
+        }
+        Ok((ProfileSet::new(profiles), skipped))
+    }
+}
+
+/// Writes a profile set in the format [`ProfileSet::load`] reads.
+pub fn render_profiles(set: &ProfileSet, toml: bool) -> Result<String, String> {
+    #[derive(Serialize)]
+    struct File<'a> {
+        profiles: Vec<&'a Profile>,
+    }
+    let file = File {
+        profiles: set.iter().collect(),
+    };
+    if toml {
+        toml::to_string(&file).map_err(|e| e.to_string())
+    } else {
+        serde_json::to_string_pretty(&file)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Same rule as [`ProfileSet::load`].
+pub fn is_toml(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
+}
+
+/// Names of the profiles in an already-validated file that state `key` themselves.
+/// Parsing cannot tell: serde fills in the default.
+fn names_stating(text: &str, toml: bool, key: &str) -> Vec<String> {
+    let entries: Vec<(Option<String>, bool)> = if toml {
+        let Ok(doc) = text.parse::<toml::Table>() else {
+            return Vec::new();
+        };
+        doc.get("profiles")
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| p.as_table())
+                    .map(|t| {
+                        (
+                            t.get("name").and_then(|n| n.as_str()).map(String::from),
+                            t.contains_key(key),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        let Ok(doc) = serde_json::from_str::<serde_json::Value>(text) else {
+            return Vec::new();
+        };
+        doc.get("profiles")
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| p.as_object())
+                    .map(|o| {
+                        (
+                            o.get("name").and_then(|n| n.as_str()).map(String::from),
+                            o.contains_key(key),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    entries
+        .into_iter()
+        .filter_map(|(n, has)| n.filter(|_| has))
+        .collect()
+}
+
+fn check_program(program: &str) -> Result<(), StoreError> {
+    if program.trim().is_empty() {
+        return Err(StoreError::Invalid {
+            field: "program".into(),
+            what: "must not be empty".into(),
+        });
+    }
+    Ok(())
+}
+
+fn write_given(
+    c: &Connection,
+    program: &str,
+    given: &GivenProfile,
+    now: i64,
+) -> rusqlite::Result<()> {
+    c.execute(
+        "DELETE FROM facts WHERE program = ?1 AND origin = 'given'",
+        [program],
+    )?;
+    for (q, v) in given.values() {
+        if let Some(value) = v {
+            let fact = Fact {
+                value,
+                samples: 0,
+                updated: now,
+            };
+            put_fact(c, program, q, Origin::Given, &fact)?;
+        }
+    }
+    Ok(())
+}
+
+fn put_fact(
+    c: &Connection,
+    program: &str,
+    q: Quantity,
+    o: Origin,
+    f: &Fact,
+) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT OR REPLACE INTO facts (program, quantity, origin, value, samples, updated) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            program,
+            q.as_str(),
+            o.as_str(),
+            f.value,
+            f.samples.min(i64::MAX as u64) as i64,
+            f.updated
+        ],
+    )?;
+    Ok(())
+}
+
+fn read_history(c: &Connection, program: &str) -> rusqlite::Result<Option<NumaHistory>> {
+    c.query_row(
+        "SELECT local_n, local_sum, remote_n, remote_sum FROM numa_history WHERE program = ?1",
+        [program],
+        |r| {
+            Ok(NumaHistory {
+                local: CpiStats {
+                    n: r.get::<_, i64>(0)?.max(0) as u64,
+                    sum: r.get(1)?,
+                },
+                remote: CpiStats {
+                    n: r.get::<_, i64>(2)?.max(0) as u64,
+                    sum: r.get(3)?,
+                },
+            })
+        },
+    )
+    .optional()
+}
+
+/// Brings a store from `from` to [`SCHEMA_VERSION`], in one transaction.
+fn migrate(conn: &mut Connection, from: i32) -> rusqlite::Result<()> {
+    if from >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction()?;
+    if from < 1 {
+        tx.execute_batch(
+            "CREATE TABLE facts (
+                 program  TEXT NOT NULL,
+                 quantity TEXT NOT NULL
+                     CHECK (quantity IN ('mpki', 'numa_penalty', 'cache_reuse', 'bandwidth_gbps')),
+                 origin   TEXT NOT NULL CHECK (origin IN ('given', 'learned')),
+                 value    REAL NOT NULL,
+                 samples  INTEGER NOT NULL,
+                 updated  INTEGER NOT NULL,
+                 PRIMARY KEY (program, quantity, origin)
+             ) WITHOUT ROWID;
+             CREATE TABLE numa_history (
+                 program    TEXT PRIMARY KEY,
+                 local_n    INTEGER NOT NULL,
+                 local_sum  REAL NOT NULL,
+                 remote_n   INTEGER NOT NULL,
+                 remote_sum REAL NOT NULL,
+                 updated    INTEGER NOT NULL
+             ) WITHOUT ROWID;",
+        )?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()
+}
+
+/// Turns SQLite's codes into errors an operator can act on.
+fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
+    let path = path.to_path_buf();
+    let what = one_line(&e.to_string());
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            StoreError::Corrupt { path, what }
+        }
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Locked { path },
+        Some(
+            ErrorCode::ReadOnly
+            | ErrorCode::CannotOpen
+            | ErrorCode::PermissionDenied
+            | ErrorCode::DiskFull,
+        ) => StoreError::NotWritable { path, what },
+        _ => StoreError::Sqlite { path, what },
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
