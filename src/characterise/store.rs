@@ -699,30 +699,55 @@ impl Store {
         self.import(&set, &|name| stated.iter().any(|n| n == name), now)
     }
 
-    /// Every program with an MPKI, in the profile-file format, each quantity at its best
-    /// value (learned over given), so the knowledge can seed another machine. Programs
-    /// without an MPKI are returned by name in the second list: the format requires one.
-    pub fn export(&self) -> Result<(ProfileSet, Vec<String>), StoreError> {
-        let mut profiles = Vec::new();
-        let mut skipped = Vec::new();
-        for p in self.list()? {
-            match p.to_profile() {
-                Some(prof) => profiles.push(prof),
-                None => skipped.push(p.program),
-            }
-        }
-        Ok((ProfileSet::new(profiles), skipped))
+    /// Every program with an MPKI (the profile format requires one), for
+    /// [`render_profiles`]; the names of the others in the second list.
+    pub fn export(&self) -> Result<(Vec<StoredProgram>, Vec<String>), StoreError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .partition::<Vec<_>, _>(|p| p.mpki.best().is_some()))
+        .map(|(ok, skipped)| (ok, skipped.into_iter().map(|p| p.program).collect()))
     }
 }
 
-/// Writes a profile set in the format [`ProfileSet::load`] reads.
-pub fn render_profiles(set: &ProfileSet, toml: bool) -> Result<String, String> {
+/// Writes programs in the profile-file format that [`ProfileSet::load`] and
+/// [`Store::import_file`] read, each quantity at its best value (learned over given), so
+/// the knowledge can seed another machine or the simulator. Only what the store knows is
+/// written — not the simulator's defaults for the model's shape parameters — so that an
+/// import of the file states exactly what was exported (a written default streaming
+/// fraction would come back as a cache reuse nobody measured). Programs without an MPKI
+/// are left out.
+pub fn render_profiles(programs: &[StoredProgram], toml: bool) -> Result<String, String> {
+    #[derive(Serialize)]
+    struct Entry<'a> {
+        name: &'a str,
+        mpki: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        numa_penalty: Option<f64>,
+        /// The simulator's name for the misses no cache removes: 1 − cache reuse.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        streaming_fraction: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        bandwidth_gbps: Option<f64>,
+    }
     #[derive(Serialize)]
     struct File<'a> {
-        profiles: Vec<&'a Profile>,
+        profiles: Vec<Entry<'a>>,
     }
+    let best = |k: &Known| k.best().map(|b| b.0);
     let file = File {
-        profiles: set.iter().collect(),
+        profiles: programs
+            .iter()
+            .filter_map(|p| {
+                Some(Entry {
+                    name: &p.program,
+                    mpki: best(&p.mpki)?,
+                    numa_penalty: best(&p.numa_penalty),
+                    streaming_fraction: best(&p.cache_reuse).map(|r| 1.0 - r),
+                    bandwidth_gbps: best(&p.bandwidth_gbps),
+                })
+            })
+            .collect(),
     };
     if toml {
         toml::to_string(&file).map_err(|e| e.to_string())
