@@ -677,7 +677,7 @@ impl Store {
             let given = GivenProfile {
                 mpki: Some(p.mpki),
                 numa_penalty: p.numa_penalty,
-                cache_reuse: stated_reuse(&p.name).then(|| 1.0 - p.streaming_fraction),
+                cache_reuse: stated_reuse(&p.name).then_some(1.0 - p.streaming_fraction),
                 bandwidth_gbps: p.bandwidth_gbps,
             };
             write_given(&tx, &p.name, &given, now).map_err(e)?;
