@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 
 pub mod eval;
 pub mod plan;
+pub mod profile;
 pub mod sim;
 pub mod topo;
 
@@ -29,6 +30,8 @@ pub enum Command {
     Sim(sim::SimArgs),
     /// Run an evaluation suite: every policy against Linux and the oracle.
     Eval(eval::EvalArgs),
+    /// List, set, import and export the per-program profile store.
+    Profile(profile::ProfileArgs),
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -55,5 +58,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Topo(a) => topo::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Eval(a) => eval::run(a),
+        Command::Profile(a) => profile::run(a),
     }
 }

@@ -75,6 +75,12 @@ pub struct Profile {
     /// `None` = the harness default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rss_bytes: Option<u64>,
+    /// DRAM bandwidth the program draws alone, GB/s, as measured where the profile was
+    /// taken. The model derives its own traffic from MPKI and CPI and does not read it;
+    /// it is here so that the profile store's files (`numasched profile export`) can carry
+    /// what the memory-bus policy ranks on in the same format.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth_gbps: Option<f64>,
 }
 
 /// Most misses one core keeps in flight: Nehalem has 10 L1 miss buffers (Intel
@@ -126,6 +132,7 @@ impl Profile {
             writeback_ratio: default_writeback(),
             reference_llc_bytes: REF_LLC_BYTES,
             rss_bytes: None,
+            bandwidth_gbps: None,
         }
     }
 
@@ -207,6 +214,9 @@ impl Profile {
         };
         nonneg("mpki", self.mpki)?;
         nonneg("cache_sensitivity", self.cache_sensitivity)?;
+        if let Some(bw) = self.bandwidth_gbps {
+            nonneg("bandwidth_gbps", bw)?;
+        }
         if self.cache_sensitivity > 3.0 {
             return Err((
                 "cache_sensitivity",

@@ -1,0 +1,1332 @@
+//! The profile store (SPEC §3): what numasched knows about each *program* (not process),
+//! kept in an embedded SQLite database so that it survives restarts of the daemon and
+//! reboots of the machine. Each number says where it came from — `given` by a user
+//! (`numasched profile set` / `import`) or `learned` by the daemon from the program's
+//! earlier runs — because the two are trusted differently (see [`super::resolve`]).
+//!
+//! Nothing here reads the clock: callers pass `now` (seconds since the Unix epoch), so
+//! the logic is deterministic under test.
+//!
+//! The NUMA penalty is learned from the program's own history: the daemon reports, per
+//! epoch, the CPI it saw and the share of the epoch the program ran on its home node
+//! ([`Store::observe_epoch`]); epochs that were clearly local or clearly remote are
+//! accumulated apart and, once both sides have enough of them, their mean CPIs give
+//! `np = CPI_remote / CPI_local` ([`estimate_penalty`]), the definition of SPEC §1.1.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+use crate::sim::profiles::{Profile, ProfileError, ProfileSet};
+
+/// Where the daemon keeps the store unless told otherwise (`--db`).
+pub const DEFAULT_PATH: &str = "/var/lib/numasched/profiles.db";
+
+/// Layout version, kept in `PRAGMA user_version`. Bump it with a migration in
+/// [`migrate`] whenever the tables change; a file from a newer numasched is refused
+/// rather than misread.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// How long to wait for another process (the daemon, a second CLI) holding the write
+/// lock before reporting [`StoreError::Locked`]. Writes are tiny, so a longer wait means
+/// something is stuck.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Errors carry the path of the store so that a one-line message is actionable.
+/// Underlying errors are part of the message, not a `source`, so that anyhow's `{:#}`
+/// does not print them twice (same convention as [`ProfileError`]).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{}: cannot create or write the profile store ({what}); check permissions or pass --db", path.display())]
+    NotWritable { path: PathBuf, what: String },
+    #[error("{}: not a valid profile store, the file is corrupt or not SQLite ({what}); it was left untouched — move it aside to start a new store", path.display())]
+    Corrupt { path: PathBuf, what: String },
+    #[error("{}: an SQLite database of something else (tables: {tables}); refusing to use it as the profile store", path.display())]
+    Foreign { path: PathBuf, tables: String },
+    #[error("{}: the profile store is locked by another process (is the daemon writing?); try again", path.display())]
+    Locked { path: PathBuf },
+    #[error("{}: written by a newer numasched (schema version {found}, this one knows up to {SCHEMA_VERSION})", path.display())]
+    TooNew { path: PathBuf, found: i32 },
+    #[error("{}: {what}", path.display())]
+    Sqlite { path: PathBuf, what: String },
+    /// A value the caller passed is out of range; `field` names it.
+    #[error("{field}: {what}")]
+    Invalid { field: String, what: String },
+    #[error(transparent)]
+    File(#[from] ProfileError),
+}
+
+/// Who produced a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// Supplied by a user: `profile set`, `profile import`.
+    Given,
+    /// Measured by the daemon on this machine over earlier runs.
+    Learned,
+}
+
+impl Origin {
+    fn as_str(self) -> &'static str {
+        match self {
+            Origin::Given => "given",
+            Origin::Learned => "learned",
+        }
+    }
+    fn parse(s: &str) -> Option<Origin> {
+        match s {
+            "given" => Some(Origin::Given),
+            "learned" => Some(Origin::Learned),
+            _ => None,
+        }
+    }
+}
+
+/// The per-program numbers the policies use (`Process` in a snapshot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quantity {
+    Mpki,
+    NumaPenalty,
+    CacheReuse,
+    BandwidthGbps,
+}
+
+impl Quantity {
+    pub const ALL: [Quantity; 4] = [
+        Quantity::Mpki,
+        Quantity::NumaPenalty,
+        Quantity::CacheReuse,
+        Quantity::BandwidthGbps,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Quantity::Mpki => "mpki",
+            Quantity::NumaPenalty => "numa_penalty",
+            Quantity::CacheReuse => "cache_reuse",
+            Quantity::BandwidthGbps => "bandwidth_gbps",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Quantity> {
+        Quantity::ALL.into_iter().find(|q| q.as_str() == s)
+    }
+
+    /// Checks a value against what the quantity means; the message says why not.
+    pub fn check(self, v: f64) -> Result<(), String> {
+        if !v.is_finite() {
+            return Err(format!("{v} is not a finite number"));
+        }
+        match self {
+            Quantity::Mpki | Quantity::BandwidthGbps if v < 0.0 => Err(format!("{v} must be ≥ 0")),
+            Quantity::NumaPenalty if v < 1.0 => {
+                Err(format!("{v} must be ≥ 1 (remote CPI / local CPI)"))
+            }
+            Quantity::CacheReuse if !(0.0..=1.0).contains(&v) => {
+                Err(format!("{v} must be a fraction in [0, 1]"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One stored number.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    pub value: f64,
+    /// Observations behind a learned value; 0 for a given one.
+    pub samples: u64,
+    /// When it was last written, seconds since the Unix epoch (as passed by the caller).
+    pub updated: i64,
+}
+
+/// A quantity as known from each origin. Both are kept: a user's profile stays behind a
+/// learned value, and comes back if the learned one is cleared.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Known {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub given: Option<Fact>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned: Option<Fact>,
+}
+
+impl Known {
+    /// Learned beats given: it was measured here, on this program's real runs.
+    pub fn best(&self) -> Option<(f64, Origin)> {
+        self.learned
+            .map(|f| (f.value, Origin::Learned))
+            .or(self.given.map(|f| (f.value, Origin::Given)))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.given.is_none() && self.learned.is_none()
+    }
+
+    fn slot(&mut self, o: Origin) -> &mut Option<Fact> {
+        match o {
+            Origin::Given => &mut self.given,
+            Origin::Learned => &mut self.learned,
+        }
+    }
+}
+
+/// Everything stored about one program.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoredProgram {
+    pub program: String,
+    #[serde(default, skip_serializing_if = "Known::is_empty")]
+    pub mpki: Known,
+    #[serde(default, skip_serializing_if = "Known::is_empty")]
+    pub numa_penalty: Known,
+    #[serde(default, skip_serializing_if = "Known::is_empty")]
+    pub cache_reuse: Known,
+    #[serde(default, skip_serializing_if = "Known::is_empty")]
+    pub bandwidth_gbps: Known,
+}
+
+impl StoredProgram {
+    pub fn get(&self, q: Quantity) -> &Known {
+        match q {
+            Quantity::Mpki => &self.mpki,
+            Quantity::NumaPenalty => &self.numa_penalty,
+            Quantity::CacheReuse => &self.cache_reuse,
+            Quantity::BandwidthGbps => &self.bandwidth_gbps,
+        }
+    }
+
+    fn get_mut(&mut self, q: Quantity) -> &mut Known {
+        match q {
+            Quantity::Mpki => &mut self.mpki,
+            Quantity::NumaPenalty => &mut self.numa_penalty,
+            Quantity::CacheReuse => &mut self.cache_reuse,
+            Quantity::BandwidthGbps => &mut self.bandwidth_gbps,
+        }
+    }
+
+    /// The store's share of the evidence for [`super::resolve`]; the caller adds what it
+    /// measured on this run.
+    pub fn evidence(&self) -> super::Evidence {
+        let v = |k: &Known, o: Origin| match o {
+            Origin::Given => k.given.map(|f| f.value),
+            Origin::Learned => k.learned.map(|f| f.value),
+        };
+        super::Evidence {
+            learned_mpki: v(&self.mpki, Origin::Learned),
+            learned_np: v(&self.numa_penalty, Origin::Learned),
+            profile_mpki: v(&self.mpki, Origin::Given),
+            profile_np: v(&self.numa_penalty, Origin::Given),
+            ..super::Evidence::default()
+        }
+    }
+
+    /// The program in the simulator's profile format, each quantity at its best value.
+    /// `None` without an MPKI, which that format requires.
+    pub fn to_profile(&self) -> Option<Profile> {
+        let mpki = self.mpki.best()?.0;
+        let mut p = Profile::new(&self.program, mpki, self.numa_penalty.best().map(|b| b.0));
+        // The simulator's streaming fraction is the share of misses no cache removes;
+        // cache reuse is the rest (as in `sim::eval::bridge`).
+        if let Some((r, _)) = self.cache_reuse.best() {
+            p.streaming_fraction = 1.0 - r;
+        }
+        p.bandwidth_gbps = self.bandwidth_gbps.best().map(|b| b.0);
+        Some(p)
+    }
+}
+
+/// What a user states about a program (`profile set`, one profile of an import). `None`
+/// = not stated.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GivenProfile {
+    pub mpki: Option<f64>,
+    pub numa_penalty: Option<f64>,
+    pub cache_reuse: Option<f64>,
+    pub bandwidth_gbps: Option<f64>,
+}
+
+impl GivenProfile {
+    fn values(&self) -> [(Quantity, Option<f64>); 4] {
+        [
+            (Quantity::Mpki, self.mpki),
+            (Quantity::NumaPenalty, self.numa_penalty),
+            (Quantity::CacheReuse, self.cache_reuse),
+            (Quantity::BandwidthGbps, self.bandwidth_gbps),
+        ]
+    }
+
+    /// Checks every stated value; the error names the field.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        for (q, v) in self.values() {
+            if let Some(v) = v {
+                q.check(v).map_err(|what| StoreError::Invalid {
+                    field: q.as_str().into(),
+                    what,
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Thresholds for learning the NUMA penalty from epochs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LearnParams {
+    /// An epoch counts as *local* when at least this share of it ran on the home node.
+    pub local_at_least: f64,
+    /// An epoch counts as *remote* when at most this share of it ran on the home node.
+    /// Epochs in between mix both and are not used: they would pull the two means
+    /// towards each other and understate the penalty.
+    pub remote_at_most: f64,
+    /// Epochs needed on each side before a penalty is reported: one epoch's CPI is noisy
+    /// (phases, co-runners), a mean over several is not.
+    pub min_samples: u64,
+    /// Each side's count is halved (with its sum) when it reaches this, so that old
+    /// runs fade and the estimate follows a program whose behaviour changed (a new
+    /// version, a different input).
+    pub max_samples: u64,
+}
+
+impl Default for LearnParams {
+    fn default() -> Self {
+        LearnParams {
+            local_at_least: 0.9,
+            remote_at_most: 0.1,
+            min_samples: 5,
+            max_samples: 1000,
+        }
+    }
+}
+
+/// Running CPI sum over the epochs of one side (local or remote).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpiStats {
+    /// Epochs counted (after fading, see [`LearnParams::max_samples`]).
+    pub n: u64,
+    pub sum: f64,
+}
+
+impl CpiStats {
+    pub fn mean(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / self.n as f64)
+    }
+}
+
+/// A program's local and remote epochs so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct NumaHistory {
+    pub local: CpiStats,
+    pub remote: CpiStats,
+}
+
+impl NumaHistory {
+    /// Adds one epoch. Returns `None` (and changes nothing) for an epoch that is neither
+    /// clearly local nor clearly remote.
+    pub fn observe(
+        &self,
+        cpi: f64,
+        ran_local_fraction: f64,
+        p: &LearnParams,
+    ) -> Option<NumaHistory> {
+        let mut h = *self;
+        let side = if ran_local_fraction >= p.local_at_least {
+            &mut h.local
+        } else if ran_local_fraction <= p.remote_at_most {
+            &mut h.remote
+        } else {
+            return None;
+        };
+        side.n += 1;
+        side.sum += cpi;
+        if p.max_samples >= 2 && side.n >= p.max_samples {
+            side.n /= 2;
+            side.sum /= 2.0;
+        }
+        Some(h)
+    }
+}
+
+/// `np = mean CPI remote / mean CPI local` once both sides have `min_samples` epochs.
+/// Clamped to ≥ 1: a program cannot run faster away from its memory, so a ratio below
+/// 1 is noise (a phase change between the two sets of epochs) and the honest reading is
+/// "no measurable penalty".
+pub fn estimate_penalty(h: &NumaHistory, min_samples: u64) -> Option<f64> {
+    let need = min_samples.max(1);
+    if h.local.n < need || h.remote.n < need {
+        return None;
+    }
+    let local = h.local.mean()?;
+    let remote = h.remote.mean()?;
+    if !(local.is_finite() && remote.is_finite()) || local <= 0.0 {
+        return None;
+    }
+    Some((remote / local).max(1.0))
+}
+
+/// An open profile store.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens the store at `path`, creating it (and its directory) if missing. An
+    /// existing file that is not a valid store is reported, never replaced: it may hold
+    /// a user's only copy of their profiles.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let path = path.to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.exists() {
+                std::fs::create_dir_all(dir).map_err(|e| StoreError::NotWritable {
+                    path: path.clone(),
+                    what: e.to_string(),
+                })?;
+            }
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&path, flags).map_err(|e| classify(&path, e))?;
+        let mut store = Store { conn, path };
+        store.init()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, e: rusqlite::Error) -> StoreError {
+        classify(&self.path, e)
+    }
+
+    fn init(&mut self) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let c = &self.conn;
+        let e = |e| classify(&path, e);
+        c.busy_timeout(BUSY_TIMEOUT).map_err(e)?;
+        // Reading the header is the first time SQLite looks at the file: a file that is
+        // not SQLite fails here with NOTADB.
+        let version: i32 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(e)?;
+        let check: String = c
+            .query_row("PRAGMA quick_check", [], |r| r.get(0))
+            .map_err(e)?;
+        if check != "ok" {
+            return Err(StoreError::Corrupt {
+                path,
+                what: one_line(&check),
+            });
+        }
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path,
+                found: version,
+            });
+        }
+        if version == 0 {
+            let tables: Vec<String> = c
+                .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+                .and_then(|mut s| {
+                    s.query_map([], |r| r.get::<_, String>(0))?
+                        .collect::<Result<_, _>>()
+                })
+                .map_err(e)?;
+            if !tables.is_empty() {
+                return Err(StoreError::Foreign {
+                    path,
+                    tables: tables.join(", "),
+                });
+            }
+        }
+        if c.is_readonly(rusqlite::MAIN_DB).map_err(e)? {
+            return Err(StoreError::NotWritable {
+                path,
+                what: "the file is read-only".into(),
+            });
+        }
+        // WAL: the daemon writes every epoch while `profile list` reads; readers then
+        // never block the writer, and a crash mid-write cannot corrupt the file.
+        let mode: String = c
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(e)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::NotWritable {
+                path,
+                what: format!("cannot switch to WAL journaling (got {mode})"),
+            });
+        }
+        migrate(&mut self.conn, version).map_err(|e| classify(&self.path, e))
+    }
+
+    /// Replaces the user's profile of `program` with `given` (quantities not stated are
+    /// removed from the given profile, as an imported profile replaces its namesake).
+    /// Learned numbers are kept.
+    pub fn set_given(
+        &mut self,
+        program: &str,
+        given: &GivenProfile,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        check_program(program)?;
+        given.validate()?;
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(|e| classify(&self.path, e))?;
+        write_given(&tx, program, given, now).map_err(|e| classify(&self.path, e))?;
+        tx.commit().map_err(|e| classify(&self.path, e))
+    }
+
+    /// One program; `None` when nothing is stored about it.
+    pub fn get(&self, program: &str) -> Result<Option<StoredProgram>, StoreError> {
+        let mut all = self.load(Some(program))?;
+        Ok(all.pop())
+    }
+
+    /// Every program, by name.
+    pub fn list(&self) -> Result<Vec<StoredProgram>, StoreError> {
+        self.load(None)
+    }
+
+    fn load(&self, only: Option<&str>) -> Result<Vec<StoredProgram>, StoreError> {
+        let sql = "SELECT program, quantity, origin, value, samples, updated FROM facts \
+                   WHERE ?1 IS NULL OR program = ?1 ORDER BY program";
+        let rows: Vec<(String, String, String, f64, i64, i64)> = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut s| {
+                s.query_map([only], |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                    ))
+                })?
+                .collect()
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out: Vec<StoredProgram> = Vec::new();
+        for (program, q, o, value, samples, updated) in rows {
+            let (Some(q), Some(o)) = (Quantity::parse(&q), Origin::parse(&o)) else {
+                return Err(StoreError::Corrupt {
+                    path: self.path.clone(),
+                    what: format!("unknown quantity or origin '{q}'/'{o}' for '{program}'"),
+                });
+            };
+            if out.last().is_none_or(|p| p.program != program) {
+                out.push(StoredProgram {
+                    program,
+                    ..StoredProgram::default()
+                });
+            }
+            if let Some(p) = out.last_mut() {
+                *p.get_mut(q).slot(o) = Some(Fact {
+                    value,
+                    samples: samples.max(0) as u64,
+                    updated,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Folds one observation of a quantity the daemon measures (MPKI alone, bandwidth,
+    /// cache reuse) into the learned running mean.
+    pub fn learn(
+        &mut self,
+        program: &str,
+        q: Quantity,
+        value: f64,
+        now: i64,
+    ) -> Result<Fact, StoreError> {
+        check_program(program)?;
+        q.check(value).map_err(|what| StoreError::Invalid {
+            field: q.as_str().into(),
+            what,
+        })?;
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(|e| classify(&self.path, e))?;
+        let old: Option<(f64, i64)> = tx
+            .query_row(
+                "SELECT value, samples FROM facts \
+                 WHERE program = ?1 AND quantity = ?2 AND origin = 'learned'",
+                params![program, q.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| classify(&self.path, e))?;
+        let (mean, n) = match old {
+            Some((m, n)) if n > 0 => {
+                let n = n as f64;
+                (m + (value - m) / (n + 1.0), n as u64 + 1)
+            }
+            _ => (value, 1),
+        };
+        let fact = Fact {
+            value: mean,
+            samples: n,
+            updated: now,
+        };
+        put_fact(&tx, program, q, Origin::Learned, &fact).map_err(|e| classify(&self.path, e))?;
+        tx.commit().map_err(|e| classify(&self.path, e))?;
+        Ok(fact)
+    }
+
+    /// Records one epoch of `program`: its CPI and the share of the epoch it ran on the
+    /// node holding its memory. Returns the learned NUMA penalty once there is one (it is
+    /// then also stored as the program's learned `numa_penalty`).
+    pub fn observe_epoch(
+        &mut self,
+        program: &str,
+        cpi: f64,
+        ran_local_fraction: f64,
+        now: i64,
+        params: &LearnParams,
+    ) -> Result<Option<f64>, StoreError> {
+        check_program(program)?;
+        if !(cpi.is_finite() && cpi > 0.0) {
+            return Err(StoreError::Invalid {
+                field: "cpi".into(),
+                what: format!("{cpi} must be a finite number > 0"),
+            });
+        }
+        if !(0.0..=1.0).contains(&ran_local_fraction) {
+            return Err(StoreError::Invalid {
+                field: "ran_local_fraction".into(),
+                what: format!("{ran_local_fraction} must be a fraction in [0, 1]"),
+            });
+        }
+        let path = self.path.clone();
+        let e = |e| classify(&path, e);
+        let tx = self.conn.transaction().map_err(e)?;
+        let old = read_history(&tx, program).map_err(e)?.unwrap_or_default();
+        let Some(h) = old.observe(cpi, ran_local_fraction, params) else {
+            return Ok(estimate_penalty(&old, params.min_samples));
+        };
+        tx.execute(
+            "INSERT OR REPLACE INTO numa_history \
+             (program, local_n, local_sum, remote_n, remote_sum, updated) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                program,
+                h.local.n as i64,
+                h.local.sum,
+                h.remote.n as i64,
+                h.remote.sum,
+                now
+            ],
+        )
+        .map_err(e)?;
+        let np = estimate_penalty(&h, params.min_samples);
+        if let Some(np) = np {
+            let fact = Fact {
+                value: np,
+                samples: h.local.n.min(h.remote.n),
+                updated: now,
+            };
+            put_fact(&tx, program, Quantity::NumaPenalty, Origin::Learned, &fact).map_err(e)?;
+        }
+        tx.commit().map_err(e)?;
+        Ok(np)
+    }
+
+    /// The local/remote epochs recorded for `program`.
+    pub fn numa_history(&self, program: &str) -> Result<Option<NumaHistory>, StoreError> {
+        read_history(&self.conn, program).map_err(|e| self.err(e))
+    }
+
+    /// Removes what the daemon learned about `program` (for example after an upgrade
+    /// changed its behaviour); the user's profile stays.
+    pub fn forget_learned(&mut self, program: &str) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let e = |e| classify(&path, e);
+        let tx = self.conn.transaction().map_err(e)?;
+        tx.execute(
+            "DELETE FROM facts WHERE program = ?1 AND origin = 'learned'",
+            [program],
+        )
+        .map_err(e)?;
+        tx.execute("DELETE FROM numa_history WHERE program = ?1", [program])
+            .map_err(e)?;
+        tx.commit().map_err(e)
+    }
+
+    /// Stores every profile of `set` as given, in one transaction (all or nothing).
+    /// Only what the profile states is stored: a cache reuse only when `stated_reuse`
+    /// says the file gave a streaming fraction, since the format fills in a default the
+    /// user never chose.
+    pub fn import(
+        &mut self,
+        set: &ProfileSet,
+        stated_reuse: &dyn Fn(&str) -> bool,
+        now: i64,
+    ) -> Result<usize, StoreError> {
+        let path = self.path.clone();
+        let e = |e| classify(&path, e);
+        let tx = self.conn.transaction().map_err(e)?;
+        for p in set.iter() {
+            let given = GivenProfile {
+                mpki: Some(p.mpki),
+                numa_penalty: p.numa_penalty,
+                cache_reuse: stated_reuse(&p.name).then_some(1.0 - p.streaming_fraction),
+                bandwidth_gbps: p.bandwidth_gbps,
+            };
+            write_given(&tx, &p.name, &given, now).map_err(e)?;
+        }
+        tx.commit().map_err(e)?;
+        Ok(set.len())
+    }
+
+    /// Reads a profile file (TOML for `.toml`, JSON otherwise; the simulator's format)
+    /// and imports it. Errors name the file and the field.
+    pub fn import_file(&mut self, file: &Path, now: i64) -> Result<usize, StoreError> {
+        let text = std::fs::read_to_string(file).map_err(|err| ProfileError::Io {
+            path: file.to_path_buf(),
+            err,
+        })?;
+        let toml = is_toml(file);
+        let set = ProfileSet::parse(&text, toml, file)?;
+        let stated = names_stating(&text, toml, "streaming_fraction");
+        self.import(&set, &|name| stated.iter().any(|n| n == name), now)
+    }
+
+    /// Every program with an MPKI (the profile format requires one), for
+    /// [`render_profiles`]; the names of the others in the second list.
+    pub fn export(&self) -> Result<(Vec<StoredProgram>, Vec<String>), StoreError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .partition::<Vec<_>, _>(|p| p.mpki.best().is_some()))
+        .map(|(ok, skipped)| (ok, skipped.into_iter().map(|p| p.program).collect()))
+    }
+}
+
+/// Writes programs in the profile-file format that [`ProfileSet::load`] and
+/// [`Store::import_file`] read, each quantity at its best value (learned over given), so
+/// the knowledge can seed another machine or the simulator. Only what the store knows is
+/// written — not the simulator's defaults for the model's shape parameters — so that an
+/// import of the file states exactly what was exported (a written default streaming
+/// fraction would come back as a cache reuse nobody measured). Programs without an MPKI
+/// are left out.
+pub fn render_profiles(programs: &[StoredProgram], toml: bool) -> Result<String, String> {
+    #[derive(Serialize)]
+    struct Entry<'a> {
+        name: &'a str,
+        mpki: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        numa_penalty: Option<f64>,
+        /// The simulator's name for the misses no cache removes: 1 − cache reuse.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        streaming_fraction: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        bandwidth_gbps: Option<f64>,
+    }
+    #[derive(Serialize)]
+    struct File<'a> {
+        profiles: Vec<Entry<'a>>,
+    }
+    let best = |k: &Known| k.best().map(|b| b.0);
+    let file = File {
+        profiles: programs
+            .iter()
+            .filter_map(|p| {
+                Some(Entry {
+                    name: &p.program,
+                    mpki: best(&p.mpki)?,
+                    numa_penalty: best(&p.numa_penalty),
+                    streaming_fraction: best(&p.cache_reuse).map(|r| 1.0 - r),
+                    bandwidth_gbps: best(&p.bandwidth_gbps),
+                })
+            })
+            .collect(),
+    };
+    if toml {
+        toml::to_string(&file).map_err(|e| e.to_string())
+    } else {
+        serde_json::to_string_pretty(&file)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Same rule as [`ProfileSet::load`].
+pub fn is_toml(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
+}
+
+/// Names of the profiles in an already-validated file that state `key` themselves.
+/// Parsing cannot tell: serde fills in the default.
+fn names_stating(text: &str, toml: bool, key: &str) -> Vec<String> {
+    let entries: Vec<(Option<String>, bool)> = if toml {
+        let Ok(doc) = text.parse::<toml::Table>() else {
+            return Vec::new();
+        };
+        doc.get("profiles")
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| p.as_table())
+                    .map(|t| {
+                        (
+                            t.get("name").and_then(|n| n.as_str()).map(String::from),
+                            t.contains_key(key),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        let Ok(doc) = serde_json::from_str::<serde_json::Value>(text) else {
+            return Vec::new();
+        };
+        doc.get("profiles")
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| p.as_object())
+                    .map(|o| {
+                        (
+                            o.get("name").and_then(|n| n.as_str()).map(String::from),
+                            o.contains_key(key),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    entries
+        .into_iter()
+        .filter_map(|(n, has)| n.filter(|_| has))
+        .collect()
+}
+
+fn check_program(program: &str) -> Result<(), StoreError> {
+    if program.trim().is_empty() {
+        return Err(StoreError::Invalid {
+            field: "program".into(),
+            what: "must not be empty".into(),
+        });
+    }
+    Ok(())
+}
+
+fn write_given(
+    c: &Connection,
+    program: &str,
+    given: &GivenProfile,
+    now: i64,
+) -> rusqlite::Result<()> {
+    c.execute(
+        "DELETE FROM facts WHERE program = ?1 AND origin = 'given'",
+        [program],
+    )?;
+    for (q, v) in given.values() {
+        if let Some(value) = v {
+            let fact = Fact {
+                value,
+                samples: 0,
+                updated: now,
+            };
+            put_fact(c, program, q, Origin::Given, &fact)?;
+        }
+    }
+    Ok(())
+}
+
+fn put_fact(
+    c: &Connection,
+    program: &str,
+    q: Quantity,
+    o: Origin,
+    f: &Fact,
+) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT OR REPLACE INTO facts (program, quantity, origin, value, samples, updated) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            program,
+            q.as_str(),
+            o.as_str(),
+            f.value,
+            f.samples.min(i64::MAX as u64) as i64,
+            f.updated
+        ],
+    )?;
+    Ok(())
+}
+
+fn read_history(c: &Connection, program: &str) -> rusqlite::Result<Option<NumaHistory>> {
+    c.query_row(
+        "SELECT local_n, local_sum, remote_n, remote_sum FROM numa_history WHERE program = ?1",
+        [program],
+        |r| {
+            Ok(NumaHistory {
+                local: CpiStats {
+                    n: r.get::<_, i64>(0)?.max(0) as u64,
+                    sum: r.get(1)?,
+                },
+                remote: CpiStats {
+                    n: r.get::<_, i64>(2)?.max(0) as u64,
+                    sum: r.get(3)?,
+                },
+            })
+        },
+    )
+    .optional()
+}
+
+/// Brings a store from `from` to [`SCHEMA_VERSION`], in one transaction.
+fn migrate(conn: &mut Connection, from: i32) -> rusqlite::Result<()> {
+    if from >= SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction()?;
+    if from < 1 {
+        tx.execute_batch(
+            "CREATE TABLE facts (
+                 program  TEXT NOT NULL,
+                 quantity TEXT NOT NULL
+                     CHECK (quantity IN ('mpki', 'numa_penalty', 'cache_reuse', 'bandwidth_gbps')),
+                 origin   TEXT NOT NULL CHECK (origin IN ('given', 'learned')),
+                 value    REAL NOT NULL,
+                 samples  INTEGER NOT NULL,
+                 updated  INTEGER NOT NULL,
+                 PRIMARY KEY (program, quantity, origin)
+             ) WITHOUT ROWID;
+             CREATE TABLE numa_history (
+                 program    TEXT PRIMARY KEY,
+                 local_n    INTEGER NOT NULL,
+                 local_sum  REAL NOT NULL,
+                 remote_n   INTEGER NOT NULL,
+                 remote_sum REAL NOT NULL,
+                 updated    INTEGER NOT NULL
+             ) WITHOUT ROWID;",
+        )?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()
+}
+
+/// Turns SQLite's codes into errors an operator can act on.
+fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
+    let path = path.to_path_buf();
+    let what = one_line(&e.to_string());
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            StoreError::Corrupt { path, what }
+        }
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Locked { path },
+        Some(
+            ErrorCode::ReadOnly
+            | ErrorCode::CannotOpen
+            | ErrorCode::PermissionDenied
+            | ErrorCode::DiskFull,
+        ) => StoreError::NotWritable { path, what },
+        _ => StoreError::Sqlite { path, what },
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::characterise::{resolve, PenaltySource};
+
+    fn temp() -> tempfile::TempDir {
+        tempfile::tempdir().expect("tempdir")
+    }
+
+    fn given(mpki: f64, np: Option<f64>) -> GivenProfile {
+        GivenProfile {
+            mpki: Some(mpki),
+            numa_penalty: np,
+            ..GivenProfile::default()
+        }
+    }
+
+    #[test]
+    fn creates_a_versioned_wal_store_and_its_directory() {
+        let dir = temp();
+        let path = dir.path().join("var/lib/numasched/profiles.db");
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.path(), path);
+        let v: i32 = s
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let mode: String = s
+            .conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        assert!(s.list().unwrap().is_empty());
+        drop(s);
+        // Reopening an existing store is not a migration.
+        assert!(Store::open(&path).unwrap().list().unwrap().is_empty());
+    }
+
+    #[test]
+    fn set_get_list_and_replace_keep_learned_numbers() {
+        let dir = temp();
+        let path = dir.path().join("p.db");
+        let mut s = Store::open(&path).unwrap();
+        let g = GivenProfile {
+            mpki: Some(30.0),
+            numa_penalty: Some(1.15),
+            cache_reuse: Some(0.3),
+            bandwidth_gbps: Some(4.0),
+        };
+        s.set_given("mcf", &g, 100).unwrap();
+        s.set_given("lbm", &given(22.0, None), 101).unwrap();
+        s.learn("mcf", Quantity::Mpki, 28.0, 102).unwrap();
+        let f = s.learn("mcf", Quantity::Mpki, 32.0, 103).unwrap();
+        assert_eq!((f.value, f.samples, f.updated), (30.0, 2, 103));
+
+        let names: Vec<_> = s.list().unwrap().into_iter().map(|p| p.program).collect();
+        assert_eq!(names, ["lbm", "mcf"]);
+        let mcf = s.get("mcf").unwrap().unwrap();
+        assert_eq!(mcf.mpki.best(), Some((30.0, Origin::Learned)));
+        assert_eq!(mcf.mpki.given.unwrap().value, 30.0);
+        assert_eq!(mcf.numa_penalty.best(), Some((1.15, Origin::Given)));
+        assert_eq!(mcf.cache_reuse.given.unwrap().updated, 100);
+        assert_eq!(mcf.bandwidth_gbps.best(), Some((4.0, Origin::Given)));
+        assert!(s.get("nothing").unwrap().is_none());
+
+        // A new given profile replaces the old one whole; what was learned stays.
+        s.set_given("mcf", &given(31.0, None), 200).unwrap();
+        let mcf = s.get("mcf").unwrap().unwrap();
+        assert_eq!(mcf.mpki.given.unwrap().value, 31.0);
+        assert!(mcf.mpki.learned.is_some());
+        assert!(mcf.numa_penalty.given.is_none() && mcf.cache_reuse.given.is_none());
+
+        // Survives a restart.
+        drop(s);
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.list().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused_by_field() {
+        let dir = temp();
+        let mut s = Store::open(&dir.path().join("p.db")).unwrap();
+        for (g, field) in [
+            (given(-1.0, None), "mpki"),
+            (given(f64::NAN, None), "mpki"),
+            (given(1.0, Some(0.9)), "numa_penalty"),
+            (given(1.0, Some(f64::INFINITY)), "numa_penalty"),
+            (
+                GivenProfile {
+                    cache_reuse: Some(1.5),
+                    ..given(1.0, None)
+                },
+                "cache_reuse",
+            ),
+            (
+                GivenProfile {
+                    bandwidth_gbps: Some(-0.1),
+                    ..given(1.0, None)
+                },
+                "bandwidth_gbps",
+            ),
+        ] {
+            let e = s.set_given("x", &g, 0).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("{field}: ")), "{e}");
+        }
+        assert!(s.set_given(" ", &given(1.0, None), 0).is_err());
+        assert!(s.list().unwrap().is_empty());
+    }
+
+    #[test]
+    fn export_then_import_round_trips_in_both_formats() {
+        let dir = temp();
+        let mut a = Store::open(&dir.path().join("a.db")).unwrap();
+        a.set_given(
+            "mcf",
+            &GivenProfile {
+                mpki: Some(30.0),
+                numa_penalty: Some(1.15),
+                cache_reuse: Some(0.75),
+                bandwidth_gbps: Some(2.5),
+            },
+            1,
+        )
+        .unwrap();
+        a.set_given("gcc", &given(1.5, None), 1).unwrap();
+        // No MPKI: the file format cannot hold it.
+        a.learn("orphan", Quantity::BandwidthGbps, 1.0, 1).unwrap();
+        let (programs, skipped) = a.export().unwrap();
+        assert_eq!(skipped, ["orphan"]);
+        for (ext, toml) in [("toml", true), ("json", false)] {
+            let file = dir.path().join(format!("out.{ext}"));
+            std::fs::write(&file, render_profiles(&programs, toml).unwrap()).unwrap();
+            // The simulator reads it too.
+            let set = ProfileSet::load(&file).unwrap();
+            assert_eq!(set.get("mcf").unwrap().bandwidth_gbps, Some(2.5));
+            let mut b = Store::open(&dir.path().join(format!("b-{ext}.db"))).unwrap();
+            assert_eq!(b.import_file(&file, 1).unwrap(), 2);
+            let (back, _) = b.export().unwrap();
+            assert_eq!(back, programs, "{ext}");
+            // A reuse the file did not state is not invented from the format's default.
+            assert!(b.get("gcc").unwrap().unwrap().cache_reuse.given.is_none());
+        }
+    }
+
+    #[test]
+    fn import_errors_name_file_and_field_and_change_nothing() {
+        let dir = temp();
+        let mut s = Store::open(&dir.path().join("p.db")).unwrap();
+        let file = dir.path().join("bad.toml");
+        std::fs::write(
+            &file,
+            "[[profiles]]\nname='a'\nmpki=1\n[[profiles]]\nname='b'\nmpki=2\nnuma_penalty=0.5\n",
+        )
+        .unwrap();
+        let e = s.import_file(&file, 0).unwrap_err().to_string();
+        assert!(e.starts_with(&file.display().to_string()), "{e}");
+        assert!(e.contains("profiles[1].numa_penalty"), "{e}");
+        assert!(!e.contains('\n'));
+        assert!(s.list().unwrap().is_empty(), "all or nothing");
+        let missing = dir.path().join("missing.json");
+        let e = s.import_file(&missing, 0).unwrap_err().to_string();
+        assert!(e.starts_with(&missing.display().to_string()), "{e}");
+    }
+
+    #[test]
+    fn a_corrupt_file_is_reported_and_left_alone() {
+        let dir = temp();
+        let path = dir.path().join("p.db");
+        let junk = b"this is not a database, it is someone's notes\n".repeat(100);
+        std::fs::write(&path, &junk).unwrap();
+        let e = Store::open(&path).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt { .. }), "{e:?}");
+        let msg = e.to_string();
+        assert!(msg.starts_with(&path.display().to_string()), "{msg}");
+        assert!(msg.contains("corrupt"), "{msg}");
+        assert_eq!(std::fs::read(&path).unwrap(), junk, "never replaced");
+    }
+
+    #[test]
+    fn a_damaged_store_is_reported() {
+        let dir = temp();
+        let path = dir.path().join("p.db");
+        {
+            let mut s = Store::open(&path).unwrap();
+            for i in 0..200 {
+                s.set_given(&format!("prog{i}"), &given(i as f64, None), 0)
+                    .unwrap();
+            }
+            // Fold the WAL into the main file so the damage below hits real pages.
+            s.conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                .unwrap();
+        }
+        let mut bytes = std::fs::read(&path).unwrap();
+        assert!(bytes.len() > 8192);
+        // Scribble over the second page (the first table's b-tree), keep the header.
+        for b in &mut bytes[4096..8192] {
+            *b = 0xA5;
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let e = Store::open(&path).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn another_programs_database_or_a_newer_schema_is_refused() {
+        let dir = temp();
+        let foreign = dir.path().join("other.db");
+        Connection::open(&foreign)
+            .unwrap()
+            .execute_batch("CREATE TABLE invoices (id INTEGER);")
+            .unwrap();
+        let e = Store::open(&foreign).unwrap_err();
+        assert!(matches!(e, StoreError::Foreign { .. }), "{e:?}");
+        assert!(e.to_string().contains("invoices"));
+
+        let newer = dir.path().join("newer.db");
+        drop(Store::open(&newer).unwrap());
+        Connection::open(&newer)
+            .unwrap()
+            .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+        let e = Store::open(&newer).unwrap_err();
+        assert!(matches!(e, StoreError::TooNew { found, .. } if found == SCHEMA_VERSION + 1));
+    }
+
+    #[test]
+    fn an_unwritable_place_is_reported_with_its_path() {
+        let dir = temp();
+        // A directory that cannot be created: its parent is a file.
+        let blocker = dir.path().join("file");
+        std::fs::write(&blocker, "x").unwrap();
+        let path = blocker.join("sub/p.db");
+        let e = Store::open(&path).unwrap_err();
+        assert!(matches!(e, StoreError::NotWritable { .. }), "{e:?}");
+        assert!(e.to_string().starts_with(&path.display().to_string()));
+    }
+
+    #[test]
+    fn a_read_only_file_is_reported() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp();
+        let path = dir.path().join("p.db");
+        drop(Store::open(&path).unwrap());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+        if std::fs::OpenOptions::new().write(true).open(&path).is_ok() {
+            eprintln!("skipped: permissions do not bind this user (root)");
+            return;
+        }
+        let e = Store::open(&path).unwrap_err();
+        assert!(matches!(e, StoreError::NotWritable { .. }), "{e:?}");
+        assert!(e.to_string().starts_with(&path.display().to_string()));
+    }
+
+    #[test]
+    fn a_writer_holding_the_lock_is_reported_as_locked() {
+        let dir = temp();
+        let path = dir.path().join("p.db");
+        let mut s = Store::open(&path).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other
+            .execute_batch("BEGIN IMMEDIATE; INSERT INTO numa_history VALUES ('x', 0, 0, 0, 0, 0);")
+            .unwrap();
+        let e = s.set_given("mcf", &given(1.0, None), 0).unwrap_err();
+        assert!(matches!(e, StoreError::Locked { .. }), "{e:?}");
+        assert!(e.to_string().contains("locked"));
+        other.execute_batch("ROLLBACK").unwrap();
+        s.set_given("mcf", &given(1.0, None), 0).unwrap();
+    }
+
+    fn learn_series(h: NumaHistory, series: &[(f64, f64)], p: &LearnParams) -> NumaHistory {
+        series
+            .iter()
+            .fold(h, |h, &(cpi, f)| h.observe(cpi, f, p).unwrap_or(h))
+    }
+
+    #[test]
+    fn penalty_is_remote_over_local_cpi_once_both_sides_have_enough() {
+        let p = LearnParams {
+            min_samples: 3,
+            ..LearnParams::default()
+        };
+        // Local CPI 1.0 ± noise, remote 1.3 ± noise: np ≈ 1.3.
+        let local: Vec<(f64, f64)> = [0.98, 1.02, 1.0, 0.99, 1.01]
+            .iter()
+            .map(|&c| (c, 1.0))
+            .collect();
+        let remote: Vec<(f64, f64)> = [1.28, 1.32, 1.3].iter().map(|&c| (c, 0.0)).collect();
+        let h = learn_series(NumaHistory::default(), &local, &p);
+        assert_eq!(
+            estimate_penalty(&h, p.min_samples),
+            None,
+            "no remote side yet"
+        );
+        let h = learn_series(h, &remote[..2], &p);
+        assert_eq!(
+            estimate_penalty(&h, p.min_samples),
+            None,
+            "two are not enough"
+        );
+        let h = learn_series(h, &remote[2..], &p);
+        let np = estimate_penalty(&h, p.min_samples).unwrap();
+        assert!((np - 1.3).abs() < 1e-12, "{np}");
+    }
+
+    #[test]
+    fn mixed_epochs_are_ignored_and_noise_below_one_is_clamped() {
+        let p = LearnParams {
+            min_samples: 1,
+            ..LearnParams::default()
+        };
+        let h = NumaHistory::default();
+        assert_eq!(h.observe(5.0, 0.5, &p), None);
+        let h = learn_series(h, &[(1.0, 0.95), (2.0, 0.5), (0.9, 0.05)], &p);
+        assert_eq!((h.local.n, h.remote.n), (1, 1));
+        assert_eq!(estimate_penalty(&h, 1), Some(1.0));
+        assert_eq!(estimate_penalty(&NumaHistory::default(), 0), None);
+    }
+
+    #[test]
+    fn old_epochs_fade_so_the_estimate_follows_a_changed_program() {
+        let p = LearnParams {
+            min_samples: 2,
+            max_samples: 8,
+            ..LearnParams::default()
+        };
+        let mut h = NumaHistory::default();
+        for _ in 0..20 {
+            h = learn_series(h, &[(1.0, 1.0), (1.5, 0.0)], &p);
+        }
+        assert!((estimate_penalty(&h, 2).unwrap() - 1.5).abs() < 1e-9);
+        assert!(h.local.n < 8 && h.remote.n < 8);
+        // The program changes: remote now costs 1.1×. A long run pulls the estimate there.
+        for _ in 0..40 {
+            h = learn_series(h, &[(1.0, 1.0), (1.1, 0.0)], &p);
+        }
+        let np = estimate_penalty(&h, 2).unwrap();
+        assert!((np - 1.1).abs() < 0.01, "{np}");
+    }
+
+    #[test]
+    fn observed_epochs_persist_and_the_learned_penalty_wins() {
+        let dir = temp();
+        let path = dir.path().join("p.db");
+        let p = LearnParams {
+            min_samples: 2,
+            ..LearnParams::default()
+        };
+        let mut s = Store::open(&path).unwrap();
+        s.set_given("milc", &given(20.0, Some(1.35)), 0).unwrap();
+        assert_eq!(s.observe_epoch("milc", 1.0, 1.0, 1, &p).unwrap(), None);
+        assert_eq!(s.observe_epoch("milc", 1.2, 0.0, 2, &p).unwrap(), None);
+        drop(s);
+        let mut s = Store::open(&path).unwrap();
+        assert_eq!(s.observe_epoch("milc", 1.0, 0.97, 3, &p).unwrap(), None);
+        let np = s.observe_epoch("milc", 1.2, 0.02, 4, &p).unwrap().unwrap();
+        assert!((np - 1.2).abs() < 1e-12);
+        // A mixed epoch changes nothing but still reports the estimate.
+        assert_eq!(s.observe_epoch("milc", 9.0, 0.5, 5, &p).unwrap(), Some(np));
+        let h = s.numa_history("milc").unwrap().unwrap();
+        assert_eq!((h.local.n, h.remote.n), (2, 2));
+
+        let milc = s.get("milc").unwrap().unwrap();
+        let learned = milc.numa_penalty.learned.unwrap();
+        assert_eq!((learned.samples, learned.updated), (2, 4));
+        let c = resolve(&milc.evidence());
+        assert_eq!(c.source, PenaltySource::Learned);
+        assert!((c.numa_penalty - 1.2).abs() < 1e-12);
+        assert_eq!(c.mpki, 20.0);
+
+        // Forgetting what was learned brings the user's profile back.
+        s.forget_learned("milc").unwrap();
+        let c = resolve(&s.get("milc").unwrap().unwrap().evidence());
+        assert_eq!((c.numa_penalty, c.source), (1.35, PenaltySource::Profile));
+        assert!(s.numa_history("milc").unwrap().is_none());
+
+        for (cpi, f, field) in [
+            (f64::NAN, 1.0, "cpi"),
+            (0.0, 1.0, "cpi"),
+            (1.0, 1.5, "ran_local"),
+        ] {
+            let e = s
+                .observe_epoch("milc", cpi, f, 6, &p)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(field), "{e}");
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! `numasched profile`: look at and edit the profile store, the per-program numbers the
+//! daemon starts from before it has measured anything (and keeps learning into).
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use crate::characterise::store::{
+    self, GivenProfile, Known, Origin, Quantity, Store, StoredProgram,
+};
+
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// The profile store [default: /var/lib/numasched/profiles.db].
+    #[arg(long, value_name = "PATH", global = true)]
+    pub db: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: ProfileCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProfileCommand {
+    /// Show every program in the store, with where each number came from.
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Give a program's profile (replaces the one given before; learned numbers stay).
+    Set(SetArgs),
+    /// Add the profiles of a file (TOML or JSON, the simulator's profile format).
+    Import {
+        /// `.toml` is read as TOML, anything else as JSON.
+        file: PathBuf,
+    },
+    /// Write the store as a profile file (TOML for `.toml`, else JSON; stdout: JSON).
+    Export { file: Option<PathBuf> },
+}
+
+#[derive(Debug, Args)]
+pub struct SetArgs {
+    /// Program name, as in /proc/PID/comm.
+    pub program: String,
+    /// LLC misses per 1000 instructions (≥ 0).
+    #[arg(long, allow_negative_numbers = true)]
+    pub mpki: f64,
+    /// CPI remote / CPI local (≥ 1).
+    #[arg(long, allow_negative_numbers = true)]
+    pub numa_penalty: Option<f64>,
+    /// Share of LLC misses that more cache would remove, in [0, 1].
+    #[arg(long, allow_negative_numbers = true)]
+    pub cache_reuse: Option<f64>,
+    /// DRAM bandwidth drawn alone, GB/s (≥ 0).
+    #[arg(long, allow_negative_numbers = true)]
+    pub bandwidth_gbps: Option<f64>,
+}
+
+pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
+    let path = args
+        .db
+        .unwrap_or_else(|| PathBuf::from(store::DEFAULT_PATH));
+    match args.command {
+        ProfileCommand::Set(a) => {
+            let given = GivenProfile {
+                mpki: Some(a.mpki),
+                numa_penalty: a.numa_penalty,
+                cache_reuse: a.cache_reuse,
+                bandwidth_gbps: a.bandwidth_gbps,
+            };
+            // Validate before touching the file: a typo must not create a store.
+            given.validate()?;
+            Store::open(&path)?.set_given(&a.program, &given, now())?;
+        }
+        ProfileCommand::List { json } => {
+            let programs = Store::open(&path)?.list()?;
+            if json {
+                let text = serde_json::to_string_pretty(&programs).context("encoding the list")?;
+                println!("{text}");
+            } else {
+                print!("{}", render(&programs));
+            }
+        }
+        ProfileCommand::Import { file } => {
+            let n = Store::open(&path)?.import_file(&file, now())?;
+            eprintln!("imported {n} profiles from {}", file.display());
+        }
+        ProfileCommand::Export { file } => {
+            let (programs, skipped) = Store::open(&path)?.export()?;
+            for name in &skipped {
+                eprintln!(
+                    "numasched: {name}: skipped, no MPKI known (the profile format needs one)"
+                );
+            }
+            match file {
+                Some(f) => {
+                    let text = store::render_profiles(&programs, store::is_toml(&f))
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+                    std::fs::write(&f, text).with_context(|| f.display().to_string())?;
+                }
+                None => {
+                    let text =
+                        store::render_profiles(&programs, false).map_err(anyhow::Error::msg)?;
+                    print!("{text}");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Seconds since the epoch; a clock before 1970 is recorded as 0 rather than failing.
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs().min(i64::MAX as u64) as i64)
+        .unwrap_or(0)
+}
+
+/// One row per program; each cell is the value in use and where it came from
+/// (`*` = learned, with its sample count).
+pub fn render(programs: &[StoredProgram]) -> String {
+    let mut rows: Vec<Vec<String>> = vec![[
+        "program",
+        "mpki",
+        "numa_penalty",
+        "cache_reuse",
+        "bandwidth_gbps",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()];
+    for p in programs {
+        let mut row = vec![p.program.clone()];
+        for q in Quantity::ALL {
+            row.push(cell(p.get(q)));
+        }
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..5)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in &rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    if programs.is_empty() {
+        out.push_str("(no programs stored)\n");
+    }
+    out
+}
+
+fn cell(k: &Known) -> String {
+    match (k.best(), k.learned) {
+        (Some((v, Origin::Learned)), Some(f)) => format!("{v:.3} (learned, {} samples)", f.samples),
+        (Some((v, _)), _) => format!("{v:.3} (given)"),
+        (None, _) => "-".into(),
+    }
+}

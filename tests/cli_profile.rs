@@ -1,0 +1,182 @@
+//! `numasched profile` end to end: the binary against a store in a temp dir (`--db`),
+//! the JSON listing, one-line errors, and export/import round trips.
+
+use std::path::Path;
+use std::process::Command;
+
+fn numasched(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_numasched"))
+        .args(args)
+        .output()
+        .expect("run numasched");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+/// `updated` is the wall clock of each write; everything else must survive a round trip.
+fn strip_updated(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.remove("updated");
+            m.values_mut().for_each(strip_updated);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(strip_updated),
+        _ => {}
+    }
+}
+
+fn strip(mut v: serde_json::Value) -> serde_json::Value {
+    strip_updated(&mut v);
+    v
+}
+
+fn list_json(db: &str) -> serde_json::Value {
+    let (code, out, err) = numasched(&["profile", "list", "--json", "--db", db]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).expect("json")
+}
+
+#[test]
+fn set_then_list_json_shows_it_with_its_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let (code, _, err) = numasched(&[
+        "profile",
+        "set",
+        "mcf",
+        "--mpki",
+        "30",
+        "--numa-penalty",
+        "1.15",
+        "--cache-reuse",
+        "0.9",
+        "--bandwidth-gbps",
+        "3.5",
+        "--db",
+        s(&db),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = list_json(s(&db));
+    let progs = v.as_array().expect("array");
+    assert_eq!(progs.len(), 1);
+    assert_eq!(progs[0]["program"], "mcf");
+    assert_eq!(progs[0]["mpki"]["given"]["value"], 30.0);
+    assert_eq!(progs[0]["numa_penalty"]["given"]["value"], 1.15);
+    assert_eq!(progs[0]["cache_reuse"]["given"]["value"], 0.9);
+    assert_eq!(progs[0]["bandwidth_gbps"]["given"]["value"], 3.5);
+    // --db also works before the subcommand, and the table names the program.
+    let (code, out, err) = numasched(&["profile", "--db", s(&db), "list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("mcf") && out.contains("(given)"), "{out}");
+}
+
+#[test]
+fn invalid_set_is_one_line_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    for (flag, value, field) in [
+        ("--numa-penalty", "0.8", "numa_penalty"),
+        ("--cache-reuse", "1.2", "cache_reuse"),
+        ("--bandwidth-gbps", "-1", "bandwidth_gbps"),
+        ("--numa-penalty", "NaN", "numa_penalty"),
+    ] {
+        let (code, _, err) = numasched(&[
+            "profile",
+            "set",
+            "x",
+            "--mpki",
+            "1",
+            flag,
+            value,
+            "--db",
+            s(&db),
+        ]);
+        assert_eq!(code, 1, "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(field), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert!(!db.exists());
+}
+
+#[test]
+fn import_with_a_bad_field_names_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let file = dir.path().join("bad.json");
+    std::fs::write(
+        &file,
+        r#"{"profiles":[{"name":"a","mpki":1},{"name":"b","mpki":2,"bandwidth_gbps":"fast"}]}"#,
+    )
+    .unwrap();
+    let (code, out, err) = numasched(&["profile", "import", s(&file), "--db", s(&db)]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty());
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains(s(&file)), "{err}");
+    assert!(err.contains("profiles[1].bandwidth_gbps"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(list_json(s(&db)), serde_json::json!([]), "nothing imported");
+}
+
+#[test]
+fn a_corrupt_store_is_one_line_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let junk = "not a database\n".repeat(200);
+    std::fs::write(&db, &junk).unwrap();
+    let (code, _, err) = numasched(&["profile", "list", "--db", s(&db)]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains(s(&db)) && err.contains("corrupt"), "{err}");
+    assert_eq!(std::fs::read_to_string(&db).unwrap(), junk);
+}
+
+#[test]
+fn export_then_import_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.db");
+    for args in [
+        &["lbm", "--mpki", "22", "--bandwidth-gbps", "9.5"][..],
+        &[
+            "mcf",
+            "--mpki",
+            "30",
+            "--numa-penalty",
+            "1.15",
+            "--cache-reuse",
+            "0.75",
+        ][..],
+        &["gcc", "--mpki", "1.5"][..],
+    ] {
+        let mut full = vec!["profile", "set"];
+        full.extend_from_slice(args);
+        full.extend_from_slice(&["--db", s(&a)]);
+        let (code, _, err) = numasched(&full);
+        assert_eq!(code, 0, "{err}");
+    }
+    let original = strip(list_json(s(&a)));
+    for name in ["out.toml", "out.json"] {
+        let file = dir.path().join(name);
+        let (code, _, err) = numasched(&["profile", "export", s(&file), "--db", s(&a)]);
+        assert_eq!(code, 0, "{err}");
+        let b = dir.path().join(format!("{name}.db"));
+        let (code, _, err) = numasched(&["profile", "import", s(&file), "--db", s(&b)]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(strip(list_json(s(&b))), original, "{name}");
+    }
+    // To stdout: JSON the simulator's loader accepts.
+    let (code, out, err) = numasched(&["profile", "export", "--db", s(&a)]);
+    assert_eq!(code, 0, "{err}");
+    let file = dir.path().join("stdout.json");
+    std::fs::write(&file, out).unwrap();
+    let set = numasched::sim::profiles::ProfileSet::load(&file).expect("loads");
+    assert_eq!(set.len(), 3);
+}
