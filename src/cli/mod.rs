@@ -29,6 +29,8 @@ pub enum Command {
     Sim(sim::SimArgs),
     /// Run an evaluation suite: every policy against Linux and the oracle.
     Eval(eval::EvalArgs),
+    /// Run a built-in test load (memory stream or cpu loop) that reports its own rate.
+    Workload(crate::workload::WorkloadArgs),
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -55,5 +57,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Topo(a) => topo::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Eval(a) => eval::run(a),
+        Command::Workload(a) => crate::workload::run(a),
     }
 }
