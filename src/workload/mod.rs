@@ -87,7 +87,7 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("invalid number of seconds {text:?}"))?;
-    if !(s > 0.0) || Duration::try_from_secs_f64(s).is_err() {
+    if s.is_nan() || s <= 0.0 || Duration::try_from_secs_f64(s).is_err() {
         return Err(format!("seconds must be positive and finite, got {text:?}"));
     }
     Ok(s)
