@@ -32,6 +32,8 @@ pub enum Command {
     Eval(eval::EvalArgs),
     /// List, set, import and export the per-program profile store.
     Profile(profile::ProfileArgs),
+    /// Run a built-in test load (memory stream or cpu loop) that reports its own rate.
+    Workload(crate::workload::WorkloadArgs),
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -59,5 +61,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sim(a) => sim::run(a),
         Command::Eval(a) => eval::run(a),
         Command::Profile(a) => profile::run(a),
+        Command::Workload(a) => crate::workload::run(a),
     }
 }

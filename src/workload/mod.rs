@@ -1,0 +1,239 @@
+//! `numasched workload`: a built-in test load, **not** part of the scheduling pipeline.
+//!
+//! Tests and users run it under the scheduler to see what a placement does: `stream` is
+//! memory-bandwidth bound (its rate moves with where its pages live and who shares the
+//! memory bus), `cpu` is compute only (its rate moves only with CPU sharing), so running
+//! both side by side separates memory effects from CPU effects. It reports its own rate
+//! every interval — as JSON Lines with `--json` — because this machine and the QEMU test
+//! beds have no hardware counters to measure it from outside (SPEC §6).
+//!
+//! Modules: [`size`] parses `--size`, [`rate`] holds the arithmetic and report records,
+//! [`stream`] and [`cpu`] are the worker loops, [`membind`] places memory, [`stop`] turns
+//! SIGTERM/SIGINT into a clean summary.
+
+pub mod cpu;
+pub mod membind;
+pub mod rate;
+pub mod size;
+pub mod stop;
+pub mod stream;
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+use clap::{Args, ValueEnum};
+
+use crate::topology::{sysfs, NodeId, Topology};
+use rate::{Event, Unit};
+
+/// Stream size when the machine's LLC size is unknown.
+pub const FALLBACK_SIZE: u64 = 256 << 20;
+
+/// Longest wait between checks for a stop signal, so SIGTERM ends a run promptly even
+/// with a long report interval.
+const POLL: Duration = Duration::from_millis(20);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// STREAM triad over arrays much larger than the LLC: memory-bandwidth bound.
+    Stream,
+    /// Integer hash loop in registers: compute only, no memory traffic.
+    Cpu,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Stream => "stream",
+            Kind::Cpu => "cpu",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct WorkloadArgs {
+    /// Which load to run.
+    #[arg(value_enum)]
+    pub kind: Kind,
+    /// Stream only: total bytes of the three arrays, per thread (e.g. 512M, 2G, 1048576)
+    /// [default: 4 × the largest LLC, or 256M if unknown].
+    #[arg(long, value_name = "BYTES", value_parser = size::parse_size)]
+    pub size: Option<u64>,
+    /// How long to run.
+    #[arg(long, value_name = "S", default_value = "10", value_parser = parse_seconds)]
+    pub seconds: f64,
+    /// Bind all memory to this NUMA node (set_mempolicy MPOL_BIND) before allocating.
+    #[arg(long, value_name = "NODE")]
+    pub membind: Option<NodeId>,
+    /// Worker threads, each with its own arrays or loop; rates are summed.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub threads: u32,
+    /// Seconds between progress lines.
+    #[arg(long, value_name = "S", default_value = "1", value_parser = parse_seconds)]
+    pub report_interval: f64,
+    /// One JSON object per line (JSON Lines): start, progress…, summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A positive, finite number of seconds that fits a `Duration`.
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    let s: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid number of seconds {text:?}"))?;
+    if s.is_nan() || s <= 0.0 || Duration::try_from_secs_f64(s).is_err() {
+        return Err(format!("seconds must be positive and finite, got {text:?}"));
+    }
+    Ok(s)
+}
+
+/// 4 × the largest LLC, so the arrays cannot live in cache and the triad measures memory.
+pub fn default_size(topo: Option<&Topology>) -> u64 {
+    topo.and_then(|t| t.llcs().iter().map(|l| l.size_bytes).max())
+        .filter(|&s| s > 0)
+        .and_then(|s| s.checked_mul(4))
+        .unwrap_or(FALLBACK_SIZE)
+}
+
+pub fn run(args: WorkloadArgs) -> anyhow::Result<()> {
+    // First, so a signal sent as soon as the process exists still yields a summary.
+    stop::install().context("installing SIGTERM/SIGINT handlers")?;
+    let topo = sysfs::read(Path::new("/sys"));
+    if let Some(node) = args.membind {
+        let t = topo
+            .as_ref()
+            .map_err(|e| anyhow!("--membind {node}: cannot read the machine's nodes: {e}"))?;
+        membind::bind_to_node(t, node)?;
+    }
+    let size = match args.kind {
+        Kind::Stream => Some(
+            args.size
+                .unwrap_or_else(|| default_size(topo.as_ref().ok())),
+        ),
+        Kind::Cpu => None,
+    };
+    let threads = args.threads as usize;
+    let counters: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
+    let halt = AtomicBool::new(false);
+
+    std::thread::scope(|scope| {
+        let (ready_tx, ready_rx) = mpsc::channel::<anyhow::Result<()>>();
+        for (i, counter) in counters.iter().enumerate() {
+            let ready = ready_tx.clone();
+            let halt = &halt;
+            // Workers allocate on their own thread: first touch puts each one's pages
+            // where it runs (or on the bound node), as a real program's would be.
+            std::thread::Builder::new()
+                .name(format!("workload-{i}"))
+                .spawn_scoped(scope, move || match size {
+                    Some(bytes) => match stream::Triad::new(bytes) {
+                        Ok(mut t) => {
+                            let _ = ready.send(Ok(()));
+                            t.run(counter, halt);
+                        }
+                        Err(e) => {
+                            let _ = ready.send(Err(e));
+                        }
+                    },
+                    None => {
+                        let _ = ready.send(Ok(()));
+                        cpu::run(i as u64 + 1, counter, halt);
+                    }
+                })
+                .context("spawning a worker thread")?;
+        }
+        drop(ready_tx);
+        for _ in 0..threads {
+            let r = ready_rx
+                .recv()
+                .map_err(|_| anyhow!("a worker thread ended before it was ready"))
+                .and_then(|r| r);
+            if let Err(e) = r {
+                halt.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+        let result = report(&args, size, &counters);
+        halt.store(true, Ordering::Relaxed);
+        result
+    })
+}
+
+/// The timing loop: progress every interval, summary at the deadline or on a signal.
+fn report(args: &WorkloadArgs, size: Option<u64>, counters: &[AtomicU64]) -> anyhow::Result<()> {
+    let sum = || {
+        counters
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum::<u64>()
+    };
+    let unit = if size.is_some() {
+        Unit::Bytes
+    } else {
+        Unit::Iterations
+    };
+    let event = |event: &'static str, elapsed: f64, total: u64, rate: f64| Event {
+        event,
+        workload: args.kind.name(),
+        pid: std::process::id(),
+        threads: counters.len(),
+        unit,
+        elapsed_s: elapsed,
+        total,
+        rate,
+        gb_per_s: size.map(|_| rate::gb_per_s(rate)),
+        size_bytes: size,
+        membind: args.membind,
+        stopped_by: None,
+    };
+    let mut out = std::io::stdout().lock();
+    let mut emit = |e: &Event| -> anyhow::Result<()> {
+        let line = if args.json {
+            serde_json::to_string(e).context("encoding a report line")?
+        } else {
+            e.text()
+        };
+        writeln!(out, "{line}").context("writing to stdout")
+    };
+
+    let t0 = Instant::now();
+    let base = sum();
+    emit(&event("start", 0.0, 0, 0.0))?;
+    // Both were validated by `parse_seconds`.
+    let run_for = Duration::from_secs_f64(args.seconds);
+    let interval = Duration::from_secs_f64(args.report_interval);
+    let deadline = t0 + run_for;
+    let mut next = t0 + interval;
+    let (mut last_t, mut last_total) = (t0, 0u64);
+    let stopped_by = loop {
+        let now = Instant::now();
+        if stop::requested() {
+            break "signal";
+        }
+        if now >= next && next <= deadline {
+            let total = sum() - base;
+            let r = rate::rate(total - last_total, (now - last_t).as_secs_f64());
+            emit(&event("progress", (now - t0).as_secs_f64(), total, r))?;
+            (last_t, last_total) = (now, total);
+            while next <= now {
+                next += interval;
+            }
+        }
+        if now >= deadline {
+            break "deadline";
+        }
+        let wake = next.min(deadline).min(now + POLL);
+        std::thread::sleep(wake.saturating_duration_since(now));
+    };
+    let elapsed = t0.elapsed().as_secs_f64();
+    let total = sum() - base;
+    let mut summary = event("summary", elapsed, total, rate::rate(total, elapsed));
+    summary.stopped_by = Some(stopped_by);
+    emit(&summary)
+}
