@@ -4,6 +4,7 @@
 //! (what each process does to the memory system) → [`policy`] (pure snapshot → plan) →
 //! apply; [`cli`] is the command line over all of it.
 
+pub mod apply;
 pub mod characterise;
 pub mod cli;
 pub mod observe;
