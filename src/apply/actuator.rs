@@ -465,3 +465,357 @@ impl<K: Kernel> Actuator<K> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::fake::{Call, FakeKernel, Fault};
+    use crate::apply::kernel::{ErrorKind, Op};
+    use crate::topology;
+
+    /// Two CPUs (0, 1), one node; processes 100.. with start time = pid.
+    fn snap(pids: &[u32]) -> Snapshot {
+        Snapshot {
+            topology: topology::machine("1n:1l:2c:1t").unwrap(),
+            processes: pids
+                .iter()
+                .map(|&pid| {
+                    let mut p = Process::new(pid, "t");
+                    p.start_time = pid as u64;
+                    p
+                })
+                .collect(),
+        }
+    }
+
+    fn plan(places: &[(u32, &[CpuId])]) -> Plan {
+        Plan::new(
+            "test",
+            places
+                .iter()
+                .map(|&(pid, cpus)| Placement {
+                    pid,
+                    cpus: cpus.to_vec(),
+                    nodes: vec![0],
+                    reason: "test".into(),
+                })
+                .collect(),
+        )
+    }
+
+    fn kernel(procs: &[(u32, u32)]) -> FakeKernel {
+        let k = FakeKernel::new(&[0, 1]);
+        for &(pid, threads) in procs {
+            k.add(pid, pid as u64, threads, &[0, 1]);
+        }
+        k
+    }
+
+    fn actuator(k: FakeKernel) -> Actuator<FakeKernel> {
+        Actuator::new(k, ActuatorConfig::default())
+    }
+
+    fn action(r: &ApplyReport, pid: u32) -> Action {
+        r.placement(pid).unwrap().action
+    }
+
+    #[test]
+    fn sets_every_thread_journals_and_restores() {
+        let mut a = actuator(kernel(&[(100, 3)]));
+        let r = a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        assert_eq!(action(&r, 100), Action::Done, "{r}");
+        for tid in 100..103 {
+            assert_eq!(a.kernel().affinity_of(100, tid), Some(vec![0]));
+        }
+        let e = a.journal().get(100, 100).unwrap();
+        assert_eq!(e.threads.len(), 3);
+        assert_eq!(e.original_of(101), &[0, 1]);
+        // A second pass changes nothing and keeps the originals.
+        let r = a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        assert_eq!(action(&r, 100), Action::Unchanged, "{r}");
+        assert_eq!(a.journal().get(100, 100).unwrap().original_of(100), &[0, 1]);
+        assert_eq!(
+            a.restore(100),
+            Restored::Done {
+                threads: 3,
+                foreign: 0
+            }
+        );
+        for tid in 100..103 {
+            assert_eq!(a.kernel().affinity_of(100, tid), Some(vec![0, 1]));
+        }
+    }
+
+    #[test]
+    fn threads_appearing_mid_pass_and_later_are_placed_and_restored() {
+        let mut a = actuator(kernel(&[(100, 2)]));
+        // Created while the first thread is being set: inherits the old affinity.
+        a.kernel()
+            .inject(Op::SetAffinity, 100, Fault::SpawnThread { tid: 150 });
+        let r = a.apply(&plan(&[(100, &[1])]), &snap(&[100]));
+        assert_eq!(action(&r, 100), Action::Done, "{r}");
+        assert_eq!(a.kernel().affinity_of(100, 150), Some(vec![1]), "{r}");
+        // Created between passes from a placed thread: inherits numasched's set; the
+        // next pass records the process's original for it, not the inherited set.
+        a.kernel()
+            .inject(Op::Identity, 100, Fault::SpawnThread { tid: 160 });
+        let r = a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        assert_eq!(action(&r, 100), Action::Done, "{r}");
+        let e = a.journal().get(100, 100).unwrap();
+        assert_eq!(e.original_of(160), &[0, 1]);
+        a.restore_all();
+        for tid in [100, 101, 150, 160] {
+            assert_eq!(a.kernel().affinity_of(100, tid), Some(vec![0, 1]));
+        }
+    }
+
+    #[test]
+    fn eperm_and_einval_fail_one_process_not_the_pass() {
+        let k = kernel(&[(100, 1), (200, 1), (300, 1)]);
+        k.inject_always(
+            Op::SetAffinity,
+            100,
+            Fault::Fail(ErrorKind::PermissionDenied),
+        );
+        // A cpuset that allows only CPU 1: the kernel answers EINVAL for CPU 0.
+        k.with_proc(200, |p| p.cpuset = Some(vec![1]));
+        let mut a = actuator(k);
+        let r = a.apply(
+            &plan(&[(100, &[0]), (200, &[0]), (300, &[0])]),
+            &snap(&[100, 200, 300]),
+        );
+        let l = r.placement(100).unwrap();
+        assert_eq!(l.action, Action::Failed);
+        assert!(
+            l.detail.contains("EPERM") && l.detail.contains("pid 100"),
+            "{l}"
+        );
+        let l = r.placement(200).unwrap();
+        assert_eq!(l.action, Action::Failed);
+        assert!(l.detail.contains("EINVAL"), "{l}");
+        assert_eq!(action(&r, 300), Action::Done);
+        assert_eq!(r.to_string().lines().count(), 3);
+        // The failed ones' threads are still where they were.
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1]));
+        assert_eq!(a.kernel().affinity_of(200, 200), Some(vec![0, 1]));
+    }
+
+    #[test]
+    fn processes_and_threads_exiting_mid_apply_are_normal() {
+        let k = kernel(&[(100, 1), (200, 3), (300, 1), (400, 1)]);
+        k.inject(Op::ListThreads, 100, Fault::Exit);
+        k.inject_after(Op::SetAffinity, 200, 1, Fault::EndThread { tid: 201 });
+        k.inject(Op::SetAffinity, 300, Fault::Exit);
+        k.inject(Op::Identity, 400, Fault::Exit);
+        let mut a = actuator(k);
+        let r = a.apply(
+            &plan(&[(100, &[0]), (200, &[0]), (300, &[0]), (400, &[0])]),
+            &snap(&[100, 200, 300, 400]),
+        );
+        assert_eq!(action(&r, 100), Action::Gone, "{r}");
+        assert_eq!(action(&r, 200), Action::Done, "{r}");
+        assert_eq!(action(&r, 300), Action::Unchanged, "{r}");
+        assert_eq!(action(&r, 400), Action::Gone, "{r}");
+        assert_eq!(r.count(Action::Failed), 0, "{r}");
+        assert_eq!(a.forget_gone(), vec![300]);
+    }
+
+    #[test]
+    fn pid_reuse_is_never_touched() {
+        let k = kernel(&[(100, 1)]);
+        k.inject(Op::Identity, 100, Fault::Reuse { start_time: 7 });
+        let mut a = actuator(k);
+        let r = a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        let l = r.placement(100).unwrap();
+        assert_eq!(l.action, Action::Skipped);
+        assert!(l.detail.contains("pid reused"), "{l}");
+        assert!(a.kernel().calls().is_empty());
+        assert!(a.journal().is_empty());
+
+        // Reuse after numasched placed the old process: its entry is dropped, and a
+        // restore does not touch the newcomer.
+        let mut a = actuator(kernel(&[(100, 1)]));
+        a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        a.kernel().remove(100);
+        a.kernel().add(100, 8, 1, &[1]);
+        let before = a.kernel().calls().len();
+        assert_eq!(a.restore(100), Restored::Reused);
+        assert_eq!(a.kernel().calls().len(), before);
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![1]));
+    }
+
+    #[test]
+    fn foreign_pins_are_kept() {
+        // The snapshot saw a pin to CPU 1; the plan wants CPU 0.
+        let mut s = snap(&[100, 200, 300]);
+        s.processes[0].allowed_cpus = Some(vec![1]);
+        let k = kernel(&[(100, 1), (200, 1), (300, 1)]);
+        k.with_proc(100, |p| p.threads.insert(100, vec![1]));
+        // Pinned after the snapshot was taken: only the live affinity says so.
+        k.with_proc(200, |p| p.threads.insert(200, vec![1]));
+        let mut a = actuator(k);
+        let r = a.apply(&plan(&[(100, &[0]), (200, &[0]), (300, &[1])]), &s);
+        for pid in [100, 200] {
+            let l = r.placement(pid).unwrap();
+            assert_eq!(l.action, Action::Refused, "{l}");
+            assert!(l.detail.contains("pinned by someone else"), "{l}");
+            assert_eq!(a.kernel().affinity_of(pid, pid), Some(vec![1]));
+        }
+        // Inside a pin is fine.
+        let r = a.apply(&plan(&[(100, &[1])]), &s);
+        assert_eq!(action(&r, 100), Action::Unchanged, "{r}");
+
+        // Numasched's own pin, seen by the next snapshot, is not foreign...
+        let mut s2 = snap(&[300]);
+        s2.processes[0].allowed_cpus = Some(vec![1]);
+        let r = a.apply(&plan(&[(300, &[0])]), &s2);
+        assert_eq!(action(&r, 300), Action::Done, "{r}");
+        // ...but a re-pin by someone else afterwards ends management.
+        a.kernel().set_affinity(300, 300, &[1]).unwrap();
+        let r = a.apply(&plan(&[(300, &[0])]), &snap(&[300]));
+        let l = r.placement(300).unwrap();
+        assert_eq!(l.action, Action::Refused, "{l}");
+        assert!(l.detail.contains("re-pinned"), "{l}");
+        assert!(a.journal().get(300, 300).is_none());
+        assert_eq!(a.kernel().affinity_of(300, 300), Some(vec![1]));
+    }
+
+    #[test]
+    fn protected_and_unknown_pids_are_skipped() {
+        let me = std::process::id();
+        let k = kernel(&[(1, 1), (me, 1), (500, 1), (600, 1)]);
+        let mut a = Actuator::new(
+            k,
+            ActuatorConfig {
+                exclude: vec![500],
+                ..ActuatorConfig::default()
+            },
+        );
+        a.kernel().with_proc(600, |p| p.kernel_thread = true);
+        let r = a.apply(
+            &plan(&[(1, &[0]), (me, &[0]), (500, &[0]), (600, &[0]), (700, &[0])]),
+            &snap(&[1, me, 500, 600]),
+        );
+        assert_eq!(r.count(Action::Skipped), 5, "{r}");
+        assert!(a.kernel().calls().is_empty());
+    }
+
+    #[test]
+    fn dry_run_changes_nothing() {
+        let k = kernel(&[(100, 2), (200, 1)]);
+        k.with_proc(100, |p| p.memory.insert(1, 10 << 20));
+        let mut a = Actuator::new(
+            k,
+            ActuatorConfig {
+                dry_run: true,
+                migrate_pages: true,
+                ..ActuatorConfig::default()
+            },
+        );
+        let mut p = plan(&[(100, &[0]), (200, &[0, 1])]);
+        p.page_moves.push(PageMove {
+            pid: 100,
+            from_node: 1,
+            to_node: 0,
+            bytes: 10 << 20,
+            reason: "follow".into(),
+        });
+        let r = a.apply_at(&p, &snap(&[100, 200]), 0.0);
+        assert!(r.dry_run);
+        assert_eq!(action(&r, 100), Action::DryRun, "{r}");
+        assert!(r.placement(100).unwrap().detail.contains("2 of 2"), "{r}");
+        assert_eq!(action(&r, 200), Action::Unchanged, "{r}");
+        assert_eq!(r.moves[0].action, Action::DryRun, "{r}");
+        assert!(a.kernel().calls().is_empty());
+        assert!(a.journal().is_empty());
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1]));
+    }
+
+    #[test]
+    fn page_moves_only_when_enabled_and_within_the_rate() {
+        let mv = |pid, mb: u64| PageMove {
+            pid,
+            from_node: 1,
+            to_node: 0,
+            bytes: mb * 1_000_000,
+            reason: "follow".into(),
+        };
+        let mut p = plan(&[(100, &[0]), (200, &[0])]);
+        p.page_moves = vec![mv(100, 30), mv(200, 30)];
+        let s = snap(&[100, 200]);
+
+        let mut off = actuator(kernel(&[(100, 1), (200, 1)]));
+        let r = off.apply_at(&p, &s, 0.0);
+        assert_eq!(r.moves[0].action, Action::Skipped);
+        assert!(r.moves[0].detail.contains("disabled"));
+        assert!(!off
+            .kernel()
+            .calls()
+            .iter()
+            .any(|c| matches!(c, Call::MigratePages { .. })));
+
+        // 10 MB/s, 40 MB burst: the first 30 MB move goes, the second waits.
+        let mut a = Actuator::new(
+            kernel(&[(100, 1), (200, 1)]),
+            ActuatorConfig {
+                migrate_pages: true,
+                migrate_mb_per_s: 10.0,
+                migrate_burst_mb: 40.0,
+                ..ActuatorConfig::default()
+            },
+        );
+        let migrations = |a: &Actuator<FakeKernel>| {
+            a.kernel()
+                .calls()
+                .into_iter()
+                .filter(|c| matches!(c, Call::MigratePages { .. }))
+                .count()
+        };
+        let r = a.apply_at(&p, &s, 100.0);
+        assert_eq!(r.moves[0].action, Action::Done, "{r}");
+        assert_eq!(r.moves[1].action, Action::Deferred, "{r}");
+        assert!(r.moves[1].detail.contains("rate limit"), "{r}");
+        assert_eq!(migrations(&a), 1);
+        // 1 s later: 10 + 10 = 20 MB, still short.
+        let r = a.apply_at(&p, &s, 101.0);
+        assert!(r.moves.iter().all(|m| m.action == Action::Deferred), "{r}");
+        assert_eq!(migrations(&a), 1);
+        // 2 s later still: 40 MB: one more 30 MB move, not two.
+        let r = a.apply_at(&p, &s, 103.0);
+        assert_eq!(r.moves[0].action, Action::Done, "{r}");
+        assert_eq!(r.moves[1].action, Action::Deferred, "{r}");
+        assert_eq!(migrations(&a), 2);
+
+        // A refused placement takes its page moves with it.
+        let mut s2 = s.clone();
+        s2.processes[0].allowed_cpus = Some(vec![1]);
+        let r = a.apply_at(&p, &s2, 1000.0);
+        assert_eq!(r.moves[0].action, Action::Skipped, "{r}");
+        assert!(r.moves[0].detail.contains("not applied"), "{r}");
+        assert_eq!(r.moves[1].action, Action::Done, "{r}");
+    }
+
+    #[test]
+    fn gone_page_moves_and_left_alone_placements() {
+        let k = kernel(&[(100, 1)]);
+        k.inject(Op::MigratePages, 100, Fault::Exit);
+        let mut a = Actuator::new(
+            k,
+            ActuatorConfig {
+                migrate_pages: true,
+                ..ActuatorConfig::default()
+            },
+        );
+        let mut p = plan(&[(100, &[])]);
+        p.page_moves.push(PageMove {
+            pid: 100,
+            from_node: 1,
+            to_node: 0,
+            bytes: 1,
+            reason: "x".into(),
+        });
+        let r = a.apply_at(&p, &snap(&[100]), 0.0);
+        assert_eq!(action(&r, 100), Action::LeftAlone, "{r}");
+        assert_eq!(r.moves[0].action, Action::Gone, "{r}");
+    }
+}
