@@ -5,6 +5,7 @@
 //! apply; [`cli`] is the command line over all of it. [`workload`] is a test load to run
 //! under the scheduler, outside the pipeline.
 
+pub mod apply;
 pub mod characterise;
 pub mod cli;
 pub mod observe;

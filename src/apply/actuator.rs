@@ -1,0 +1,821 @@
+//! Carrying out a plan: CPU affinity for every thread, then rate-limited page moves.
+//!
+//! Order of checks for each placement, each cheaper and more fundamental than the next:
+//! the plan leaves it alone → protected pid (0, 1, 2, numasched itself, configured
+//! exclusions) → still the process the snapshot saw (pid + start time, read right
+//! now) → not a kernel thread → inside any foreign pin (the snapshot's `allowed_cpus`,
+//! the live affinity before the first change, the original affinity after it) and not
+//! re-pinned by someone else since numasched placed it → journal each thread's
+//! original affinity → set it. Threads created while the pass runs are caught by
+//! re-listing; threads created later inherit the set and are re-checked next pass.
+
+use super::bucket::TokenBucket;
+use super::journal::Journal;
+use super::kernel::{Kernel, KernelError};
+use super::report::{Action, ApplyReport, Line, Subject};
+use super::undo::{self, Restored};
+use crate::policy::plan::{PageMove, Placement, Plan};
+use crate::policy::snapshot::{Process, Snapshot};
+use crate::topology::{cpulist, CpuId};
+
+/// Rounds of "list threads, set the new ones" per process and pass: enough for a
+/// process that is spawning threads while being placed to converge, bounded so a
+/// thread bomb cannot hold the pass.
+const THREAD_ROUNDS: usize = 3;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActuatorConfig {
+    /// Plan and report, change nothing (SPEC §4).
+    pub dry_run: bool,
+    /// Carry out the plan's page moves.
+    pub migrate_pages: bool,
+    /// Page migration budget, MB (10^6 bytes) per second.
+    pub migrate_mb_per_s: f64,
+    /// Largest burst of migration, MB.
+    pub migrate_burst_mb: f64,
+    /// Pids never touched, in addition to 0, 1, 2 and numasched's own.
+    pub exclude: Vec<u32>,
+}
+
+impl Default for ActuatorConfig {
+    fn default() -> Self {
+        ActuatorConfig {
+            dry_run: false,
+            migrate_pages: false,
+            migrate_mb_per_s: 64.0,
+            migrate_burst_mb: 64.0,
+            exclude: Vec::new(),
+        }
+    }
+}
+
+/// See the module documentation.
+pub struct Actuator<K: Kernel> {
+    kernel: K,
+    config: ActuatorConfig,
+    journal: Journal,
+    bucket: TokenBucket,
+    self_pid: u32,
+}
+
+fn line(pid: u32, cpus: &[CpuId], action: Action, detail: impl Into<String>) -> Line {
+    Line {
+        pid,
+        subject: Subject::Affinity {
+            cpus: cpus.to_vec(),
+        },
+        action,
+        detail: detail.into(),
+    }
+}
+
+fn subset(a: &[CpuId], b: &[CpuId]) -> bool {
+    a.iter().all(|c| b.contains(c))
+}
+
+fn sorted(v: &[CpuId]) -> Vec<CpuId> {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+impl<K: Kernel> Actuator<K> {
+    pub fn new(kernel: K, config: ActuatorConfig) -> Actuator<K> {
+        Actuator::with_journal(kernel, config, Journal::new())
+    }
+
+    /// Resumes with a journal kept from an earlier run (crash recovery).
+    pub fn with_journal(kernel: K, config: ActuatorConfig, journal: Journal) -> Actuator<K> {
+        let bucket = TokenBucket::new(config.migrate_mb_per_s * 1e6, config.migrate_burst_mb * 1e6);
+        Actuator {
+            kernel,
+            config,
+            journal,
+            bucket,
+            self_pid: std::process::id(),
+        }
+    }
+
+    pub fn kernel(&self) -> &K {
+        &self.kernel
+    }
+
+    pub fn config(&self) -> &ActuatorConfig {
+        &self.config
+    }
+
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// Tells the migration rate limiter the time: seconds on any monotonic clock.
+    pub fn advance_clock(&mut self, now_s: f64) {
+        self.bucket.advance(now_s);
+    }
+
+    /// [`advance_clock`](Self::advance_clock) then [`apply`](Self::apply).
+    pub fn apply_at(&mut self, plan: &Plan, snapshot: &Snapshot, now_s: f64) -> ApplyReport {
+        self.advance_clock(now_s);
+        self.apply(plan, snapshot)
+    }
+
+    /// Carries out `plan`, made from `snapshot`, as far as it safely can. Never stops
+    /// early: every placement and page move gets its line in the report.
+    pub fn apply(&mut self, plan: &Plan, snapshot: &Snapshot) -> ApplyReport {
+        let machine: Vec<CpuId> = snapshot.topology.cpus().iter().map(|c| c.id).collect();
+        let mut report = ApplyReport {
+            dry_run: self.config.dry_run,
+            ..ApplyReport::default()
+        };
+        for pl in &plan.placements {
+            let proc = snapshot.processes.iter().find(|p| p.pid == pl.pid);
+            report.placements.push(self.place(pl, proc, &machine));
+        }
+        // Dry runs spend from a copy, so the report shows this pass's rate limit
+        // without costing later real passes anything.
+        let mut bucket = self.bucket.clone();
+        for mv in &plan.page_moves {
+            let line = self.move_pages(mv, snapshot, &report, &mut bucket);
+            report.moves.push(line);
+        }
+        if !self.config.dry_run {
+            self.bucket = bucket;
+        }
+        report
+    }
+
+    /// Restores one process's original affinity (it stops being managed).
+    pub fn restore(&mut self, pid: u32) -> Restored {
+        undo::restore(&self.kernel, &mut self.journal, pid)
+    }
+
+    /// Restores everything, for shutdown.
+    pub fn restore_all(&mut self) -> Vec<(u32, Restored)> {
+        undo::restore_all(&self.kernel, &mut self.journal)
+    }
+
+    /// Forgets processes that exited or whose pid was reused.
+    pub fn forget_gone(&mut self) -> Vec<u32> {
+        undo::forget_gone(&self.kernel, &mut self.journal)
+    }
+
+    fn protected(&self, pid: u32) -> bool {
+        pid <= 2 || pid == self.self_pid || self.config.exclude.contains(&pid)
+    }
+
+    /// Re-reads the identity; `Err` is the line to report when it is not the process
+    /// the snapshot saw.
+    fn check_identity(&mut self, p: &Process, cpus: &[CpuId]) -> Result<(), Line> {
+        let pid = p.pid;
+        match self.kernel.identity(pid) {
+            Ok(id) => {
+                if self
+                    .journal
+                    .entry(pid)
+                    .is_some_and(|e| e.start_time != id.start_time)
+                {
+                    // The journaled process is gone; its pid went to another.
+                    self.journal.forget(pid);
+                }
+                if id.start_time != p.start_time {
+                    Err(line(
+                        pid,
+                        cpus,
+                        Action::Skipped,
+                        format!(
+                            "pid reused: start time {} now, {} in the snapshot",
+                            id.start_time, p.start_time
+                        ),
+                    ))
+                } else if id.kernel_thread {
+                    Err(line(pid, cpus, Action::Skipped, "kernel thread"))
+                } else {
+                    Ok(())
+                }
+            }
+            Err(e) => Err(self.error_line(pid, cpus, &e)),
+        }
+    }
+
+    fn error_line(&self, pid: u32, cpus: &[CpuId], e: &KernelError) -> Line {
+        if e.is_gone() {
+            line(pid, cpus, Action::Gone, "exited")
+        } else {
+            line(pid, cpus, Action::Failed, e.to_string())
+        }
+    }
+
+    fn place(&mut self, pl: &Placement, proc: Option<&Process>, machine: &[CpuId]) -> Line {
+        let pid = pl.pid;
+        let target = sorted(&pl.cpus);
+        if target.is_empty() {
+            return line(pid, &[], Action::LeftAlone, pl.reason.clone());
+        }
+        if self.protected(pid) {
+            return line(
+                pid,
+                &target,
+                Action::Skipped,
+                "protected pid (init, kthreadd, numasched or excluded)",
+            );
+        }
+        let Some(p) = proc else {
+            return line(pid, &target, Action::Skipped, "not in the snapshot");
+        };
+        if let Err(l) = self.check_identity(p, &target) {
+            return l;
+        }
+        let start = p.start_time;
+        let entry = self.journal.get(pid, start).cloned();
+        let fmt = cpulist::format;
+
+        // A pin in the snapshot that is not numasched's own is someone else's.
+        if let Some(allowed) = &p.allowed_cpus {
+            let ours = entry
+                .as_ref()
+                .and_then(|e| e.applied.as_ref())
+                .is_some_and(|a| sorted(a) == sorted(allowed));
+            if !ours && !subset(&target, allowed) {
+                return line(
+                    pid,
+                    &target,
+                    Action::Refused,
+                    format!("outside CPUs {} pinned by someone else", fmt(allowed)),
+                );
+            }
+        }
+
+        // Current affinity of every thread, read before changing anything.
+        let tids = match self.kernel.threads(pid) {
+            Ok(t) => t,
+            Err(e) => return self.error_line(pid, &target, &e),
+        };
+        let mut current = Vec::with_capacity(tids.len());
+        let mut errors: Vec<KernelError> = Vec::new();
+        for tid in tids {
+            match self.kernel.affinity(pid, tid) {
+                Ok(c) => current.push((tid, c)),
+                Err(e) if e.is_gone() => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        let Some((_, main)) = current
+            .iter()
+            .find(|(t, _)| *t == pid)
+            .or_else(|| current.first())
+            .cloned()
+        else {
+            return match errors.first() {
+                Some(e) => line(pid, &target, Action::Failed, e.to_string()),
+                None => line(pid, &target, Action::Gone, "exited"),
+            };
+        };
+
+        match &entry {
+            Some(e) => {
+                if let Some(applied) = &e.applied {
+                    if !subset(&main, applied) {
+                        // Someone re-pinned it after numasched did: their choice now.
+                        self.journal.forget(pid);
+                        return line(
+                            pid,
+                            &target,
+                            Action::Refused,
+                            format!(
+                                "re-pinned to {} by someone else; no longer managed",
+                                fmt(&main)
+                            ),
+                        );
+                    }
+                }
+                if !subset(machine, &e.original) && !subset(&target, &e.original) {
+                    return line(
+                        pid,
+                        &target,
+                        Action::Refused,
+                        format!("outside its original pin {}", fmt(&e.original)),
+                    );
+                }
+            }
+            None => {
+                if !subset(machine, &main) && !subset(&target, &main) {
+                    return line(
+                        pid,
+                        &target,
+                        Action::Refused,
+                        format!("outside CPUs {} pinned by someone else", fmt(&main)),
+                    );
+                }
+            }
+        }
+
+        let total = current.len();
+        if self.config.dry_run {
+            let would = current.iter().filter(|(_, c)| *c != target).count();
+            let (action, detail) = if would == 0 {
+                (
+                    Action::Unchanged,
+                    format!("already there ({total} thread(s))"),
+                )
+            } else {
+                (
+                    Action::DryRun,
+                    format!("would set {would} of {total} thread(s)"),
+                )
+            };
+            return line(pid, &target, action, detail);
+        }
+
+        // Journal before the first change; threads new since an earlier pass
+        // inherited numasched's set, so the process's original is theirs.
+        let existed = entry.is_some();
+        let original = self.journal.begin(pid, start, &main).original.clone();
+        let mut changed = 0;
+        let mut seen: Vec<u32> = Vec::new();
+        for round in 0..THREAD_ROUNDS {
+            let batch: Vec<(u32, Vec<CpuId>)> = if round == 0 {
+                current.clone()
+            } else {
+                // Threads created while this pass ran.
+                let tids = match self.kernel.threads(pid) {
+                    Ok(t) => t,
+                    Err(_) => break,
+                };
+                tids.into_iter()
+                    .filter(|t| !seen.contains(t))
+                    .filter_map(|t| self.kernel.affinity(pid, t).ok().map(|c| (t, c)))
+                    .collect()
+            };
+            if batch.is_empty() {
+                break;
+            }
+            for (tid, cur) in batch {
+                seen.push(tid);
+                let recorded = entry.as_ref().is_some_and(|e| e.threads.contains_key(&tid));
+                let orig = if round > 0 || (existed && !recorded) {
+                    &original
+                } else {
+                    &cur
+                };
+                self.journal.remember_thread(pid, start, tid, orig);
+                if cur == target {
+                    continue;
+                }
+                match self.kernel.set_affinity(pid, tid, &target) {
+                    Ok(()) => changed += 1,
+                    Err(e) if e.is_gone() => {}
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+        self.journal.set_applied(pid, start, &target);
+        let total = seen.len();
+        match errors.first() {
+            Some(e) => line(
+                pid,
+                &target,
+                Action::Failed,
+                format!(
+                    "set {changed} of {total} thread(s); {} error(s), first: {e}",
+                    errors.len()
+                ),
+            ),
+            None if changed == 0 => line(
+                pid,
+                &target,
+                Action::Unchanged,
+                format!("already there ({total} thread(s))"),
+            ),
+            None => line(
+                pid,
+                &target,
+                Action::Done,
+                format!("set {changed} of {total} thread(s): {}", pl.reason),
+            ),
+        }
+    }
+
+    fn move_pages(
+        &mut self,
+        mv: &PageMove,
+        snapshot: &Snapshot,
+        report: &ApplyReport,
+        bucket: &mut TokenBucket,
+    ) -> Line {
+        let pid = mv.pid;
+        let mk = |action, detail: String| Line {
+            pid,
+            subject: Subject::Pages {
+                from: mv.from_node,
+                to: mv.to_node,
+                bytes: mv.bytes,
+            },
+            action,
+            detail,
+        };
+        if !self.config.migrate_pages {
+            return mk(Action::Skipped, "page migration disabled".into());
+        }
+        if self.protected(pid) {
+            return mk(Action::Skipped, "protected pid".into());
+        }
+        // Memory follows the CPUs: not where the placement was refused or failed.
+        if let Some(l) = report.placement(pid) {
+            if !matches!(
+                l.action,
+                Action::Done | Action::Unchanged | Action::DryRun | Action::LeftAlone
+            ) {
+                return mk(
+                    Action::Skipped,
+                    format!("its placement was not applied ({})", l.detail),
+                );
+            }
+        }
+        let Some(p) = snapshot.processes.iter().find(|p| p.pid == pid) else {
+            return mk(Action::Skipped, "not in the snapshot".into());
+        };
+        if let Err(l) = self.check_identity(p, &[]) {
+            return mk(l.action, l.detail);
+        }
+        let available = bucket.available().max(0.0) / 1e6;
+        if !bucket.try_take(mv.bytes) {
+            return mk(
+                Action::Deferred,
+                format!(
+                    "rate limit: {available:.1} MB of {:.1} MB/s budget left",
+                    self.config.migrate_mb_per_s
+                ),
+            );
+        }
+        if self.config.dry_run {
+            return mk(Action::DryRun, format!("would migrate: {}", mv.reason));
+        }
+        match self
+            .kernel
+            .migrate_pages(pid, &[mv.from_node], &[mv.to_node])
+        {
+            Ok(0) => mk(Action::Done, mv.reason.clone()),
+            Ok(left) => mk(
+                Action::Done,
+                format!("{}; {left} page(s) could not be moved", mv.reason),
+            ),
+            Err(e) if e.is_gone() => mk(Action::Gone, "exited".into()),
+            Err(e) => mk(Action::Failed, e.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::fake::{Call, FakeKernel, Fault};
+    use crate::apply::kernel::{ErrorKind, Op};
+    use crate::topology;
+
+    /// Two CPUs (0, 1), one node; processes 100.. with start time = pid.
+    fn snap(pids: &[u32]) -> Snapshot {
+        Snapshot {
+            topology: topology::machine("1n:1l:2c:1t").unwrap(),
+            processes: pids
+                .iter()
+                .map(|&pid| {
+                    let mut p = Process::new(pid, "t");
+                    p.start_time = pid as u64;
+                    p
+                })
+                .collect(),
+        }
+    }
+
+    fn plan(places: &[(u32, &[CpuId])]) -> Plan {
+        Plan::new(
+            "test",
+            places
+                .iter()
+                .map(|&(pid, cpus)| Placement {
+                    pid,
+                    cpus: cpus.to_vec(),
+                    nodes: vec![0],
+                    reason: "test".into(),
+                })
+                .collect(),
+        )
+    }
+
+    fn kernel(procs: &[(u32, u32)]) -> FakeKernel {
+        let k = FakeKernel::new(&[0, 1]);
+        for &(pid, threads) in procs {
+            k.add(pid, pid as u64, threads, &[0, 1]);
+        }
+        k
+    }
+
+    fn actuator(k: FakeKernel) -> Actuator<FakeKernel> {
+        Actuator::new(k, ActuatorConfig::default())
+    }
+
+    fn action(r: &ApplyReport, pid: u32) -> Action {
+        r.placement(pid).unwrap().action
+    }
+
+    #[test]
+    fn sets_every_thread_journals_and_restores() {
+        let mut a = actuator(kernel(&[(100, 3)]));
+        let r = a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        assert_eq!(action(&r, 100), Action::Done, "{r}");
+        for tid in 100..103 {
+            assert_eq!(a.kernel().affinity_of(100, tid), Some(vec![0]));
+        }
+        let e = a.journal().get(100, 100).unwrap();
+        assert_eq!(e.threads.len(), 3);
+        assert_eq!(e.original_of(101), &[0, 1]);
+        // A second pass changes nothing and keeps the originals.
+        let r = a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        assert_eq!(action(&r, 100), Action::Unchanged, "{r}");
+        assert_eq!(a.journal().get(100, 100).unwrap().original_of(100), &[0, 1]);
+        assert_eq!(
+            a.restore(100),
+            Restored::Done {
+                threads: 3,
+                foreign: 0
+            }
+        );
+        for tid in 100..103 {
+            assert_eq!(a.kernel().affinity_of(100, tid), Some(vec![0, 1]));
+        }
+    }
+
+    #[test]
+    fn threads_appearing_mid_pass_and_later_are_placed_and_restored() {
+        let mut a = actuator(kernel(&[(100, 2)]));
+        // Created while the first thread is being set: inherits the old affinity.
+        a.kernel()
+            .inject(Op::SetAffinity, 100, Fault::SpawnThread { tid: 150 });
+        let r = a.apply(&plan(&[(100, &[1])]), &snap(&[100]));
+        assert_eq!(action(&r, 100), Action::Done, "{r}");
+        assert_eq!(a.kernel().affinity_of(100, 150), Some(vec![1]), "{r}");
+        // Created between passes from a placed thread: inherits numasched's set; the
+        // next pass records the process's original for it, not the inherited set.
+        a.kernel()
+            .inject(Op::Identity, 100, Fault::SpawnThread { tid: 160 });
+        let r = a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        assert_eq!(action(&r, 100), Action::Done, "{r}");
+        let e = a.journal().get(100, 100).unwrap();
+        assert_eq!(e.original_of(160), &[0, 1]);
+        a.restore_all();
+        for tid in [100, 101, 150, 160] {
+            assert_eq!(a.kernel().affinity_of(100, tid), Some(vec![0, 1]));
+        }
+    }
+
+    #[test]
+    fn eperm_and_einval_fail_one_process_not_the_pass() {
+        let k = kernel(&[(100, 1), (200, 1), (300, 1)]);
+        k.inject_always(
+            Op::SetAffinity,
+            100,
+            Fault::Fail(ErrorKind::PermissionDenied),
+        );
+        // A cpuset that allows only CPU 1: the kernel answers EINVAL for CPU 0.
+        k.with_proc(200, |p| p.cpuset = Some(vec![1]));
+        let mut a = actuator(k);
+        let r = a.apply(
+            &plan(&[(100, &[0]), (200, &[0]), (300, &[0])]),
+            &snap(&[100, 200, 300]),
+        );
+        let l = r.placement(100).unwrap();
+        assert_eq!(l.action, Action::Failed);
+        assert!(
+            l.detail.contains("EPERM") && l.detail.contains("pid 100"),
+            "{l}"
+        );
+        let l = r.placement(200).unwrap();
+        assert_eq!(l.action, Action::Failed);
+        assert!(l.detail.contains("EINVAL"), "{l}");
+        assert_eq!(action(&r, 300), Action::Done);
+        assert_eq!(r.to_string().lines().count(), 3);
+        // The failed ones' threads are still where they were.
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1]));
+        assert_eq!(a.kernel().affinity_of(200, 200), Some(vec![0, 1]));
+    }
+
+    #[test]
+    fn processes_and_threads_exiting_mid_apply_are_normal() {
+        let k = kernel(&[(100, 1), (200, 3), (300, 1), (400, 1)]);
+        k.inject(Op::ListThreads, 100, Fault::Exit);
+        k.inject_after(Op::SetAffinity, 200, 1, Fault::EndThread { tid: 201 });
+        k.inject(Op::SetAffinity, 300, Fault::Exit);
+        k.inject(Op::Identity, 400, Fault::Exit);
+        let mut a = actuator(k);
+        let r = a.apply(
+            &plan(&[(100, &[0]), (200, &[0]), (300, &[0]), (400, &[0])]),
+            &snap(&[100, 200, 300, 400]),
+        );
+        assert_eq!(action(&r, 100), Action::Gone, "{r}");
+        assert_eq!(action(&r, 200), Action::Done, "{r}");
+        assert_eq!(action(&r, 300), Action::Unchanged, "{r}");
+        assert_eq!(action(&r, 400), Action::Gone, "{r}");
+        assert_eq!(r.count(Action::Failed), 0, "{r}");
+        assert_eq!(a.forget_gone(), vec![300]);
+    }
+
+    #[test]
+    fn pid_reuse_is_never_touched() {
+        let k = kernel(&[(100, 1)]);
+        k.inject(Op::Identity, 100, Fault::Reuse { start_time: 7 });
+        let mut a = actuator(k);
+        let r = a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        let l = r.placement(100).unwrap();
+        assert_eq!(l.action, Action::Skipped);
+        assert!(l.detail.contains("pid reused"), "{l}");
+        assert!(a.kernel().calls().is_empty());
+        assert!(a.journal().is_empty());
+
+        // Reuse after numasched placed the old process: its entry is dropped, and a
+        // restore does not touch the newcomer.
+        let mut a = actuator(kernel(&[(100, 1)]));
+        a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        a.kernel().remove(100);
+        a.kernel().add(100, 8, 1, &[1]);
+        let before = a.kernel().calls().len();
+        assert_eq!(a.restore(100), Restored::Reused);
+        assert_eq!(a.kernel().calls().len(), before);
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![1]));
+    }
+
+    #[test]
+    fn foreign_pins_are_kept() {
+        // The snapshot saw a pin to CPU 1; the plan wants CPU 0.
+        let mut s = snap(&[100, 200, 300]);
+        s.processes[0].allowed_cpus = Some(vec![1]);
+        let k = kernel(&[(100, 1), (200, 1), (300, 1)]);
+        k.with_proc(100, |p| p.threads.insert(100, vec![1]));
+        // Pinned after the snapshot was taken: only the live affinity says so.
+        k.with_proc(200, |p| p.threads.insert(200, vec![1]));
+        let mut a = actuator(k);
+        let r = a.apply(&plan(&[(100, &[0]), (200, &[0]), (300, &[1])]), &s);
+        for pid in [100, 200] {
+            let l = r.placement(pid).unwrap();
+            assert_eq!(l.action, Action::Refused, "{l}");
+            assert!(l.detail.contains("pinned by someone else"), "{l}");
+            assert_eq!(a.kernel().affinity_of(pid, pid), Some(vec![1]));
+        }
+        // Inside a pin is fine.
+        let r = a.apply(&plan(&[(100, &[1])]), &s);
+        assert_eq!(action(&r, 100), Action::Unchanged, "{r}");
+
+        // Numasched's own pin, seen by the next snapshot, is not foreign...
+        let mut s2 = snap(&[300]);
+        s2.processes[0].allowed_cpus = Some(vec![1]);
+        let r = a.apply(&plan(&[(300, &[0])]), &s2);
+        assert_eq!(action(&r, 300), Action::Done, "{r}");
+        // ...but a re-pin by someone else afterwards ends management.
+        a.kernel().set_affinity(300, 300, &[1]).unwrap();
+        let r = a.apply(&plan(&[(300, &[0])]), &snap(&[300]));
+        let l = r.placement(300).unwrap();
+        assert_eq!(l.action, Action::Refused, "{l}");
+        assert!(l.detail.contains("re-pinned"), "{l}");
+        assert!(a.journal().get(300, 300).is_none());
+        assert_eq!(a.kernel().affinity_of(300, 300), Some(vec![1]));
+    }
+
+    #[test]
+    fn protected_and_unknown_pids_are_skipped() {
+        let me = std::process::id();
+        let k = kernel(&[(1, 1), (me, 1), (500, 1), (600, 1)]);
+        let mut a = Actuator::new(
+            k,
+            ActuatorConfig {
+                exclude: vec![500],
+                ..ActuatorConfig::default()
+            },
+        );
+        a.kernel().with_proc(600, |p| p.kernel_thread = true);
+        let r = a.apply(
+            &plan(&[(1, &[0]), (me, &[0]), (500, &[0]), (600, &[0]), (700, &[0])]),
+            &snap(&[1, me, 500, 600]),
+        );
+        assert_eq!(r.count(Action::Skipped), 5, "{r}");
+        assert!(a.kernel().calls().is_empty());
+    }
+
+    #[test]
+    fn dry_run_changes_nothing() {
+        let k = kernel(&[(100, 2), (200, 1)]);
+        k.with_proc(100, |p| p.memory.insert(1, 10 << 20));
+        let mut a = Actuator::new(
+            k,
+            ActuatorConfig {
+                dry_run: true,
+                migrate_pages: true,
+                ..ActuatorConfig::default()
+            },
+        );
+        let mut p = plan(&[(100, &[0]), (200, &[0, 1])]);
+        p.page_moves.push(PageMove {
+            pid: 100,
+            from_node: 1,
+            to_node: 0,
+            bytes: 10 << 20,
+            reason: "follow".into(),
+        });
+        let r = a.apply_at(&p, &snap(&[100, 200]), 0.0);
+        assert!(r.dry_run);
+        assert_eq!(action(&r, 100), Action::DryRun, "{r}");
+        assert!(r.placement(100).unwrap().detail.contains("2 of 2"), "{r}");
+        assert_eq!(action(&r, 200), Action::Unchanged, "{r}");
+        assert_eq!(r.moves[0].action, Action::DryRun, "{r}");
+        assert!(a.kernel().calls().is_empty());
+        assert!(a.journal().is_empty());
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1]));
+    }
+
+    #[test]
+    fn page_moves_only_when_enabled_and_within_the_rate() {
+        let mv = |pid, mb: u64| PageMove {
+            pid,
+            from_node: 1,
+            to_node: 0,
+            bytes: mb * 1_000_000,
+            reason: "follow".into(),
+        };
+        let mut p = plan(&[(100, &[0]), (200, &[0])]);
+        p.page_moves = vec![mv(100, 30), mv(200, 30)];
+        let s = snap(&[100, 200]);
+
+        let mut off = actuator(kernel(&[(100, 1), (200, 1)]));
+        let r = off.apply_at(&p, &s, 0.0);
+        assert_eq!(r.moves[0].action, Action::Skipped);
+        assert!(r.moves[0].detail.contains("disabled"));
+        assert!(!off
+            .kernel()
+            .calls()
+            .iter()
+            .any(|c| matches!(c, Call::MigratePages { .. })));
+
+        // 10 MB/s, 40 MB burst: the first 30 MB move goes, the second waits.
+        let mut a = Actuator::new(
+            kernel(&[(100, 1), (200, 1)]),
+            ActuatorConfig {
+                migrate_pages: true,
+                migrate_mb_per_s: 10.0,
+                migrate_burst_mb: 40.0,
+                ..ActuatorConfig::default()
+            },
+        );
+        let migrations = |a: &Actuator<FakeKernel>| {
+            a.kernel()
+                .calls()
+                .into_iter()
+                .filter(|c| matches!(c, Call::MigratePages { .. }))
+                .count()
+        };
+        let r = a.apply_at(&p, &s, 100.0);
+        assert_eq!(r.moves[0].action, Action::Done, "{r}");
+        assert_eq!(r.moves[1].action, Action::Deferred, "{r}");
+        assert!(r.moves[1].detail.contains("rate limit"), "{r}");
+        assert_eq!(migrations(&a), 1);
+        // 1 s later: 10 + 10 = 20 MB, still short.
+        let r = a.apply_at(&p, &s, 101.0);
+        assert!(r.moves.iter().all(|m| m.action == Action::Deferred), "{r}");
+        assert_eq!(migrations(&a), 1);
+        // 2 s later still: 40 MB: one more 30 MB move, not two.
+        let r = a.apply_at(&p, &s, 103.0);
+        assert_eq!(r.moves[0].action, Action::Done, "{r}");
+        assert_eq!(r.moves[1].action, Action::Deferred, "{r}");
+        assert_eq!(migrations(&a), 2);
+
+        // A refused placement takes its page moves with it.
+        let mut s2 = s.clone();
+        s2.processes[0].allowed_cpus = Some(vec![1]);
+        let r = a.apply_at(&p, &s2, 1000.0);
+        assert_eq!(r.moves[0].action, Action::Skipped, "{r}");
+        assert!(r.moves[0].detail.contains("not applied"), "{r}");
+        assert_eq!(r.moves[1].action, Action::Done, "{r}");
+    }
+
+    #[test]
+    fn gone_page_moves_and_left_alone_placements() {
+        let k = kernel(&[(100, 1)]);
+        k.inject(Op::MigratePages, 100, Fault::Exit);
+        let mut a = Actuator::new(
+            k,
+            ActuatorConfig {
+                migrate_pages: true,
+                ..ActuatorConfig::default()
+            },
+        );
+        let mut p = plan(&[(100, &[])]);
+        p.page_moves.push(PageMove {
+            pid: 100,
+            from_node: 1,
+            to_node: 0,
+            bytes: 1,
+            reason: "x".into(),
+        });
+        let r = a.apply_at(&p, &snap(&[100]), 0.0);
+        assert_eq!(action(&r, 100), Action::LeftAlone, "{r}");
+        assert_eq!(r.moves[0].action, Action::Gone, "{r}");
+    }
+}

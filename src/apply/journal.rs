@@ -1,0 +1,161 @@
+//! What numasched changed, so it can be put back (SPEC §4).
+//!
+//! Before the first change to a process, the actuator records the original affinity of
+//! each of its threads here. Entries are keyed by pid and carry the start time: only
+//! one live process can hold a pid at a time, and one with a different start time is a
+//! different process that must never receive the old one's affinity. The journal is
+//! plain data (serde), so the daemon can persist it and undo after a crash; the kernel
+//! calls that undo it live in [`undo`](super::undo).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::topology::CpuId;
+
+/// What was changed on one process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// With the pid, the identity of the process the entry belongs to.
+    pub start_time: u64,
+    /// The affinity the process had before the first change (its first thread's),
+    /// given back to threads that appeared after numasched changed the process: they
+    /// inherited numasched's setting, not the original.
+    pub original: Vec<CpuId>,
+    /// Original affinity per thread id.
+    pub threads: BTreeMap<u32, Vec<CpuId>>,
+    /// The CPU set numasched last gave the process, to tell its own pin from one that
+    /// someone else set afterwards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<Vec<CpuId>>,
+}
+
+impl Entry {
+    /// What thread `tid` should be given back.
+    pub fn original_of(&self, tid: u32) -> &[CpuId] {
+        self.threads.get(&tid).unwrap_or(&self.original)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Journal {
+    entries: BTreeMap<u32, Entry>,
+}
+
+impl Journal {
+    pub fn new() -> Journal {
+        Journal::default()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        self.entries.keys().copied().collect()
+    }
+
+    /// The entry of `pid`, whatever its start time.
+    pub fn entry(&self, pid: u32) -> Option<&Entry> {
+        self.entries.get(&pid)
+    }
+
+    /// The entry of exactly this process: `None` for another holder of the pid.
+    pub fn get(&self, pid: u32, start_time: u64) -> Option<&Entry> {
+        self.entries
+            .get(&pid)
+            .filter(|e| e.start_time == start_time)
+    }
+
+    /// Starts remembering a process whose first thread's affinity is `original`. An
+    /// entry left by an earlier holder of the pid is dropped (that process is gone);
+    /// an entry for this very process is kept as it is.
+    pub fn begin(&mut self, pid: u32, start_time: u64, original: &[CpuId]) -> &mut Entry {
+        if self
+            .entries
+            .get(&pid)
+            .is_some_and(|e| e.start_time != start_time)
+        {
+            self.entries.remove(&pid);
+        }
+        self.entries.entry(pid).or_insert_with(|| Entry {
+            start_time,
+            original: original.to_vec(),
+            threads: BTreeMap::new(),
+            applied: None,
+        })
+    }
+
+    /// Records a thread's original affinity unless one is recorded already: the first
+    /// record is the original, later ones would be numasched's own setting.
+    pub fn remember_thread(&mut self, pid: u32, start_time: u64, tid: u32, original: &[CpuId]) {
+        if let Some(e) = self
+            .entries
+            .get_mut(&pid)
+            .filter(|e| e.start_time == start_time)
+        {
+            e.threads.entry(tid).or_insert_with(|| original.to_vec());
+        }
+    }
+
+    pub fn set_applied(&mut self, pid: u32, start_time: u64, cpus: &[CpuId]) {
+        if let Some(e) = self
+            .entries
+            .get_mut(&pid)
+            .filter(|e| e.start_time == start_time)
+        {
+            e.applied = Some(cpus.to_vec());
+        }
+    }
+
+    /// Forgets one thread (restored, or exited).
+    pub fn forget_thread(&mut self, pid: u32, tid: u32) {
+        if let Some(e) = self.entries.get_mut(&pid) {
+            e.threads.remove(&tid);
+        }
+    }
+
+    /// Forgets a process without restoring it.
+    pub fn forget(&mut self, pid: u32) -> Option<Entry> {
+        self.entries.remove(&pid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_record_wins_and_pid_reuse_starts_over() {
+        let mut j = Journal::new();
+        j.begin(10, 100, &[0, 1]);
+        j.remember_thread(10, 100, 10, &[0, 1]);
+        j.remember_thread(10, 100, 10, &[0]); // numasched's own setting: ignored
+        j.remember_thread(10, 999, 11, &[1]); // another process: ignored
+        let e = j.get(10, 100).unwrap();
+        assert_eq!(e.original_of(10), &[0, 1]);
+        assert_eq!(e.original_of(12), &[0, 1]);
+        assert!(!e.threads.contains_key(&11));
+        assert!(j.get(10, 999).is_none());
+
+        j.begin(10, 200, &[1]);
+        assert!(j.get(10, 100).is_none());
+        assert_eq!(j.get(10, 200).unwrap().original, vec![1]);
+        assert_eq!(j.len(), 1);
+    }
+
+    #[test]
+    fn round_trips_through_json() {
+        let mut j = Journal::new();
+        j.begin(10, 100, &[0, 1]);
+        j.remember_thread(10, 100, 11, &[1]);
+        j.set_applied(10, 100, &[0]);
+        let text = serde_json::to_string(&j).unwrap();
+        let back: Journal = serde_json::from_str(&text).unwrap();
+        assert_eq!(j, back);
+    }
+}

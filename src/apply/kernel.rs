@@ -1,0 +1,440 @@
+//! The seam between the actuator and the running kernel.
+//!
+//! Everything numasched does to the system goes through [`Kernel`]: a handful of calls,
+//! each a thin wrapper over one syscall or one /proc read, so that the actuator's
+//! decisions can be tested against [`FakeKernel`](super::fake::FakeKernel) with any
+//! fault injected between any two calls. [`LinuxKernel`] is the real thing.
+//!
+//! Errors say which operation on which pid/tid failed and sort the errno into what it
+//! means for the caller: [`ErrorKind::Gone`] (ESRCH/ENOENT, a normal event: processes
+//! exit at any moment), [`ErrorKind::PermissionDenied`], [`ErrorKind::Invalid`] (most
+//! often a cpuset that forbids every CPU asked for), or anything else.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::observe::ProcDir;
+use crate::topology::{CpuId, NodeId};
+
+/// Which kernel operation an error comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Op {
+    ListThreads,
+    Identity,
+    GetAffinity,
+    SetAffinity,
+    MigratePages,
+    MovePages,
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Op::ListThreads => "list threads",
+            Op::Identity => "read identity",
+            Op::GetAffinity => "sched_getaffinity",
+            Op::SetAffinity => "sched_setaffinity",
+            Op::MigratePages => "migrate_pages",
+            Op::MovePages => "move_pages",
+        })
+    }
+}
+
+/// What went wrong, in the terms the actuator acts on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ErrorKind {
+    /// ESRCH/ENOENT: the process or thread exited. Normal; never worth more than a note.
+    #[error("no such process (exited)")]
+    Gone,
+    /// EPERM: not allowed (capabilities, or another user's process without them).
+    #[error("permission denied (EPERM)")]
+    PermissionDenied,
+    /// EINVAL: e.g. the CPU set is empty after the kernel intersects it with the
+    /// process's cpuset, or names CPUs that do not exist.
+    #[error("invalid argument (EINVAL)")]
+    Invalid,
+    /// Anything else, as the OS or parser described it.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl ErrorKind {
+    pub fn from_errno(errno: i32) -> ErrorKind {
+        match errno {
+            libc::ESRCH | libc::ENOENT => ErrorKind::Gone,
+            libc::EPERM => ErrorKind::PermissionDenied,
+            libc::EINVAL => ErrorKind::Invalid,
+            e => ErrorKind::Other(io::Error::from_raw_os_error(e).to_string()),
+        }
+    }
+
+    pub fn from_io(err: &io::Error) -> ErrorKind {
+        match err.raw_os_error() {
+            Some(e) => ErrorKind::from_errno(e),
+            None if err.kind() == io::ErrorKind::NotFound => ErrorKind::Gone,
+            None if err.kind() == io::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
+            None => ErrorKind::Other(err.to_string()),
+        }
+    }
+}
+
+/// A failed kernel operation: which one, on what, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{op} on {}: {kind}", target(*pid, *tid))]
+pub struct KernelError {
+    pub op: Op,
+    pub pid: u32,
+    /// The thread, for per-thread operations.
+    pub tid: Option<u32>,
+    pub kind: ErrorKind,
+}
+
+fn target(pid: u32, tid: Option<u32>) -> String {
+    match tid {
+        Some(t) if t != pid => format!("pid {pid} tid {t}"),
+        _ => format!("pid {pid}"),
+    }
+}
+
+impl KernelError {
+    pub fn new(op: Op, pid: u32, tid: Option<u32>, kind: ErrorKind) -> KernelError {
+        KernelError { op, pid, tid, kind }
+    }
+
+    pub fn is_gone(&self) -> bool {
+        self.kind == ErrorKind::Gone
+    }
+}
+
+/// Who a pid is right now: enough to tell a process from a later one with the same pid
+/// and to keep away from kernel threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    /// Clock ticks after boot (`/proc/<pid>/stat` field 22).
+    pub start_time: u64,
+    pub kernel_thread: bool,
+}
+
+/// The operations the apply layer needs from the kernel. Methods take `&self`: the
+/// kernel is shared state either way, and fakes keep theirs behind a `RefCell`.
+pub trait Kernel {
+    /// The thread ids of a process, ascending.
+    fn threads(&self, pid: u32) -> Result<Vec<u32>, KernelError>;
+    /// Start time and kind, read right before acting to re-check identity.
+    fn identity(&self, pid: u32) -> Result<Identity, KernelError>;
+    /// The CPUs thread `tid` (of process `pid`, for errors) may run on, ascending.
+    fn affinity(&self, pid: u32, tid: u32) -> Result<Vec<CpuId>, KernelError>;
+    /// Restricts thread `tid` to `cpus` (non-empty).
+    fn set_affinity(&self, pid: u32, tid: u32, cpus: &[CpuId]) -> Result<(), KernelError>;
+    /// Moves all of the process's pages on `from` nodes to `to` nodes
+    /// (`migrate_pages(2)`); returns how many pages could not be moved.
+    fn migrate_pages(&self, pid: u32, from: &[NodeId], to: &[NodeId]) -> Result<u64, KernelError>;
+    /// Moves the pages at `addrs` (page-aligned addresses in the process) to `nodes[i]`
+    /// (`move_pages(2)`, `MPOL_MF_MOVE`); returns the per-page status (node or -errno).
+    fn move_pages(
+        &self,
+        pid: u32,
+        addrs: &[u64],
+        nodes: &[NodeId],
+    ) -> Result<Vec<i32>, KernelError>;
+}
+
+/// The real kernel. Thread listing and identity come from a procfs root that tests may
+/// redirect; affinity and migration are direct syscalls.
+#[derive(Debug, Clone)]
+pub struct LinuxKernel {
+    proc_root: PathBuf,
+}
+
+impl Default for LinuxKernel {
+    fn default() -> Self {
+        LinuxKernel::new()
+    }
+}
+
+/// Bits per `unsigned long`, the unit of the kernel's CPU and node masks.
+const WORD_BITS: usize = libc::c_ulong::BITS as usize;
+/// `MPOL_MF_MOVE` from include/uapi/linux/mempolicy.h: move pages mapped only by this
+/// process (moving shared pages, `MPOL_MF_MOVE_ALL`, needs CAP_SYS_NICE and disturbs
+/// other processes).
+const MPOL_MF_MOVE: libc::c_int = 1 << 1;
+/// Largest CPU mask tried when the kernel says a mask is too small (EINVAL):
+/// 64 Ki CPUs, far beyond any `CONFIG_NR_CPUS`.
+const MAX_MASK_WORDS: usize = (1 << 16) / WORD_BITS;
+
+fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// A bitmask of `ids` in kernel words; `None` if an id is absurdly large.
+fn mask_of(ids: &[u32], min_words: usize) -> Option<Vec<libc::c_ulong>> {
+    let max = ids.iter().copied().max().unwrap_or(0) as usize;
+    if max >= MAX_MASK_WORDS * WORD_BITS {
+        return None;
+    }
+    let mut words = vec![0 as libc::c_ulong; (max / WORD_BITS + 1).max(min_words)];
+    for &id in ids {
+        let id = id as usize;
+        words[id / WORD_BITS] |= 1 << (id % WORD_BITS);
+    }
+    Some(words)
+}
+
+fn ids_of(words: &[libc::c_ulong]) -> Vec<u32> {
+    let mut out = Vec::new();
+    for (w, &bits) in words.iter().enumerate() {
+        for b in 0..WORD_BITS {
+            if bits & (1 << b) != 0 {
+                out.push((w * WORD_BITS + b) as u32);
+            }
+        }
+    }
+    out
+}
+
+impl LinuxKernel {
+    pub fn new() -> LinuxKernel {
+        LinuxKernel::with_proc_root(Path::new("/proc"))
+    }
+
+    /// Reads threads and identity under `proc_root` instead of `/proc`.
+    pub fn with_proc_root(proc_root: &Path) -> LinuxKernel {
+        LinuxKernel {
+            proc_root: proc_root.to_path_buf(),
+        }
+    }
+}
+
+impl Kernel for LinuxKernel {
+    fn threads(&self, pid: u32) -> Result<Vec<u32>, KernelError> {
+        let err =
+            |e: &io::Error| KernelError::new(Op::ListThreads, pid, None, ErrorKind::from_io(e));
+        let dir = self.proc_root.join(pid.to_string()).join("task");
+        let mut tids = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(|e| err(&e))? {
+            let entry = entry.map_err(|e| err(&e))?;
+            if let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) {
+                tids.push(tid);
+            }
+        }
+        if tids.is_empty() {
+            // Every thread exited between opening and reading: the process is gone.
+            return Err(KernelError::new(
+                Op::ListThreads,
+                pid,
+                None,
+                ErrorKind::Gone,
+            ));
+        }
+        tids.sort_unstable();
+        Ok(tids)
+    }
+
+    fn identity(&self, pid: u32) -> Result<Identity, KernelError> {
+        let fail = |kind| KernelError::new(Op::Identity, pid, None, kind);
+        let other = |e: crate::observe::ObserveError| match e {
+            crate::observe::ObserveError::PermissionDenied { .. } => {
+                fail(ErrorKind::PermissionDenied)
+            }
+            e => fail(ErrorKind::Other(e.to_string())),
+        };
+        let dir = ProcDir::open(&self.proc_root, pid)
+            .map_err(other)?
+            .ok_or_else(|| fail(ErrorKind::Gone))?;
+        let stat = dir
+            .stat()
+            .map_err(other)?
+            .ok_or_else(|| fail(ErrorKind::Gone))?;
+        Ok(Identity {
+            start_time: stat.start_time,
+            kernel_thread: stat.is_kernel_thread(),
+        })
+    }
+
+    fn affinity(&self, pid: u32, tid: u32) -> Result<Vec<CpuId>, KernelError> {
+        let fail = |kind| KernelError::new(Op::GetAffinity, pid, Some(tid), kind);
+        let t = libc::pid_t::try_from(tid).map_err(|_| fail(ErrorKind::Invalid))?;
+        // The kernel refuses (EINVAL) a buffer smaller than its own mask
+        // (nr_cpu_ids bits, rounded up to words): grow until it fits.
+        let mut words = 16usize; // 1024 CPUs, glibc's cpu_set_t
+        loop {
+            let mut buf = vec![0 as libc::c_ulong; words];
+            let len = words * std::mem::size_of::<libc::c_ulong>();
+            // SAFETY: `buf` is a live, writable allocation of exactly `len` bytes; the
+            // kernel writes at most `len` bytes into it and returns how many it wrote.
+            let r = unsafe { libc::syscall(libc::SYS_sched_getaffinity, t, len, buf.as_mut_ptr()) };
+            if r >= 0 {
+                let written = (r as usize).min(len) / std::mem::size_of::<libc::c_ulong>();
+                buf.truncate(written);
+                return Ok(ids_of(&buf));
+            }
+            let e = errno();
+            if e == libc::EINVAL && words < MAX_MASK_WORDS {
+                words *= 2;
+                continue;
+            }
+            return Err(fail(ErrorKind::from_errno(e)));
+        }
+    }
+
+    fn set_affinity(&self, pid: u32, tid: u32, cpus: &[CpuId]) -> Result<(), KernelError> {
+        let fail = |kind| KernelError::new(Op::SetAffinity, pid, Some(tid), kind);
+        let t = libc::pid_t::try_from(tid).map_err(|_| fail(ErrorKind::Invalid))?;
+        if cpus.is_empty() {
+            return Err(fail(ErrorKind::Invalid));
+        }
+        let mask = mask_of(cpus, 1).ok_or_else(|| fail(ErrorKind::Invalid))?;
+        let len = mask.len() * std::mem::size_of::<libc::c_ulong>();
+        // SAFETY: `mask` is a live allocation of exactly `len` bytes that the kernel
+        // only reads.
+        let r = unsafe { libc::syscall(libc::SYS_sched_setaffinity, t, len, mask.as_ptr()) };
+        if r < 0 {
+            return Err(fail(ErrorKind::from_errno(errno())));
+        }
+        Ok(())
+    }
+
+    fn migrate_pages(&self, pid: u32, from: &[NodeId], to: &[NodeId]) -> Result<u64, KernelError> {
+        let fail = |kind| KernelError::new(Op::MigratePages, pid, None, kind);
+        let p = libc::pid_t::try_from(pid).map_err(|_| fail(ErrorKind::Invalid))?;
+        let words = mask_of(from, 1)
+            .zip(mask_of(to, 1))
+            .map(|(a, b)| a.len().max(b.len()))
+            .ok_or_else(|| fail(ErrorKind::Invalid))?;
+        let (old, new) = match (mask_of(from, words), mask_of(to, words)) {
+            (Some(a), Some(b)) => (a, b),
+            _ => return Err(fail(ErrorKind::Invalid)),
+        };
+        // The kernel reads `maxnode - 1` bits (a historical off-by-one in get_nodes),
+        // so one more than the bits we pass makes it read exactly our words.
+        let maxnode = (words * WORD_BITS + 1) as libc::c_ulong;
+        // SAFETY: `old` and `new` are live allocations of `words` unsigned longs each,
+        // which is all the kernel reads for this `maxnode`; it writes to neither.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_migrate_pages,
+                p,
+                maxnode,
+                old.as_ptr(),
+                new.as_ptr(),
+            )
+        };
+        if r < 0 {
+            return Err(fail(ErrorKind::from_errno(errno())));
+        }
+        Ok(r as u64)
+    }
+
+    fn move_pages(
+        &self,
+        pid: u32,
+        addrs: &[u64],
+        nodes: &[NodeId],
+    ) -> Result<Vec<i32>, KernelError> {
+        let fail = |kind| KernelError::new(Op::MovePages, pid, None, kind);
+        let p = libc::pid_t::try_from(pid).map_err(|_| fail(ErrorKind::Invalid))?;
+        if addrs.len() != nodes.len() {
+            return Err(fail(ErrorKind::Invalid));
+        }
+        let pages: Vec<*mut libc::c_void> = addrs.iter().map(|&a| a as usize as *mut _).collect();
+        let targets: Vec<libc::c_int> = nodes
+            .iter()
+            .map(|&n| libc::c_int::try_from(n))
+            .collect::<Result<_, _>>()
+            .map_err(|_| fail(ErrorKind::Invalid))?;
+        let mut status = vec![0 as libc::c_int; addrs.len()];
+        // SAFETY: `pages`, `targets` and `status` each hold exactly `addrs.len()`
+        // elements, the count passed; the kernel reads the first two and writes only
+        // `status`. The page addresses are interpreted in the target process's address
+        // space, never dereferenced in ours.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_move_pages,
+                p,
+                pages.len() as libc::c_ulong,
+                pages.as_ptr(),
+                targets.as_ptr(),
+                status.as_mut_ptr(),
+                MPOL_MF_MOVE,
+            )
+        };
+        if r < 0 {
+            return Err(fail(ErrorKind::from_errno(errno())));
+        }
+        Ok(status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_round_trip() {
+        let m = mask_of(&[0, 3, 64, 130], 1).unwrap();
+        assert_eq!(m.len(), 3);
+        assert_eq!(ids_of(&m), vec![0, 3, 64, 130]);
+        assert_eq!(mask_of(&[1], 4).unwrap().len(), 4);
+        assert!(mask_of(&[u32::MAX], 1).is_none());
+    }
+
+    #[test]
+    fn errnos_sort_into_kinds() {
+        assert_eq!(ErrorKind::from_errno(libc::ESRCH), ErrorKind::Gone);
+        assert_eq!(ErrorKind::from_errno(libc::ENOENT), ErrorKind::Gone);
+        assert_eq!(
+            ErrorKind::from_errno(libc::EPERM),
+            ErrorKind::PermissionDenied
+        );
+        assert_eq!(ErrorKind::from_errno(libc::EINVAL), ErrorKind::Invalid);
+        assert!(matches!(
+            ErrorKind::from_errno(libc::ENOMEM),
+            ErrorKind::Other(_)
+        ));
+        let e = KernelError::new(Op::SetAffinity, 5, Some(6), ErrorKind::Invalid);
+        assert_eq!(
+            e.to_string(),
+            "sched_setaffinity on pid 5 tid 6: invalid argument (EINVAL)"
+        );
+    }
+
+    #[test]
+    fn reads_own_affinity_and_identity() {
+        let k = LinuxKernel::new();
+        let me = std::process::id();
+        let cpus = k.affinity(me, me).unwrap();
+        assert!(!cpus.is_empty());
+        let tids = k.threads(me).unwrap();
+        assert!(tids.contains(&me));
+        let id = k.identity(me).unwrap();
+        assert!(!id.kernel_thread);
+        assert!(k.identity(u32::MAX >> 1).unwrap_err().is_gone());
+    }
+
+    #[test]
+    fn page_migration_syscalls_accept_our_masks() {
+        // Node 0 exists on every Linux machine: moving our own pages from it to it is
+        // a no-op that still exercises the mask layout the kernel reads.
+        let k = LinuxKernel::new();
+        let me = std::process::id();
+        match k.migrate_pages(me, &[0], &[0]) {
+            Ok(left) => assert_eq!(left, 0),
+            // Kernels built without CONFIG_NUMA.
+            Err(e) => assert!(matches!(e.kind, ErrorKind::Other(_)), "{e}"),
+        }
+        let page = Box::new([0u8; 4096]);
+        let addr = (page.as_ptr() as u64) & !4095;
+        if let Ok(status) = k.move_pages(me, &[addr], &[0]) {
+            assert_eq!(status.len(), 1);
+        }
+        assert_eq!(
+            k.move_pages(me, &[1], &[]).unwrap_err().kind,
+            ErrorKind::Invalid
+        );
+    }
+}

@@ -1,0 +1,49 @@
+//! Apply: the last stage of the pipeline and the only code that changes the system
+//! (SPEC §2, §4). Kept thin, and behind the [`Kernel`] trait so that every decision
+//! can be tested against a fake kernel with faults injected between any two calls.
+//!
+//! Safety rules, and where each is enforced:
+//!
+//! - **Never touch** pid 0, 1, 2 (kthreadd), numasched itself, configured exclusions,
+//!   or kernel threads ([`actuator`]).
+//! - **Identity is pid + start time.** The start time is re-read right before acting
+//!   and must match the snapshot's; the journal is keyed the same way, so nothing is
+//!   ever set or "restored" on a process that merely inherited a pid ([`actuator`],
+//!   [`undo`]). ESRCH/ENOENT mean "exited" and are reported as such, never as failures.
+//! - **Foreign pins are kept.** A plan outside a pin someone else set (the snapshot's
+//!   `allowed_cpus`, the live affinity before numasched's first change, the original
+//!   affinity after it) is refused; a process re-pinned by someone else after
+//!   numasched placed it is dropped from management and left as it is.
+//! - **Remember before changing.** Each thread's original affinity goes into the
+//!   [`journal`] before the first change; [`undo`] puts it back on request, on
+//!   shutdown, or when a process stops being managed. The journal is serde data so
+//!   it can be persisted for crash recovery.
+//! - **Every thread.** Affinity is per thread in Linux: every thread is set, threads
+//!   created during the pass are caught by re-listing, later ones inherit the set and
+//!   are re-checked on the next pass.
+//! - **Dry run** computes and reports what would change, and calls nothing that
+//!   changes anything (not even the journal).
+//! - **Rate-limited migration.** Page moves only when enabled, spending from a
+//!   [`bucket`] driven by a clock value the caller passes in.
+//! - **One failure is one line.** The [`report`] has a line per placement and per
+//!   page move; no single process can abort a pass.
+//!
+//! Modules: [`kernel`] (the trait, typed errors, the Linux implementation), [`fake`]
+//! (the programmable fake), [`journal`], [`undo`], [`bucket`], [`actuator`],
+//! [`report`].
+
+pub mod actuator;
+pub mod bucket;
+pub mod fake;
+pub mod journal;
+pub mod kernel;
+pub mod report;
+pub mod undo;
+
+pub use actuator::{Actuator, ActuatorConfig};
+pub use bucket::TokenBucket;
+pub use fake::{Call, FakeKernel, Fault};
+pub use journal::{Entry, Journal};
+pub use kernel::{ErrorKind, Identity, Kernel, KernelError, LinuxKernel, Op};
+pub use report::{Action, ApplyReport, Line, Subject};
+pub use undo::Restored;

@@ -1,0 +1,272 @@
+//! Putting back what the journal remembers: on exit, on SIGTERM/SIGINT, and when a
+//! process stops being managed (SPEC §4).
+//!
+//! Safety rules:
+//! - A journal entry is only ever applied to the process it was taken from: the start
+//!   time is re-read right before acting, and an entry whose pid now belongs to a
+//!   different process is dropped, never "restored" onto the newcomer.
+//! - A process or thread that exited is not an error (ESRCH/ENOENT): its entry is
+//!   simply forgotten.
+//! - A thread whose affinity is no longer inside the set numasched gave it was
+//!   re-pinned by someone else since, and keeps their choice.
+//! - Threads created after numasched changed the process inherited numasched's set;
+//!   they get the process's original affinity back too.
+//! - Failures other than "gone" keep the entry, so the caller can try again.
+
+use std::fmt;
+
+use super::journal::Journal;
+use super::kernel::{Kernel, KernelError};
+
+/// What restoring one process came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Restored {
+    /// Original affinity given back to `threads` threads; `foreign` threads had been
+    /// re-pinned by someone else and were left alone.
+    Done { threads: usize, foreign: usize },
+    /// The process exited; nothing to do.
+    Gone,
+    /// The pid belongs to another process now; the entry was dropped untouched.
+    Reused,
+    /// Nothing was journaled for this pid.
+    NotJournaled,
+    /// Some threads could not be restored; the entry is kept for another try.
+    Failed(Vec<KernelError>),
+}
+
+impl fmt::Display for Restored {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Restored::Done {
+                threads,
+                foreign: 0,
+            } => write!(f, "restored {threads} thread(s)"),
+            Restored::Done { threads, foreign } => write!(
+                f,
+                "restored {threads} thread(s), left {foreign} re-pinned by someone else"
+            ),
+            Restored::Gone => f.write_str("exited; forgotten"),
+            Restored::Reused => f.write_str("pid now belongs to another process; forgotten"),
+            Restored::NotJournaled => f.write_str("nothing to restore"),
+            Restored::Failed(errs) => {
+                write!(f, "restore failed ({} error(s))", errs.len())?;
+                if let Some(e) = errs.first() {
+                    write!(f, ": {e}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Gives `pid` back its original affinity and forgets it (see the module rules).
+pub fn restore<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal, pid: u32) -> Restored {
+    let Some(entry) = journal.entry(pid).cloned() else {
+        return Restored::NotJournaled;
+    };
+    match kernel.identity(pid) {
+        Ok(id) if id.start_time != entry.start_time => {
+            journal.forget(pid);
+            return Restored::Reused;
+        }
+        Ok(_) => {}
+        Err(e) if e.is_gone() => {
+            journal.forget(pid);
+            return Restored::Gone;
+        }
+        Err(e) => return Restored::Failed(vec![e]),
+    }
+    let tids = match kernel.threads(pid) {
+        Ok(t) => t,
+        Err(e) if e.is_gone() => {
+            journal.forget(pid);
+            return Restored::Gone;
+        }
+        Err(e) => return Restored::Failed(vec![e]),
+    };
+    let mut errors = Vec::new();
+    let (mut threads, mut foreign) = (0, 0);
+    for tid in tids {
+        if let Some(applied) = &entry.applied {
+            match kernel.affinity(pid, tid) {
+                Ok(now) if !now.iter().all(|c| applied.contains(c)) => {
+                    foreign += 1;
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) if e.is_gone() => continue,
+                Err(e) => {
+                    errors.push(e);
+                    continue;
+                }
+            }
+        }
+        match kernel.set_affinity(pid, tid, entry.original_of(tid)) {
+            Ok(()) => threads += 1,
+            Err(e) if e.is_gone() => {}
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        journal.forget(pid);
+        Restored::Done { threads, foreign }
+    } else {
+        Restored::Failed(errors)
+    }
+}
+
+/// Restores every journaled process, for shutdown; one result per pid.
+pub fn restore_all<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal) -> Vec<(u32, Restored)> {
+    journal
+        .pids()
+        .into_iter()
+        .map(|pid| (pid, restore(kernel, journal, pid)))
+        .collect()
+}
+
+/// Drops the entries of processes that exited or whose pid was reused, touching
+/// nothing; returns the pids dropped. Errors other than "gone" keep the entry.
+pub fn forget_gone<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal) -> Vec<u32> {
+    let mut dropped = Vec::new();
+    for pid in journal.pids() {
+        let stale = match (kernel.identity(pid), journal.entry(pid)) {
+            (Ok(id), Some(e)) => id.start_time != e.start_time,
+            (Err(e), _) => e.is_gone(),
+            (_, None) => false,
+        };
+        if stale {
+            journal.forget(pid);
+            dropped.push(pid);
+        }
+    }
+    dropped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::fake::{FakeKernel, Fault};
+    use crate::apply::kernel::{ErrorKind, Op};
+
+    /// A journal as the actuator leaves it after pinning `pid`'s threads to CPU 0.
+    fn pinned(k: &FakeKernel, pid: u32, start: u64, threads: u32) -> Journal {
+        let mut j = Journal::new();
+        pin(k, &mut j, pid, start, threads);
+        j
+    }
+
+    fn pin(k: &FakeKernel, j: &mut Journal, pid: u32, start: u64, threads: u32) {
+        j.begin(pid, start, &[0, 1]);
+        for tid in pid..pid + threads {
+            j.remember_thread(pid, start, tid, &[0, 1]);
+            k.set_affinity(pid, tid, &[0]).unwrap();
+        }
+        j.set_applied(pid, start, &[0]);
+    }
+
+    #[test]
+    fn restores_every_thread_including_late_ones() {
+        let k = FakeKernel::new(&[0, 1]);
+        k.add(10, 100, 2, &[0, 1]);
+        let mut j = pinned(&k, 10, 100, 2);
+        // A thread created after the change inherited CPU 0.
+        k.inject(Op::ListThreads, 10, Fault::SpawnThread { tid: 50 });
+        let r = restore(&k, &mut j, 10);
+        assert_eq!(
+            r,
+            Restored::Done {
+                threads: 3,
+                foreign: 0
+            }
+        );
+        for tid in [10, 11, 50] {
+            assert_eq!(k.affinity_of(10, tid), Some(vec![0, 1]), "tid {tid}");
+        }
+        assert!(j.is_empty());
+        assert_eq!(restore(&k, &mut j, 10), Restored::NotJournaled);
+    }
+
+    #[test]
+    fn never_restores_onto_a_reused_pid() {
+        let k = FakeKernel::new(&[0, 1]);
+        k.add(10, 100, 1, &[0, 1]);
+        let mut j = pinned(&k, 10, 100, 1);
+        k.remove(10);
+        k.add(10, 555, 1, &[1]);
+        let before = k.calls().len();
+        assert_eq!(restore(&k, &mut j, 10), Restored::Reused);
+        assert_eq!(k.calls().len(), before, "nothing set on the newcomer");
+        assert_eq!(k.affinity_of(10, 10), Some(vec![1]));
+        assert!(j.is_empty());
+    }
+
+    #[test]
+    fn gone_processes_and_threads_are_normal() {
+        let k = FakeKernel::new(&[0, 1]);
+        k.add(10, 100, 2, &[0, 1]);
+        k.add(20, 200, 1, &[0, 1]);
+        let mut j = pinned(&k, 10, 100, 2);
+        pin(&k, &mut j, 20, 200, 1);
+        // Thread 11 exits between listing and restoring; process 20 exits before.
+        k.inject(Op::SetAffinity, 10, Fault::EndThread { tid: 11 });
+        k.inject(Op::Identity, 20, Fault::Exit);
+        let all = restore_all(&k, &mut j);
+        assert_eq!(
+            all,
+            vec![
+                (
+                    10,
+                    Restored::Done {
+                        threads: 1,
+                        foreign: 0
+                    }
+                ),
+                (20, Restored::Gone)
+            ]
+        );
+        assert!(j.is_empty());
+    }
+
+    #[test]
+    fn failures_keep_the_entry_and_foreign_pins_are_left() {
+        let k = FakeKernel::new(&[0, 1]);
+        k.add(10, 100, 2, &[0, 1]);
+        let mut j = pinned(&k, 10, 100, 2);
+        k.inject(
+            Op::SetAffinity,
+            10,
+            Fault::Fail(ErrorKind::PermissionDenied),
+        );
+        let r = restore(&k, &mut j, 10);
+        assert!(matches!(&r, Restored::Failed(e) if e[0].kind == ErrorKind::PermissionDenied));
+        assert!(r.to_string().contains("EPERM"), "{r}");
+        assert_eq!(j.len(), 1);
+        // An administrator re-pins thread 11 to CPU 1; the retry leaves it there.
+        k.set_affinity(10, 11, &[1]).unwrap();
+        assert_eq!(
+            restore(&k, &mut j, 10),
+            Restored::Done {
+                threads: 1,
+                foreign: 1
+            }
+        );
+        assert_eq!(k.affinity_of(10, 11), Some(vec![1]));
+        assert_eq!(k.affinity_of(10, 10), Some(vec![0, 1]));
+    }
+
+    #[test]
+    fn forget_gone_drops_exited_and_reused_only() {
+        let k = FakeKernel::new(&[0, 1]);
+        let mut j = Journal::new();
+        for (pid, st) in [(10, 1), (20, 2), (30, 3)] {
+            k.add(pid, st, 1, &[0, 1]);
+            j.begin(pid, st, &[0, 1]);
+        }
+        k.remove(20);
+        k.remove(30);
+        k.add(30, 99, 1, &[0, 1]);
+        assert_eq!(forget_gone(&k, &mut j), vec![20, 30]);
+        assert_eq!(j.pids(), vec![10]);
+        assert!(k.calls().is_empty());
+    }
+}
