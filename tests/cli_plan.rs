@@ -1,20 +1,8 @@
 //! `numasched plan` end to end: the binary, a snapshot file, the output contract and
 //! the one-line errors.
 
-use std::process::Command;
-
-fn numasched(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_numasched"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run numasched");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::numasched;
 
 const WL9: &str = "examples/snapshots/wl9-all-on-node0.json";
 

@@ -2,19 +2,9 @@
 //! the JSON listing, one-line errors, and export/import round trips.
 
 use std::path::Path;
-use std::process::Command;
 
-fn numasched(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_numasched"))
-        .args(args)
-        .output()
-        .expect("run numasched");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::numasched;
 
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")

@@ -2,22 +2,11 @@
 //! the files `eval --out` writes, and one-line errors for bad input.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
-fn numasched(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_numasched"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run numasched");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::numasched;
 
 /// Runs `sim --json` and parses its output; fails on a non-zero exit.
 fn sim_json(args: &[&str]) -> Value {

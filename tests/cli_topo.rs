@@ -1,22 +1,10 @@
 //! `numasched topo` end to end: the JSON contract, sysfs fixtures, and one-line errors
 //! that name what is wrong.
 
-use std::process::Command;
-
 use serde_json::Value;
 
-fn numasched(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_numasched"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run numasched");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::numasched;
 
 fn topo_json(args: &[&str]) -> Value {
     let mut all = vec!["topo", "--json"];

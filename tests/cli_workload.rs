@@ -7,17 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn numasched(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_numasched"))
-        .args(args)
-        .output()
-        .expect("run numasched");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::numasched;
 
 fn lines(stdout: &str) -> Vec<Value> {
     stdout
