@@ -1,13 +1,17 @@
 //! numasched: NUMA- and cache-contention-aware placement of processes.
 //!
-//! The pipeline, one folder per stage: [`topology`] (the machine) → [`characterise`]
-//! (what each process does to the memory system) → [`policy`] (pure snapshot → plan) →
-//! apply; [`cli`] is the command line over all of it. [`workload`] is a test load to run
-//! under the scheduler, outside the pipeline.
+//! The pipeline, one folder per stage: [`topology`] (the machine) → [`observe`] (what
+//! /proc and the sensors say) → [`characterise`] (what each process does to the memory
+//! system) → [`policy`] (pure snapshot → plan) → [`apply`] (the only code that changes
+//! anything). [`daemon`] runs that pipeline every epoch on the live machine, [`sim`]
+//! runs the same policies on modelled machines, and [`cli`] is the command line over
+//! all of it. [`workload`] is a test load to run under the scheduler, outside the
+//! pipeline.
 
 pub mod apply;
 pub mod characterise;
 pub mod cli;
+pub mod daemon;
 pub mod observe;
 pub mod policy;
 pub mod sim;

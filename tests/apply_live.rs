@@ -5,77 +5,19 @@
 //! Needs CPUs 0 and 1; on a machine with fewer, each test prints why and passes.
 //! Every child is killed and reaped by a guard, even when an assertion fails.
 
+mod common;
+
 use std::cell::RefCell;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use numasched::apply::{
     Action, Actuator, ActuatorConfig, Identity, Kernel, KernelError, LinuxKernel, Restored,
 };
 use numasched::policy::plan::{Placement, Plan};
 use numasched::policy::snapshot::{Process, Snapshot};
-use numasched::topology::{self, cpulist, CpuId, NodeId};
+use numasched::topology::{self, CpuId, NodeId};
 
-/// Kills and reaps its child when dropped.
-struct Guard(Option<Child>);
-
-impl Guard {
-    fn spawn(cmd: &mut Command) -> Option<Guard> {
-        match cmd.stdin(Stdio::null()).stdout(Stdio::null()).spawn() {
-            Ok(c) => Some(Guard(Some(c))),
-            Err(e) => {
-                eprintln!("skipped: cannot start {cmd:?}: {e}");
-                None
-            }
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.0.as_ref().map(|c| c.id()).unwrap_or(0)
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Whether CPUs 0 and 1 are ours to use; prints why not.
-fn two_cpus() -> bool {
-    let me = std::process::id();
-    match LinuxKernel::new().affinity(me, me) {
-        Ok(cpus) if cpus.contains(&0) && cpus.contains(&1) => true,
-        Ok(cpus) => {
-            eprintln!(
-                "skipped: needs CPUs 0 and 1, this process may use {}",
-                cpulist::format(&cpus)
-            );
-            false
-        }
-        Err(e) => {
-            eprintln!("skipped: cannot read own affinity: {e}");
-            false
-        }
-    }
-}
-
-fn allowed_of(path: &str) -> Option<Vec<CpuId>> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let line = text.lines().find(|l| l.starts_with("Cpus_allowed_list:"))?;
-    cpulist::parse(line.split_once(':')?.1).ok()
-}
-
-fn allowed(pid: u32) -> Vec<CpuId> {
-    allowed_of(&format!("/proc/{pid}/status")).expect("child's status")
-}
+use common::live::{allowed, allowed_of, two_cpus, wait_for, Guard};
 
 fn task_allowed(pid: u32, tid: u32) -> Vec<CpuId> {
     allowed_of(&format!("/proc/{pid}/task/{tid}/status")).expect("thread's status")
@@ -83,18 +25,6 @@ fn task_allowed(pid: u32, tid: u32) -> Vec<CpuId> {
 
 fn tids(pid: u32) -> Vec<u32> {
     LinuxKernel::new().threads(pid).unwrap_or_default()
-}
-
-/// Polls until `f` holds, for at most 5 s.
-fn wait_for(mut f: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < until {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
 }
 
 /// A snapshot of the children as the scanner would describe them.

@@ -24,6 +24,7 @@ fn config(root: &Path) -> ScanConfig {
         exclude: HashSet::new(),
         read: ReadOptions::default(),
         ticks_per_second: TICKS,
+        ..ScanConfig::default()
     }
 }
 

@@ -272,6 +272,32 @@ impl<K: Kernel> Actuator<K> {
             };
         };
 
+        // A child forked after numasched narrowed its parent inherited numasched's
+        // set: that is not a pin of someone else's, and what it must get back is the
+        // parent's original affinity, not the set it inherited.
+        let inherited: Option<Vec<CpuId>> = if entry.is_none() {
+            p.parent
+                .and_then(|pp| self.journal.entry(pp))
+                .filter(|e| {
+                    e.applied
+                        .as_ref()
+                        .is_some_and(|a| sorted(a) == sorted(&main))
+                })
+                .map(|e| e.original.clone())
+        } else {
+            None
+        };
+        if let Some(orig) = &inherited {
+            if !subset(machine, orig) && !subset(&target, orig) {
+                return line(
+                    pid,
+                    &target,
+                    Action::Refused,
+                    format!("outside its parent's original pin {}", fmt(orig)),
+                );
+            }
+        }
+
         match &entry {
             Some(e) => {
                 if let Some(applied) = &e.applied {
@@ -298,6 +324,7 @@ impl<K: Kernel> Actuator<K> {
                     );
                 }
             }
+            None if inherited.is_some() => {}
             None => {
                 if !subset(machine, &main) && !subset(&target, &main) {
                     return line(
@@ -330,7 +357,11 @@ impl<K: Kernel> Actuator<K> {
         // Journal before the first change; threads new since an earlier pass
         // inherited numasched's set, so the process's original is theirs.
         let existed = entry.is_some();
-        let original = self.journal.begin(pid, start, &main).original.clone();
+        let original = self
+            .journal
+            .begin(pid, start, inherited.as_deref().unwrap_or(&main))
+            .original
+            .clone();
         let mut changed = 0;
         let mut seen: Vec<u32> = Vec::new();
         for round in 0..THREAD_ROUNDS {
@@ -353,7 +384,7 @@ impl<K: Kernel> Actuator<K> {
             for (tid, cur) in batch {
                 seen.push(tid);
                 let recorded = entry.as_ref().is_some_and(|e| e.threads.contains_key(&tid));
-                let orig = if round > 0 || (existed && !recorded) {
+                let orig = if round > 0 || (existed && !recorded) || inherited.is_some() {
                     &original
                 } else {
                     &cur
@@ -517,6 +548,41 @@ mod tests {
 
     fn action(r: &ApplyReport, pid: u32) -> Action {
         r.placement(pid).unwrap().action
+    }
+
+    #[test]
+    fn a_child_that_inherited_numascheds_set_gets_its_parents_original_back() {
+        let k = kernel(&[(100, 1)]);
+        let mut a = actuator(k);
+        let s = snap(&[100]);
+        assert_eq!(
+            action(&a.apply(&plan(&[(100, &[0])]), &s), 100),
+            Action::Done
+        );
+        // The parent forks after being narrowed to CPU 0: the child starts there.
+        a.kernel().add(101, 101, 1, &[0]);
+        let mut s = snap(&[100, 101]);
+        s.processes[1].parent = Some(100);
+        let r = a.apply(&plan(&[(100, &[0]), (101, &[1])]), &s);
+        assert_eq!(action(&r, 101), Action::Done, "not someone else's pin");
+        assert_eq!(a.kernel().affinity_of(101, 101), Some(vec![1]));
+        a.restore_all();
+        assert_eq!(a.kernel().affinity_of(101, 101), Some(vec![0, 1]));
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1]));
+    }
+
+    #[test]
+    fn a_child_narrowed_by_someone_else_is_still_pinned() {
+        let k = kernel(&[(100, 1)]);
+        let mut a = actuator(k);
+        a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        // taskset -c 1 on the child: not what numasched gave the parent.
+        a.kernel().add(101, 101, 1, &[1]);
+        let mut s = snap(&[100, 101]);
+        s.processes[1].parent = Some(100);
+        let r = a.apply(&plan(&[(100, &[0]), (101, &[0])]), &s);
+        assert_eq!(action(&r, 101), Action::Refused);
+        assert_eq!(a.kernel().affinity_of(101, 101), Some(vec![1]));
     }
 
     #[test]

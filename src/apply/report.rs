@@ -30,7 +30,8 @@ pub enum Action {
 }
 
 impl Action {
-    fn word(self) -> &'static str {
+    /// The word used in reports, logs and `status`.
+    pub fn word(self) -> &'static str {
         match self {
             Action::Done => "done",
             Action::Unchanged => "unchanged",

@@ -1,6 +1,7 @@
 //! How a process uses the memory system: its LLC pressure (MPKI) and how much it suffers
 //! away from its memory (NUMA penalty). Sensors feed this; policies only read it.
 
+pub mod live;
 pub mod regression;
 pub mod store;
 

@@ -592,26 +592,45 @@ impl Store {
         now: i64,
         params: &LearnParams,
     ) -> Result<Option<f64>, StoreError> {
+        self.observe_epochs(program, &[(cpi, ran_local_fraction)], now, params)
+    }
+
+    /// [`observe_epoch`](Self::observe_epoch) for several epochs of one program in one
+    /// transaction: the daemon buffers epochs and writes them in batches, because a
+    /// commit per process per second would make the store the daemon's main cost. All
+    /// epochs are checked before anything is written.
+    pub fn observe_epochs(
+        &mut self,
+        program: &str,
+        epochs: &[(f64, f64)],
+        now: i64,
+        params: &LearnParams,
+    ) -> Result<Option<f64>, StoreError> {
         check_program(program)?;
-        if !(cpi.is_finite() && cpi > 0.0) {
-            return Err(StoreError::Invalid {
-                field: "cpi".into(),
-                what: format!("{cpi} must be a finite number > 0"),
-            });
-        }
-        if !(0.0..=1.0).contains(&ran_local_fraction) {
-            return Err(StoreError::Invalid {
-                field: "ran_local_fraction".into(),
-                what: format!("{ran_local_fraction} must be a fraction in [0, 1]"),
-            });
+        for &(cpi, ran_local_fraction) in epochs {
+            if !(cpi.is_finite() && cpi > 0.0) {
+                return Err(StoreError::Invalid {
+                    field: "cpi".into(),
+                    what: format!("{cpi} must be a finite number > 0"),
+                });
+            }
+            if !(0.0..=1.0).contains(&ran_local_fraction) {
+                return Err(StoreError::Invalid {
+                    field: "ran_local_fraction".into(),
+                    what: format!("{ran_local_fraction} must be a fraction in [0, 1]"),
+                });
+            }
         }
         let path = self.path.clone();
         let e = |e| classify(&path, e);
         let tx = self.conn.transaction().map_err(e)?;
         let old = read_history(&tx, program).map_err(e)?.unwrap_or_default();
-        let Some(h) = old.observe(cpi, ran_local_fraction, params) else {
+        let h = epochs.iter().fold(old, |h, &(cpi, frac)| {
+            h.observe(cpi, frac, params).unwrap_or(h)
+        });
+        if h == old {
             return Ok(estimate_penalty(&old, params.min_samples));
-        };
+        }
         tx.execute(
             "INSERT OR REPLACE INTO numa_history \
              (program, local_n, local_sum, remote_n, remote_sum, updated) \

@@ -3,10 +3,14 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod daemon;
 pub mod eval;
+pub mod manage;
 pub mod plan;
 pub mod profile;
+pub mod run;
 pub mod sim;
+pub mod status;
 pub mod topo;
 
 #[derive(Debug, Parser)]
@@ -22,7 +26,13 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a placement policy on a snapshot and print the plan; changes nothing.
+    /// Manage this machine's processes every epoch until SIGTERM/SIGINT.
+    Daemon(daemon::DaemonArgs),
+    /// Start a command, manage it and its children, exit with its status.
+    Run(run::RunArgs),
+    /// Ask the running daemon what it manages and why.
+    Status(status::StatusArgs),
+    /// Plan for this machine now (or a saved snapshot) and print why; changes nothing.
     Plan(plan::PlanArgs),
     /// Show the machine model: this machine from sysfs, a preset or a spec string.
     Topo(topo::TopoArgs),
@@ -46,7 +56,7 @@ pub fn main() -> i32 {
         }
     };
     match run(cli) {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("numasched: {e:#}");
             1
@@ -54,13 +64,17 @@ pub fn main() -> i32 {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli) -> anyhow::Result<i32> {
+    let done = |r: anyhow::Result<()>| r.map(|()| 0);
     match cli.command {
-        Command::Plan(a) => plan::run(a),
-        Command::Topo(a) => topo::run(a),
-        Command::Sim(a) => sim::run(a),
-        Command::Eval(a) => eval::run(a),
-        Command::Profile(a) => profile::run(a),
-        Command::Workload(a) => crate::workload::run(a),
+        Command::Daemon(a) => done(daemon::run(a)),
+        Command::Run(a) => run::run(a),
+        Command::Status(a) => done(status::run(a)),
+        Command::Plan(a) => done(plan::run(a)),
+        Command::Topo(a) => done(topo::run(a)),
+        Command::Sim(a) => done(sim::run(a)),
+        Command::Eval(a) => done(eval::run(a)),
+        Command::Profile(a) => done(profile::run(a)),
+        Command::Workload(a) => done(crate::workload::run(a)),
     }
 }

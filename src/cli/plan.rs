@@ -1,12 +1,20 @@
-//! `numasched plan`: run a policy once and print the plan, changing nothing. With
-//! `--snapshot` it replays a saved snapshot, which is how bugs get reported and tests
-//! pin behaviour down.
+//! `numasched plan`: run a policy once and print the plan, changing nothing. Without
+//! `--snapshot` it observes the live machine (one pass of the daemon's pipeline, dry,
+//! writing nothing, not even the profile store) and says which sensors are missing;
+//! with `--snapshot` it replays a saved snapshot, which is how bugs get reported and
+//! tests pin behaviour down. `plan --json` of the live machine includes the snapshot,
+//! so the same decision can be replayed later.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
 
+use super::manage::SelectArgs;
+use crate::characterise::PenaltySource;
+use crate::daemon::build::{self, Use};
+use crate::daemon::config::parse_policy;
+use crate::daemon::{logging, service};
 use crate::policy::{self, Snapshot};
 use crate::sim::eval::{bridge, runner::Runner};
 use crate::sim::{self, ProfileSet};
@@ -14,28 +22,35 @@ use crate::topology::cpulist;
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// Snapshot to plan for (JSON: topology + processes).
+    /// Snapshot to plan for (JSON: topology + processes); without it, this machine now.
     #[arg(long, value_name = "FILE")]
-    pub snapshot: PathBuf,
-    /// Placement policy (any of `policy::NAMES`, or `oracle` to search with the
-    /// simulator's model as objective).
-    #[arg(long, default_value = "auto", value_name = "P")]
-    pub policy: String,
+    pub snapshot: Option<PathBuf>,
+    /// Placement policy (any of `policy::NAMES`, or `oracle` with --snapshot to search
+    /// with the simulator's model as objective) [default: auto].
+    #[arg(long, value_name = "P")]
+    pub policy: Option<String>,
     /// Print the plan as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Which live processes to plan for (ignored with --snapshot).
+    #[command(flatten)]
+    pub select: SelectArgs,
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<()> {
-    let snapshot = Snapshot::load(&args.snapshot)?;
+    let Some(path) = &args.snapshot else {
+        return live(&args);
+    };
+    let snapshot = Snapshot::load(path)?;
+    let name = args.policy.as_deref().unwrap_or("auto");
     // The oracle needs an objective: the simulator's model of this snapshot's machine,
     // with the built-in program profiles (unknown programs use their own MPKI and
     // penalty from the snapshot).
-    let policy = if args.policy == "oracle" {
+    let policy = if name == "oracle" {
         let params = sim::params_for(&snapshot.topology);
         Runner::new(bridge::time_model(params, ProfileSet::builtin(), None)).oracle()
     } else {
-        policy::by_name(&args.policy)?
+        policy::by_name(name)?
     };
     let plan = policy.plan(&snapshot);
     if args.json {
@@ -43,6 +58,72 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         println!("{text}");
         return Ok(());
     }
+    print_plan(&snapshot, &plan);
+    Ok(())
+}
+
+/// One dry pass of the live pipeline.
+fn live(args: &PlanArgs) -> anyhow::Result<()> {
+    let mut opts = args.select.options()?;
+    if let Some(p) = &args.policy {
+        if p == "oracle" {
+            anyhow::bail!("--policy oracle plans saved snapshots only (pass --snapshot FILE)");
+        }
+        opts.policy = parse_policy(p).map_err(anyhow::Error::msg)?;
+    }
+    opts.dry_run = true;
+    logging::init(opts.log_format);
+    let mut built = build::build(&opts, &args.select.roots(), None, Use::PlanOnly)?;
+    let rep = built
+        .engine
+        .epoch(0.0, service::unix_now())
+        .context("observing the processes")?;
+    let snapshot = rep.snapshot.unwrap_or_else(|| Snapshot {
+        topology: built.engine.topology().clone(),
+        processes: Vec::new(),
+    });
+    let plan = rep
+        .plan
+        .unwrap_or_else(|| crate::policy::Plan::new(&built.policy, Vec::new()));
+    let views = built.engine.views();
+    let uncharacterised: Vec<u32> = views
+        .iter()
+        .filter(|v| v.source == PenaltySource::Unknown)
+        .map(|v| v.pid)
+        .collect();
+    let missing = built.sensors.missing();
+    if args.json {
+        let out = serde_json::json!({
+            "sensors": built.sensors,
+            "missing_sensors": missing.iter().map(|(n, why)| serde_json::json!({"sensor": n, "why": why})).collect::<Vec<_>>(),
+            "uncharacterised": uncharacterised,
+            "processes": views,
+            "snapshot": snapshot,
+            "plan": plan,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).context("encoding the plan")?
+        );
+        return Ok(());
+    }
+    println!("{}", built.sensors.summary());
+    for (name, why) in &missing {
+        println!("missing sensor: {name} ({why})");
+    }
+    print_plan(&snapshot, &plan);
+    if !uncharacterised.is_empty() {
+        let pids: Vec<String> = uncharacterised.iter().map(u32::to_string).collect();
+        println!(
+            "not characterised (no counters, no profile; placed for locality only): {}",
+            pids.join(", ")
+        );
+    }
+    println!("dry run: nothing was changed");
+    Ok(())
+}
+
+fn print_plan(snapshot: &Snapshot, plan: &crate::policy::Plan) {
     println!(
         "policy {} on {} processes",
         plan.policy,
@@ -84,5 +165,4 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             if proven { "yes" } else { "no (bounded search)" }
         );
     }
-    Ok(())
 }

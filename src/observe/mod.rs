@@ -12,8 +12,11 @@
 //!   [`sched`] are the file parsers, [`error`] the path-carrying error type.
 //! - [`scan`]: a pass over all processes into a snapshot, with the previous pass kept
 //!   for CPU rates.
+//! - [`cache`]: what the scanner remembers of each process between passes, and when
+//!   a costly file must be read again; a steady-state pass reads little but stat.
 //! - [`counters`]: per-process hardware counter deltas behind a trait, for MPKI.
 //! - [`fakeproc`]: a fake procfs tree for tests and benchmarks.
+//! - [`resctrl`]: memory bandwidth per resctrl monitoring group (MBM), and per process.
 //!
 //! Which sensor feeds which snapshot field:
 //!
@@ -27,7 +30,7 @@
 //! | `memory_bytes`            | numa_maps `N<node>=` pages × `kernelpagesize_kB`            |
 //! | `mpki`                    | hardware counters ([`counters`]), when the CPU exposes them |
 //! | `numa_penalty`            | not observed: profile store, or regression on MPKI          |
-//! | `bandwidth_gbps`          | resctrl MBM (future), when mounted with monitoring          |
+//! | `bandwidth_gbps`          | resctrl MBM ([`resctrl`]), groups holding one process only  |
 //!
 //! NUMA hinting faults (`/proc/<pid>/sched`) are read into
 //! [`ProcInfo::numa_faults`](proc::ProcInfo::numa_faults): a sample of the nodes a
@@ -35,11 +38,13 @@
 //! them yet. The scanner leaves `mpki` empty: attaching counters is the daemon's
 //! decision, made per managed process.
 
+pub mod cache;
 pub mod counters;
 pub mod error;
 pub mod fakeproc;
 pub mod numa_maps;
 pub mod proc;
+pub mod resctrl;
 pub mod scan;
 pub mod sched;
 pub mod sensors;
@@ -48,6 +53,6 @@ pub mod status;
 pub use counters::{CounterError, CounterSample, CounterSource, PerfCounters};
 pub use error::ObserveError;
 pub use numa_maps::NumaMaps;
-pub use proc::{read_process, ProcDir, ProcInfo, ReadOptions, Stat};
+pub use proc::{read_process, Affinity, Memory, ProcDir, ProcInfo, ReadOptions, Stat};
 pub use scan::{Candidate, DemandBasis, Filter, Observation, ScanConfig, Scanner};
 pub use sensors::{Sensor, Sensors};

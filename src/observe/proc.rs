@@ -6,6 +6,10 @@
 //! ENOENT/ESRCH instead of silently describing the newcomer, so a [`ProcInfo`] never
 //! mixes two processes. "Gone" is an ordinary answer (`Ok(None)`), not an error: on a
 //! busy machine processes exit mid-scan all the time.
+//!
+//! The one exception, [`read_stat_by_path`], reads stat alone for a caller that knows
+//! the process by its start time already and checks it, and reads nothing else on
+//! the strength of it.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -140,6 +144,21 @@ pub struct ProcInfo {
 }
 
 impl ProcInfo {
+    /// Stat alone; the other parts empty until read.
+    pub fn from_stat(stat: Stat) -> ProcInfo {
+        ProcInfo {
+            rss_bytes: stat.rss_pages.saturating_mul(procfs::page_size()),
+            kernel_thread: stat.is_kernel_thread(),
+            stat,
+            threads: Vec::new(),
+            cpus_allowed: None,
+            mems_allowed: None,
+            numa_maps: None,
+            numa_faults: BTreeMap::new(),
+            denied: Vec::new(),
+        }
+    }
+
     pub fn pid(&self) -> u32 {
         self.stat.pid
     }
@@ -159,6 +178,26 @@ impl ProcInfo {
     pub fn tids(&self) -> Vec<u32> {
         self.threads.iter().map(|t| t.tid).collect()
     }
+}
+
+/// What status says about where a process may run: the part of [`ProcInfo`] that
+/// changes only when someone changes the process's affinity or cpuset.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Affinity {
+    pub cpus_allowed: Option<Vec<CpuId>>,
+    pub mems_allowed: Option<Vec<NodeId>>,
+    /// `Kthread: 1` (Linux 6.4+): a kernel thread the stat flags did not reveal.
+    pub kthread: bool,
+}
+
+/// What numa_maps and sched say: the costly part of [`ProcInfo`], which makes the
+/// kernel walk page tables.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Memory {
+    pub numa_maps: Option<NumaMaps>,
+    pub numa_faults: BTreeMap<NodeId, NumaFaults>,
+    /// See [`ProcInfo::denied`].
+    pub denied: Vec<PathBuf>,
 }
 
 /// Which of the costlier files to read. numa_maps makes the kernel walk the page tables
@@ -235,28 +274,7 @@ impl ProcDir {
                 }
             }
         };
-        // Not `read_to_end`: on a `File` it first asks fstat and lseek for a size hint,
-        // two extra syscalls per file that procfs answers with 0 anyway.
-        let mut buf = vec![0u8; 4096];
-        let mut len = 0;
-        loop {
-            if len == buf.len() {
-                buf.resize(buf.len() * 2, 0);
-            }
-            match file.read(&mut buf[len..]) {
-                Ok(0) => break,
-                Ok(n) => len += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    return match classify(&path, e) {
-                        IoOutcome::Gone => Ok(None),
-                        IoOutcome::Failed(e) => Err(e),
-                    }
-                }
-            }
-        }
-        buf.truncate(len);
-        Ok(Some(buf))
+        read_whole(&mut file, &path, name.ends_with("stat"))
     }
 
     /// Whether the process still exists, to tell "gone" from "file not provided by
@@ -344,6 +362,44 @@ impl ProcDir {
         Ok(Some(out))
     }
 
+    /// What status says about placement.
+    pub fn affinity(&self) -> Result<Option<Affinity>, ObserveError> {
+        Ok(self.status()?.map(|s| Affinity {
+            cpus_allowed: s.cpus_allowed,
+            mems_allowed: s.mems_allowed,
+            kthread: s.kthread == Some(true),
+        }))
+    }
+
+    /// The live threads, without the task directory when stat already describes the
+    /// only one (see [`sole_thread`]).
+    pub fn live_threads(&self, stat: &Stat) -> Result<Option<Vec<ThreadStat>>, ObserveError> {
+        match sole_thread(stat) {
+            Some(t) => Ok(Some(vec![t])),
+            None => self.threads(),
+        }
+    }
+
+    /// numa_maps and sched, as far as `opts` asks. Permission is refused per file, so
+    /// an unreadable one says nothing about the rest of the process: it is recorded
+    /// in [`Memory::denied`] and the process is still described.
+    pub fn memory(&self, opts: &ReadOptions) -> Result<Option<Memory>, ObserveError> {
+        let mut m = Memory::default();
+        if opts.numa_maps {
+            let Some(maps) = permitted(self.numa_maps(), &mut m.denied)? else {
+                return Ok(None);
+            };
+            m.numa_maps = maps;
+        }
+        if opts.sched {
+            let Some(faults) = permitted(self.numa_faults(), &mut m.denied)? else {
+                return Ok(None);
+            };
+            m.numa_faults = faults.unwrap_or_default();
+        }
+        Ok(Some(m))
+    }
+
     /// Reads the rest of a process whose stat is already known. Kernel threads get
     /// nothing more: nothing about them is ever used.
     pub fn read_rest(
@@ -351,73 +407,155 @@ impl ProcDir {
         stat: Stat,
         opts: &ReadOptions,
     ) -> Result<Option<ProcInfo>, ObserveError> {
-        let kernel_thread = stat.is_kernel_thread();
-        let mut info = ProcInfo {
-            rss_bytes: stat.rss_pages.saturating_mul(procfs::page_size()),
-            stat,
-            kernel_thread,
-            threads: Vec::new(),
-            cpus_allowed: None,
-            mems_allowed: None,
-            numa_maps: None,
-            numa_faults: BTreeMap::new(),
-            denied: Vec::new(),
+        assemble(stat, opts, &mut Fresh(self))
+    }
+}
+
+/// The main thread as stat describes it, when it is the only one: the task directory
+/// would repeat it at the cost of five syscalls, for the most common kind of process.
+/// (A leader that exited before its last thread shows as a zombie and is read fully.)
+pub fn sole_thread(stat: &Stat) -> Option<ThreadStat> {
+    (stat.num_threads == 1 && stat.state != 'Z').then_some(ThreadStat {
+        tid: stat.pid,
+        cpu_ticks: stat.cpu_ticks,
+        processor: stat.processor,
+    })
+}
+
+/// An optional file's answer: `Ok(None)` if the process is gone, `Some(None)` if
+/// reading it was refused (the path is added to `denied`).
+fn permitted<T>(
+    read: Result<Option<T>, ObserveError>,
+    denied: &mut Vec<PathBuf>,
+) -> Result<Option<Option<T>>, ObserveError> {
+    match read {
+        Ok(v) => Ok(v.map(Some)),
+        Err(ObserveError::PermissionDenied { path }) => {
+            denied.push(path);
+            Ok(Some(None))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Where the parts of a [`ProcInfo`] come from: the files themselves ([`Fresh`]), or
+/// the scanner's earlier reads where they are still good enough (`cache`). `Ok(None)`
+/// from any of them means the process is gone.
+pub(crate) trait Source {
+    fn affinity(&mut self, stat: &Stat) -> Result<Option<Affinity>, ObserveError>;
+    fn threads(&mut self, stat: &Stat) -> Result<Option<Vec<ThreadStat>>, ObserveError>;
+    fn memory(&mut self, stat: &Stat, opts: &ReadOptions) -> Result<Option<Memory>, ObserveError>;
+}
+
+/// Every part read from its file.
+pub(crate) struct Fresh<'a>(pub &'a ProcDir);
+
+impl Source for Fresh<'_> {
+    fn affinity(&mut self, _: &Stat) -> Result<Option<Affinity>, ObserveError> {
+        self.0.affinity()
+    }
+    fn threads(&mut self, stat: &Stat) -> Result<Option<Vec<ThreadStat>>, ObserveError> {
+        self.0.live_threads(stat)
+    }
+    fn memory(&mut self, _: &Stat, opts: &ReadOptions) -> Result<Option<Memory>, ObserveError> {
+        self.0.memory(opts)
+    }
+}
+
+/// One process from its stat and the parts `opts` asks for, in the order that lets a
+/// kernel thread stop early (status can reveal one the stat flags did not).
+pub(crate) fn assemble(
+    stat: Stat,
+    opts: &ReadOptions,
+    src: &mut impl Source,
+) -> Result<Option<ProcInfo>, ObserveError> {
+    let mut info = ProcInfo::from_stat(stat);
+    if info.kernel_thread {
+        return Ok(Some(info));
+    }
+    if opts.status {
+        let Some(a) = src.affinity(&info.stat)? else {
+            return Ok(None);
         };
-        if kernel_thread {
+        if a.kthread {
+            info.kernel_thread = true;
             return Ok(Some(info));
         }
-        macro_rules! or_gone {
-            ($e:expr) => {
-                match $e? {
-                    Some(v) => v,
-                    None => return Ok(None),
-                }
-            };
+        info.cpus_allowed = a.cpus_allowed;
+        info.mems_allowed = a.mems_allowed;
+    }
+    if opts.threads {
+        let Some(t) = src.threads(&info.stat)? else {
+            return Ok(None);
+        };
+        info.threads = t;
+    }
+    if opts.numa_maps || opts.sched {
+        let Some(m) = src.memory(&info.stat, opts)? else {
+            return Ok(None);
+        };
+        info.numa_maps = m.numa_maps;
+        info.numa_faults = m.numa_faults;
+        info.denied = m.denied;
+    }
+    Ok(Some(info))
+}
+
+/// Reads an open procfs file whole; `Ok(None)` if its process is gone.
+///
+/// Not `read_to_end`: on a `File` it first asks fstat and lseek for a size hint, two
+/// extra syscalls per file that procfs answers with 0 anyway. A `stat` file
+/// (`one_line`) is one line printed in one go (`single_open`), so a read that stops
+/// short of the buffer after its newline got all of it, and the read that would only
+/// confirm the end is skipped: one of the four syscalls a stat file took, and most
+/// files a pass reads are stat files.
+fn read_whole(
+    file: &mut std::fs::File,
+    path: &Path,
+    one_line: bool,
+) -> Result<Option<Vec<u8>>, ObserveError> {
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
         }
-        if opts.status {
-            let s = or_gone!(self.status());
-            if s.kthread == Some(true) {
-                info.kernel_thread = true;
-                return Ok(Some(info));
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return match classify(path, e) {
+                    IoOutcome::Gone => Ok(None),
+                    IoOutcome::Failed(e) => Err(e),
+                }
             }
-            info.cpus_allowed = s.cpus_allowed;
-            info.mems_allowed = s.mems_allowed;
         }
-        if opts.threads {
-            info.threads = if info.stat.num_threads == 1 && info.stat.state != 'Z' {
-                // The only thread is the main one (tid = pid) and stat already said
-                // where it ran: the task directory would repeat it at the cost of
-                // five syscalls, for the most common kind of process. (A leader that
-                // exited before its last thread shows as a zombie and is read fully.)
-                vec![ThreadStat {
-                    tid: info.stat.pid,
-                    cpu_ticks: info.stat.cpu_ticks,
-                    processor: info.stat.processor,
-                }]
-            } else {
-                or_gone!(self.threads())
-            };
+        if one_line && len < buf.len() && buf[..len].ends_with(b"\n") {
+            break;
         }
-        // Permission is refused per file, so an unreadable optional file says nothing
-        // about the rest of the process.
-        macro_rules! optional {
-            ($e:expr) => {
-                match $e {
-                    Err(ObserveError::PermissionDenied { path }) => {
-                        info.denied.push(path);
-                        None
-                    }
-                    other => Some(or_gone!(other)),
-                }
-            };
+    }
+    buf.truncate(len);
+    Ok(Some(buf))
+}
+
+/// A process's stat read by path, without a [`ProcDir`] handle: one open and one
+/// close fewer, for a process the caller already knows by its start time. Nothing
+/// else may be read on the strength of it: by then the pid could name a newcomer.
+pub fn read_stat_by_path(proc_root: &Path, pid: u32) -> Result<Option<Stat>, ObserveError> {
+    let path = proc_root.join(pid.to_string()).join("stat");
+    let mut file = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            return match classify(&path, e) {
+                IoOutcome::Gone => Ok(None),
+                IoOutcome::Failed(e) => Err(e),
+            }
         }
-        if opts.numa_maps {
-            info.numa_maps = optional!(self.numa_maps());
-        }
-        if opts.sched {
-            info.numa_faults = optional!(self.numa_faults()).unwrap_or_default();
-        }
-        Ok(Some(info))
+    };
+    match read_whole(&mut file, &path, true)? {
+        Some(bytes) => parse_stat(&bytes, &path).map(Some),
+        None => Ok(None),
     }
 }
 

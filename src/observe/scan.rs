@@ -1,17 +1,19 @@
 //! One observation pass over a procfs tree, producing the [`Snapshot`] policies consume.
 //!
-//! The [`Scanner`] keeps the previous pass's CPU times so that `cpu_demand` is a rate
-//! over the last interval. Per process, stat is read first (cheap): kernel threads,
-//! excluded pids and processes the filter rejects stop there, before the costly
-//! numa_maps. A process that vanishes at any step is counted and left out; a process
-//! whose files cannot be read or parsed is left out and its error kept in
-//! [`Observation::problems`]; neither stops the pass.
+//! The [`Scanner`] keeps what earlier passes read: the CPU times, so that `cpu_demand`
+//! is a rate over the last interval, and the costly files, so that a pass re-reads
+//! only what may have changed ([`cache`](super::cache) says when). Per process, stat is
+//! read first (cheap): kernel threads, excluded pids and processes the filter rejects
+//! stop there, before the costly numa_maps. A process that vanishes at any step is
+//! counted and left out; a process whose files cannot be read or parsed is left out
+//! and its error kept in [`Observation::problems`]; neither stops the pass.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use super::cache::{Cache, Cached, Entry, Tally};
 use super::error::ObserveError;
-use super::proc::{ProcDir, ProcInfo, ReadOptions, Stat};
+use super::proc::{assemble, read_stat_by_path, ProcDir, ProcInfo, ReadOptions, Stat};
 use crate::policy::{Process, Snapshot};
 use crate::topology::{CpuId, Topology};
 
@@ -27,6 +29,14 @@ pub struct Candidate<'a> {
 /// The daemon's process filter (min CPU, min RSS, name patterns); `true` keeps it.
 pub type Filter = Box<dyn Fn(&Candidate<'_>) -> bool + Send + Sync>;
 
+/// What to read and how long earlier reads stay good.
+///
+/// The `*_max_age` fields count passes: a part read in pass *n* is reused up to pass
+/// *n + age − 1* and read again in pass *n + age* at the latest (a first read comes
+/// due sooner, to spread re-reads over passes), so 1 (and 0, taken as 1) reads it
+/// every pass, as scanners did before they remembered anything. Larger ages make a
+/// steady-state pass cheaper at the price of data up to that many passes old in the
+/// cases stat cannot reveal (see [`cache`](super::cache)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScanConfig {
     pub proc_root: PathBuf,
@@ -35,6 +45,29 @@ pub struct ScanConfig {
     pub read: ReadOptions,
     /// USER_HZ, the unit of CPU times and start times in stat.
     pub ticks_per_second: u64,
+    /// status (allowed CPUs and nodes). Default 5: reading it costs about 1.4 stat
+    /// reads, which every pass would nearly double the cost of an idle process; a
+    /// foreign pin is still seen within 5 passes, at once if the process runs.
+    pub status_max_age: u32,
+    /// `task/*/stat` of a multi-threaded process that used no CPU tick and kept its
+    /// thread count since the read (a busy one is read every pass). Default 30: the
+    /// test is cumulative, so only threads that ran under 10 ms in all those passes
+    /// go unseen, while re-reading idle ones every 5 passes cost 40 % of a
+    /// steady-state pass.
+    pub threads_max_age: u32,
+    /// numa_maps and sched, the costliest files. Default 10: memory placement moves
+    /// slowly unless RSS does, which `numa_maps_rss_change_pct` catches.
+    pub numa_maps_max_age: u32,
+    /// Read numa_maps again as soon as RSS moved by more than this percentage of what
+    /// it was at the last read (0: any change). Default 10.
+    pub numa_maps_rss_change_pct: u32,
+    /// A process that used no CPU tick since a part was read keeps that part this
+    /// many times longer (status and numa_maps; 1 = no extension). Default 6. An idle
+    /// process moves no memory of its own and its placement costs nothing while it
+    /// sleeps; a pin someone sets on it meanwhile is still caught by the apply layer,
+    /// which reads the live affinity before every change. The saving is most of the
+    /// daemon's cost on a machine of mostly idle processes.
+    pub idle_age_factor: u32,
 }
 
 impl Default for ScanConfig {
@@ -44,7 +77,24 @@ impl Default for ScanConfig {
             exclude: HashSet::from([std::process::id()]),
             read: ReadOptions::default(),
             ticks_per_second: procfs::ticks_per_second().max(1),
+            status_max_age: 5,
+            threads_max_age: 30,
+            numa_maps_max_age: 10,
+            numa_maps_rss_change_pct: 10,
+            idle_age_factor: 6,
         }
+    }
+}
+
+impl ScanConfig {
+    /// Reads every file every pass (ages of 1): no result depends on an earlier pass
+    /// except `cpu_demand`.
+    pub fn every_pass(mut self) -> ScanConfig {
+        self.status_max_age = 1;
+        self.threads_max_age = 1;
+        self.numa_maps_max_age = 1;
+        self.idle_age_factor = 1;
+        self
     }
 }
 
@@ -77,18 +127,42 @@ pub struct Observation {
     /// Left out by the exclusion list or the filter, or pinned entirely outside the
     /// topology's CPUs (nothing to plan).
     pub excluded: usize,
+    /// Costly file groups (status; `task/*/stat`; numa_maps with sched) read in this
+    /// pass, and those taken from earlier passes instead: how much the cache saved.
+    pub costly_reads: usize,
+    pub reused: usize,
     /// Seconds since boot at the time of the pass (`<proc>/uptime`).
     pub uptime: f64,
     pub demand_basis: DemandBasis,
 }
 
-/// Holds what one pass needs from the previous one.
+/// Holds what one pass needs from the earlier ones.
 pub struct Scanner {
     config: ScanConfig,
     filter: Option<Filter>,
-    /// (pid, start time) → CPU ticks at the previous pass.
-    previous: HashMap<(u32, u64), u64>,
+    /// The processes the previous pass saw.
+    cache: Cache,
     previous_uptime: Option<f64>,
+    /// Passes so far: the clock the cache's ages are counted on.
+    pass: u64,
+}
+
+/// What a pass knows before it looks at any process.
+struct PassContext<'a> {
+    topology: &'a Topology,
+    machine: Vec<CpuId>,
+    uptime: f64,
+    basis: DemandBasis,
+    tps: f64,
+}
+
+/// What became of one listed pid.
+enum Outcome {
+    Kept(Box<(Process, ProcInfo)>),
+    Vanished,
+    Problem(ObserveError),
+    KernelThread,
+    Excluded,
 }
 
 impl Scanner {
@@ -96,8 +170,9 @@ impl Scanner {
         Scanner {
             config,
             filter: None,
-            previous: HashMap::new(),
+            cache: Cache::default(),
             previous_uptime: None,
+            pass: 0,
         }
     }
 
@@ -110,104 +185,239 @@ impl Scanner {
         &self.config
     }
 
+    /// Makes the next pass read everything about `pid` afresh. For whoever changed
+    /// its affinity or moved its memory: stat shows neither (RSS stays the same), so
+    /// the remembered status and numa_maps would otherwise stand until they age out.
+    pub fn invalidate(&mut self, pid: u32) {
+        self.cache.invalidate(pid);
+    }
+
+    /// Processes remembered from the last pass.
+    #[cfg(test)]
+    pub(crate) fn cached(&self) -> usize {
+        self.cache.len()
+    }
+
     /// One pass. Fails only if the procfs root itself cannot be read.
     pub fn scan(&mut self, topology: &Topology) -> Result<Observation, ObserveError> {
         let root = &self.config.proc_root;
         let uptime = read_uptime(root)?;
         let pids = list_pids(root)?;
-        let tps = self.config.ticks_per_second.max(1) as f64;
         let basis = match self.previous_uptime {
             Some(prev) => DemandBasis::Interval((uptime - prev).max(0.0)),
             None => DemandBasis::Lifetime,
         };
-        let mut obs = Observation {
-            snapshot: Snapshot {
-                topology: topology.clone(),
-                processes: Vec::new(),
-            },
-            details: Vec::new(),
-            problems: Vec::new(),
-            incomplete: 0,
-            vanished: 0,
-            kernel_threads: 0,
-            excluded: 0,
+        let ctx = PassContext {
+            topology,
+            machine: topology.cpus().iter().map(|c| c.id).collect(),
             uptime,
-            demand_basis: basis,
+            basis,
+            tps: self.config.ticks_per_second.max(1) as f64,
         };
-        let mut seen = HashMap::with_capacity(self.previous.len().max(pids.len()));
-        let machine: Vec<CpuId> = topology.cpus().iter().map(|c| c.id).collect();
-
+        let mut obs = empty_observation(topology, uptime, basis);
+        self.pass += 1;
+        let mut old = std::mem::take(&mut self.cache);
+        let mut next = Cache::with_capacity(old.len().max(pids.len()));
+        let mut tally = Tally::default();
         for pid in pids {
-            if self.config.exclude.contains(&pid) {
-                obs.excluded += 1;
-                continue;
-            }
-            let step = (|| {
-                let Some(dir) = ProcDir::open(root, pid)? else {
-                    return Ok(None);
-                };
-                let Some(stat) = dir.stat()? else {
-                    return Ok(None);
-                };
-                Ok(Some((dir, stat)))
-            })();
-            let (dir, stat) = match step {
-                Ok(Some(v)) => v,
-                Ok(None) => {
-                    obs.vanished += 1;
-                    continue;
-                }
-                Err(e) => {
-                    obs.problems.push(e);
-                    continue;
-                }
-            };
-            if stat.is_kernel_thread() {
-                obs.kernel_threads += 1;
-                continue;
-            }
-            let key = (pid, stat.start_time);
-            let demand = demand(&stat, self.previous.get(&key).copied(), basis, uptime, tps);
-            seen.insert(key, stat.cpu_ticks);
-            let rss_bytes = stat.rss_pages.saturating_mul(procfs::page_size());
-            if let Some(f) = &self.filter {
-                let c = Candidate {
-                    stat: &stat,
-                    cpu_demand: demand,
-                    rss_bytes,
-                };
-                if !f(&c) {
-                    obs.excluded += 1;
-                    continue;
-                }
-            }
-            let info = match dir.read_rest(stat, &self.config.read) {
-                Ok(Some(info)) => info,
-                Ok(None) => {
-                    obs.vanished += 1;
-                    continue;
-                }
-                Err(e) => {
-                    obs.problems.push(e);
-                    continue;
-                }
-            };
-            if info.kernel_thread {
-                obs.kernel_threads += 1;
-                continue;
-            }
-            match to_process(&info, demand, topology, &machine) {
-                Some(p) => {
+            match self.observe(pid, &ctx, &mut old, &mut next, &mut tally) {
+                Outcome::Kept(b) => {
+                    let (p, info) = *b;
                     obs.incomplete += usize::from(!info.denied.is_empty());
                     obs.snapshot.processes.push(p);
                     obs.details.push(info);
                 }
-                None => obs.excluded += 1,
+                Outcome::Vanished => obs.vanished += 1,
+                Outcome::Problem(e) => obs.problems.push(e),
+                Outcome::KernelThread => obs.kernel_threads += 1,
+                Outcome::Excluded => obs.excluded += 1,
             }
         }
-        self.previous = seen;
+        // Whatever was not carried over exited (or was not seen): forgotten here.
+        self.cache = next;
         self.previous_uptime = Some(uptime);
+        obs.costly_reads = tally.read;
+        obs.reused = tally.reused;
         Ok(obs)
+    }
+
+    /// One process: stat, the filter, then the costly parts from the files or `old`.
+    /// Its entry moves to `next` if it is still there to be seen next pass.
+    fn observe(
+        &self,
+        pid: u32,
+        ctx: &PassContext<'_>,
+        old: &mut Cache,
+        next: &mut Cache,
+        tally: &mut Tally,
+    ) -> Outcome {
+        if self.config.exclude.contains(&pid) {
+            return Outcome::Excluded;
+        }
+        if let Some(done) = self.observe_by_stat(pid, ctx, old, next, tally) {
+            return done;
+        }
+        self.observe_through_handle(pid, ctx, old, next, tally)
+    }
+
+    /// The cheap way, for a process seen before that will likely need nothing but
+    /// stat (most of them, once the scanner has seen them): stat read by path and the
+    /// rest from the cache, without the handle's open and close, two of the five
+    /// syscalls such a process costs otherwise. `None`, with `old` as it was, if
+    /// anything turns out to be due: the caller starts over through a handle, so that
+    /// no description ever mixes two processes.
+    fn observe_by_stat(
+        &self,
+        pid: u32,
+        ctx: &PassContext<'_>,
+        old: &mut Cache,
+        next: &mut Cache,
+        tally: &mut Tally,
+    ) -> Option<Outcome> {
+        let cfg = &self.config;
+        let known = old.peek(pid)?;
+        if !known.likely_stat_only(self.pass, cfg) {
+            return None;
+        }
+        let stat = match read_stat_by_path(&cfg.proc_root, pid) {
+            Ok(Some(stat)) if stat.start_time == known.start_time() => stat,
+            Ok(None) => return Some(Outcome::Vanished),
+            // A newcomer on the pid, or an error the handle's read will report.
+            _ => return None,
+        };
+        let mut entry = old.take(&stat)?;
+        if stat.is_kernel_thread() {
+            next.put(pid, entry);
+            return Some(Outcome::KernelThread);
+        }
+        let demand = demand(&stat, Some(entry.cpu_ticks), ctx.basis, ctx.uptime, ctx.tps);
+        let wanted = self.wanted(&stat, demand);
+        if wanted && !entry.all_good(&stat, self.pass, cfg) {
+            old.put(pid, entry);
+            return None;
+        }
+        entry.saw(&stat);
+        entry.wanted = wanted;
+        if !wanted {
+            next.put(pid, entry);
+            return Some(Outcome::Excluded);
+        }
+        let mut src = Cached {
+            dir: None,
+            entry: &mut entry,
+            pass: self.pass,
+            config: cfg,
+            tally,
+        };
+        let read = assemble(stat, &cfg.read, &mut src);
+        Some(finish(pid, entry, read, demand, ctx, next))
+    }
+
+    /// The full way: a handle on the process, stat through it, then whatever is due.
+    fn observe_through_handle(
+        &self,
+        pid: u32,
+        ctx: &PassContext<'_>,
+        old: &mut Cache,
+        next: &mut Cache,
+        tally: &mut Tally,
+    ) -> Outcome {
+        let cfg = &self.config;
+        let (dir, stat) = match open_and_stat(&cfg.proc_root, pid) {
+            Ok(Some(v)) => v,
+            Ok(None) => return Outcome::Vanished,
+            Err(e) => return Outcome::Problem(e),
+        };
+        let before = old.take(&stat);
+        let prev_ticks = before.as_ref().map(|e| e.cpu_ticks);
+        let mut entry = before.unwrap_or_else(|| Entry::new(&stat, next.len()));
+        if stat.is_kernel_thread() {
+            next.put(pid, entry);
+            return Outcome::KernelThread;
+        }
+        let demand = demand(&stat, prev_ticks, ctx.basis, ctx.uptime, ctx.tps);
+        entry.saw(&stat);
+        entry.wanted = self.wanted(&stat, demand);
+        if !entry.wanted {
+            next.put(pid, entry);
+            return Outcome::Excluded;
+        }
+        let mut src = Cached {
+            dir: Some(&dir),
+            entry: &mut entry,
+            pass: self.pass,
+            config: cfg,
+            tally,
+        };
+        let read = assemble(stat, &cfg.read, &mut src);
+        finish(pid, entry, read, demand, ctx, next)
+    }
+
+    /// The daemon's filter, if any, on what stat says.
+    fn wanted(&self, stat: &Stat, cpu_demand: f64) -> bool {
+        self.filter.as_ref().is_none_or(|f| {
+            f(&Candidate {
+                stat,
+                cpu_demand,
+                rss_bytes: stat.rss_pages.saturating_mul(procfs::page_size()),
+            })
+        })
+    }
+}
+
+fn empty_observation(topology: &Topology, uptime: f64, basis: DemandBasis) -> Observation {
+    Observation {
+        snapshot: Snapshot {
+            topology: topology.clone(),
+            processes: Vec::new(),
+        },
+        details: Vec::new(),
+        problems: Vec::new(),
+        incomplete: 0,
+        vanished: 0,
+        kernel_threads: 0,
+        excluded: 0,
+        costly_reads: 0,
+        reused: 0,
+        uptime,
+        demand_basis: basis,
+    }
+}
+
+/// The handle every later read goes through, and stat read through it; `Ok(None)`
+/// if the process is gone.
+fn open_and_stat(root: &Path, pid: u32) -> Result<Option<(ProcDir, Stat)>, ObserveError> {
+    let Some(dir) = ProcDir::open(root, pid)? else {
+        return Ok(None);
+    };
+    Ok(dir.stat()?.map(|stat| (dir, stat)))
+}
+
+/// The outcome of reading a process's parts; its entry goes on to `next` unless it
+/// vanished. A problem is no reason to lose the CPU-time baseline (the parts that
+/// were read are good).
+fn finish(
+    pid: u32,
+    entry: Entry,
+    read: Result<Option<ProcInfo>, ObserveError>,
+    demand: f64,
+    ctx: &PassContext<'_>,
+    next: &mut Cache,
+) -> Outcome {
+    if !matches!(read, Ok(None)) {
+        next.put(pid, entry);
+    }
+    let info = match read {
+        Ok(Some(info)) => info,
+        Ok(None) => return Outcome::Vanished,
+        Err(e) => return Outcome::Problem(e),
+    };
+    if info.kernel_thread {
+        return Outcome::KernelThread;
+    }
+    match to_process(&info, demand, ctx.topology, &ctx.machine) {
+        Some(p) => Outcome::Kept(Box::new((p, info))),
+        None => Outcome::Excluded,
     }
 }
 

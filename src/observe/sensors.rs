@@ -134,18 +134,32 @@ impl Sensors {
         }
     }
 
-    /// Names of the sensors in use, for status output.
-    pub fn in_use(&self) -> Vec<&'static str> {
+    fn named(&self) -> [(&'static str, &Sensor); 4] {
         [
             ("hardware_counters", &self.hardware_counters),
             ("resctrl", &self.resctrl),
             ("numa_hinting_faults", &self.numa_hinting_faults),
             ("numa_maps", &self.numa_maps),
         ]
-        .into_iter()
-        .filter(|(_, s)| s.available)
-        .map(|(n, _)| n)
-        .collect()
+    }
+
+    /// Names of the sensors in use, for status output.
+    pub fn in_use(&self) -> Vec<&'static str> {
+        self.named()
+            .into_iter()
+            .filter(|(_, s)| s.available)
+            .map(|(n, _)| n)
+            .collect()
+    }
+
+    /// The sensors this machine lacks, each with why, for `plan` and the daemon's
+    /// start-up message.
+    pub fn missing(&self) -> Vec<(&'static str, String)> {
+        self.named()
+            .into_iter()
+            .filter(|(_, s)| !s.available)
+            .map(|(n, s)| (n, s.detail.clone()))
+            .collect()
     }
 }
 

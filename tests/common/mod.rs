@@ -1,7 +1,10 @@
 //! Shared by the integration tests that run the built binary.
 
+pub mod live;
+
 use std::process::Command;
 
+#[allow(dead_code)] // not every test binary runs the CLI
 /// Runs `numasched ARGS` from the repository root; returns exit code, stdout, stderr.
 pub fn numasched(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_numasched"))

@@ -1,0 +1,56 @@
+//! `numasched daemon`: manage the machine's processes every epoch until SIGTERM/SIGINT,
+//! then restore every affinity it changed.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use tracing::{info, warn};
+
+use super::manage::ManageArgs;
+use crate::daemon::build::{self, Built, Use};
+use crate::daemon::service::{self, Until};
+use crate::daemon::{logging, Options};
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    #[command(flatten)]
+    pub manage: ManageArgs,
+    /// Control socket for `numasched status` [default: /run/numasched/numasched.sock].
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Serve no control socket.
+    #[arg(long)]
+    pub no_socket: bool,
+}
+
+pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
+    let mut opts = args.manage.options()?;
+    if let Some(s) = &args.socket {
+        opts.socket = s.clone();
+    }
+    logging::init(opts.log_format);
+    let built = build::build(&opts, &args.manage.select.roots(), None, Use::Manage)?;
+    announce(&built, &opts, "daemon");
+    let socket = (!args.no_socket).then_some(opts.socket.as_path());
+    service::serve(built, &opts, socket, Until::Signal)?;
+    Ok(())
+}
+
+/// The start-up lines: what runs, which sensors it has and what it lacks.
+pub fn announce(built: &Built, opts: &Options, what: &str) {
+    info!(
+        policy = %built.policy,
+        interval_s = opts.interval.as_secs_f64(),
+        dry_run = opts.dry_run,
+        migrate_pages = opts.migrate_pages,
+        store = %built.store.as_ref().map_or("none".into(), |p| p.display().to_string()),
+        "numasched {what} starting"
+    );
+    info!("{}", built.sensors.summary());
+    if !built.sensors.hardware_counters.available {
+        info!("no hardware counters: MPKI and NUMA penalty come from the profile store; processes without a profile are placed for locality only");
+    }
+    if !opts.dry_run && !nix::unistd::geteuid().is_root() {
+        warn!("not running as root: processes of other users cannot be placed (EPERM) and are reported as failed");
+    }
+}

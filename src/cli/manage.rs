@@ -1,0 +1,224 @@
+//! The options shared by `daemon`, `run` and live `plan`. Every flag is optional so
+//! that the config file can supply it and an explicit flag wins (issue 6's rule:
+//! command line over file over defaults).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::daemon::build::LiveRoots;
+use crate::daemon::config::{
+    self, parse_bytes, parse_duration, parse_glob, parse_non_negative, parse_policy,
+    parse_positive, FileConfig, LogFormat, Options,
+};
+
+/// What `daemon` and `run` take beyond [`SelectArgs`].
+#[derive(Debug, Clone, Default, Args)]
+pub struct ManageArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Placement policy [default: auto].
+    #[arg(long, value_name = "P", value_parser = parse_policy)]
+    pub policy: Option<String>,
+    /// Epoch length, e.g. 1s, 500ms [default: 1s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub interval: Option<Duration>,
+    /// Plan and report every epoch, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Migrate pages (move_pages/migrate_pages) where the policy expects a gain.
+    #[arg(long)]
+    pub migrate_pages: bool,
+    /// Page migration budget in MB/s [default: 64].
+    #[arg(long, value_name = "MB_PER_S", value_parser = parse_positive)]
+    pub migrate_rate: Option<f64>,
+    /// Relative MPKI change that triggers a re-plan [default: 0.2].
+    #[arg(long, value_name = "FRACTION", value_parser = parse_positive)]
+    pub mpki_change: Option<f64>,
+    /// Shortest time between re-plans [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub min_replan_interval: Option<Duration>,
+    /// Epochs below the thresholds before a process is released [default: 30].
+    #[arg(long, value_name = "EPOCHS")]
+    pub release_after: Option<u32>,
+    /// Log format on stderr [default: text].
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormatArg>,
+}
+
+/// Which processes, where the store is, where the system is read: shared by `daemon`,
+/// `run` and live `plan`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SelectArgs {
+    /// Config file (TOML) [default: /etc/numasched/numasched.toml if it exists].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Manage only processes whose command name matches (glob; repeatable).
+    #[arg(long, value_name = "GLOB", value_parser = parse_glob)]
+    pub include_comm: Vec<String>,
+    /// Never manage processes whose command name matches (glob; repeatable).
+    #[arg(long, value_name = "GLOB", value_parser = parse_glob)]
+    pub exclude_comm: Vec<String>,
+    /// Manage this pid (repeatable).
+    #[arg(long, value_name = "PID")]
+    pub include_pid: Vec<u32>,
+    /// Never touch this pid (repeatable).
+    #[arg(long, value_name = "PID")]
+    pub exclude_pid: Vec<u32>,
+    /// Manage only processes in a cgroup matching this path glob (repeatable).
+    #[arg(long, value_name = "GLOB", value_parser = parse_glob)]
+    pub include_cgroup: Vec<String>,
+    /// Never manage processes in a cgroup matching this path glob (repeatable).
+    #[arg(long, value_name = "GLOB", value_parser = parse_glob)]
+    pub exclude_cgroup: Vec<String>,
+    /// CPUs' worth of CPU use needed to be managed [default: 0.25].
+    #[arg(long, value_name = "CPUS", value_parser = parse_non_negative)]
+    pub min_cpu: Option<f64>,
+    /// Resident memory needed to be managed, e.g. 64M [default: 0].
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub min_rss: Option<u64>,
+    /// Profile store [default: /var/lib/numasched/profiles.db].
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Run without the profile store.
+    #[arg(long)]
+    pub no_db: bool,
+    /// procfs root (for tests and containers).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub proc_root: Option<PathBuf>,
+    /// sysfs root (for tests and containers).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub sys_root: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormatArg {
+    Text,
+    Json,
+}
+
+macro_rules! set {
+    ($field:expr, $v:expr) => {
+        if let Some(v) = $v.clone() {
+            $field = v;
+        }
+    };
+}
+
+impl ManageArgs {
+    /// The file (explicit, or the default one if present) under the flags.
+    pub fn options(&self) -> anyhow::Result<Options> {
+        let mut o = self.select.options()?;
+        set!(o.policy, self.policy);
+        set!(o.interval, self.interval);
+        set!(o.migrate_rate, self.migrate_rate);
+        set!(o.mpki_change, self.mpki_change);
+        set!(o.min_replan_interval, self.min_replan_interval);
+        set!(o.release_after, self.release_after);
+        if let Some(f) = self.log_format {
+            o.log_format = match f {
+                LogFormatArg::Text => LogFormat::Text,
+                LogFormatArg::Json => LogFormat::Json,
+            };
+        }
+        o.dry_run |= self.dry_run;
+        o.migrate_pages |= self.migrate_pages;
+        Ok(o)
+    }
+}
+
+impl SelectArgs {
+    /// The file (explicit, or the default one if present) under these flags.
+    pub fn options(&self) -> anyhow::Result<Options> {
+        let file = match &self.config {
+            Some(p) => FileConfig::load(p)?,
+            None if Path::new(config::DEFAULT_CONFIG).exists() => {
+                FileConfig::load(Path::new(config::DEFAULT_CONFIG))?
+            }
+            None => FileConfig::default(),
+        };
+        let mut o = file.into_options();
+        set!(o.select.min_cpu, self.min_cpu);
+        set!(o.select.min_rss, self.min_rss);
+        set!(o.db, self.db);
+        o.no_db |= self.no_db;
+        let lists = [
+            (&mut o.select.include_comm, &self.include_comm),
+            (&mut o.select.exclude_comm, &self.exclude_comm),
+            (&mut o.select.include_cgroup, &self.include_cgroup),
+            (&mut o.select.exclude_cgroup, &self.exclude_cgroup),
+        ];
+        for (field, flag) in lists {
+            if !flag.is_empty() {
+                *field = flag.clone();
+            }
+        }
+        if !self.include_pid.is_empty() {
+            o.select.include_pid = self.include_pid.clone();
+        }
+        if !self.exclude_pid.is_empty() {
+            o.select.exclude_pid = self.exclude_pid.clone();
+        }
+        Ok(o)
+    }
+
+    pub fn roots(&self) -> LiveRoots {
+        let d = LiveRoots::default();
+        LiveRoots {
+            proc: self.proc_root.clone().unwrap_or(d.proc),
+            sys: self.sys_root.clone().unwrap_or(d.sys),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        m: ManageArgs,
+    }
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("c.toml");
+        std::fs::write(
+            &file,
+            "policy = \"nmass\"\ninterval = \"2s\"\nmin_cpu = 0.5\nexclude_comm = [\"a\"]\n",
+        )
+        .expect("write");
+        let f = file.display().to_string();
+        let t = T::parse_from([
+            "t",
+            "--config",
+            &f,
+            "--interval",
+            "250ms",
+            "--exclude-comm",
+            "b",
+        ]);
+        let o = t.m.options().expect("options");
+        assert_eq!(o.policy, "nmass", "from the file");
+        assert_eq!(o.interval, Duration::from_millis(250), "flag wins");
+        assert_eq!(o.select.min_cpu, 0.5);
+        assert_eq!(o.select.exclude_comm, vec!["b"]);
+    }
+
+    #[test]
+    fn bad_flags_are_refused_by_the_parser() {
+        for args in [
+            vec!["t", "--policy", "fastest"],
+            vec!["t", "--interval", "-1s"],
+            vec!["t", "--migrate-rate", "0"],
+            vec!["t", "--min-cpu", "lots"],
+            vec!["t", "--include-comm", "[x"],
+        ] {
+            assert!(T::try_parse_from(&args).is_err(), "{args:?}");
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! `numasched run [options] -- CMD ARGS...`: start a command, manage it and every
+//! process it starts, and exit with its exit status once everything numasched changed
+//! has been put back. Signals sent to numasched are passed on to the command.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::manage::ManageArgs;
+use crate::daemon::build::{self, Use};
+use crate::daemon::logging;
+use crate::daemon::service::{self, Ended, Until};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub manage: ManageArgs,
+    /// Serve a control socket here while the command runs (none by default).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// The command and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<String>,
+}
+
+/// Returns the command's exit code (128 + signal if a signal ended it, as shells do).
+pub fn run(args: RunArgs) -> anyhow::Result<i32> {
+    let opts = args.manage.options()?;
+    logging::init(opts.log_format);
+    let (program, rest) = args
+        .command
+        .split_first()
+        .context("no command given after --")?;
+    let mut child = Command::new(program)
+        .args(rest)
+        .spawn()
+        .with_context(|| format!("cannot start {program:?}"))?;
+    let built = match build::build(
+        &opts,
+        &args.manage.select.roots(),
+        Some(child.id()),
+        Use::Manage,
+    ) {
+        Ok(b) => b,
+        Err(e) => {
+            // Nothing was changed yet; do not leave the command running unmanaged.
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+    };
+    super::daemon::announce(&built, &opts, "run");
+    match service::serve(built, &opts, args.socket.as_deref(), Until::Exit(child))? {
+        Ended::Exited(status) => Ok(status
+            .code()
+            .or_else(|| status.signal().map(|s| 128 + s))
+            .unwrap_or(1)),
+        Ended::Signal(sig) => Ok(128 + sig),
+    }
+}

@@ -1,0 +1,177 @@
+//! Assembling the live pipeline from [`Options`]: the machine from sysfs, sensors
+//! detected once, the scanner, characterisation (counters, profile store), the policy
+//! and the actuator on the real kernel. Shared by `daemon`, `run` and `plan`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use tracing::warn;
+
+use super::config::Options;
+use super::engine::{Engine, EngineConfig, Stages};
+use super::select::Selector;
+use super::trigger::TriggerParams;
+use crate::apply::{Actuator, ActuatorConfig, LinuxKernel};
+use crate::characterise::live::{Live, LiveConfig};
+use crate::characterise::store::Store;
+use crate::observe::resctrl::Resctrl;
+use crate::observe::sensors::Roots;
+use crate::observe::{PerfCounters, ScanConfig, Scanner, Sensors};
+use crate::policy;
+use crate::topology::sysfs;
+
+/// Where the live system is read; tests and the QEMU bed may point elsewhere.
+#[derive(Debug, Clone)]
+pub struct LiveRoots {
+    pub proc: PathBuf,
+    pub sys: PathBuf,
+}
+
+impl Default for LiveRoots {
+    fn default() -> Self {
+        LiveRoots {
+            proc: PathBuf::from("/proc"),
+            sys: PathBuf::from("/sys"),
+        }
+    }
+}
+
+/// How the pipeline is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// The daemon or `run`: applies, learns.
+    Manage,
+    /// `plan`: one dry pass that writes nothing anywhere, not even the store.
+    PlanOnly,
+}
+
+pub struct Built {
+    pub engine: Engine<LinuxKernel>,
+    pub sensors: Sensors,
+    /// The store in use, if any.
+    pub store: Option<PathBuf>,
+    /// The policy actually run (`auto` becomes `auto-migrate` with page migration on).
+    pub policy: String,
+}
+
+/// The policy to run: with page migration on, `auto` is the variant that proposes
+/// page moves (and only those whose gain exceeds their cost).
+pub fn effective_policy(opts: &Options) -> String {
+    if opts.migrate_pages && opts.policy == "auto" {
+        "auto-migrate".into()
+    } else {
+        opts.policy.clone()
+    }
+}
+
+pub fn build(
+    opts: &Options,
+    roots: &LiveRoots,
+    tree: Option<u32>,
+    usage: Use,
+) -> anyhow::Result<Built> {
+    let topology = sysfs::read(&roots.sys).with_context(|| {
+        format!(
+            "reading the machine's topology under {}",
+            roots.sys.display()
+        )
+    })?;
+    let sensors = Sensors::detect_with(
+        &Roots {
+            proc: roots.proc.clone(),
+            sys: roots.sys.clone(),
+            probe_pid: std::process::id(),
+        },
+        PerfCounters::probe(),
+    );
+    let mut exclude: std::collections::HashSet<u32> =
+        opts.select.exclude_pid.iter().copied().collect();
+    // init is never managed (SPEC §4), nor numasched itself.
+    exclude.extend([1, std::process::id()]);
+    let scanner = Scanner::new(ScanConfig {
+        proc_root: roots.proc.clone(),
+        exclude,
+        read: sensors.read_options(),
+        ..ScanConfig::default()
+    });
+    let selector = Selector::new(&opts.select, &roots.proc).map_err(anyhow::Error::msg)?;
+    let counters: Option<Box<dyn crate::observe::CounterSource + Send>> =
+        if sensors.hardware_counters.available {
+            Some(Box::new(PerfCounters::new()))
+        } else {
+            None
+        };
+    let store = open_store(opts, usage);
+    let store_path = store.as_ref().map(|s| s.path().to_path_buf());
+    let mut live = Live::new(
+        LiveConfig {
+            learn: usage == Use::Manage,
+            ..LiveConfig::default()
+        },
+        counters,
+        store,
+    );
+    if sensors.resctrl.available {
+        live = live.with_resctrl(Resctrl::new(&roots.sys.join("fs/resctrl")));
+    }
+    let name = effective_policy(opts);
+    let policy = policy::by_name(&name)?;
+    let kernel = LinuxKernel::with_proc_root(&roots.proc);
+    let actuator = Actuator::new(
+        kernel,
+        ActuatorConfig {
+            dry_run: opts.dry_run || usage == Use::PlanOnly,
+            migrate_pages: opts.migrate_pages,
+            migrate_mb_per_s: opts.migrate_rate,
+            // One second's worth: a burst never exceeds what the rate allows per epoch
+            // at the default interval.
+            migrate_burst_mb: opts.migrate_rate,
+            exclude: opts.select.exclude_pid.clone(),
+        },
+    );
+    let engine = Engine::new(
+        EngineConfig {
+            trigger: TriggerParams {
+                mpki_change: opts.mpki_change,
+                min_interval: opts.min_replan_interval.as_secs_f64(),
+            },
+            release_after: opts.release_after,
+            min_cpu: opts.select.min_cpu,
+            min_rss: opts.select.min_rss,
+        },
+        Stages {
+            topology,
+            scanner,
+            selector,
+            live,
+            policy,
+            actuator,
+            tree,
+        },
+    );
+    Ok(Built {
+        engine,
+        sensors,
+        store: store_path,
+        policy: name,
+    })
+}
+
+/// The daemon keeps running without its store (a full disk, a read-only or corrupt
+/// file): it then learns nothing that outlives it, and says so. `plan` only reads a
+/// store that already exists, so it never creates one as a side effect.
+fn open_store(opts: &Options, usage: Use) -> Option<Store> {
+    if opts.no_db {
+        return None;
+    }
+    if usage == Use::PlanOnly && !opts.db.exists() {
+        return None;
+    }
+    match Store::open(&opts.db) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            warn!("{e:#}; continuing without the profile store (nothing learned is kept)");
+            None
+        }
+    }
+}

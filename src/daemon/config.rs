@@ -1,0 +1,493 @@
+//! The daemon's options: one struct fed by the TOML config file and the command line,
+//! the command line winning, validated once so the epoch loop never meets a bad value.
+//!
+//! Every key of the file has a flag of the same name (`migrate_rate` ↔
+//! `--migrate-rate`). Unknown keys are errors rather than silently ignored, because a
+//! misspelt `exclude_comm` that is ignored makes the daemon manage what the operator
+//! meant to protect. Values are checked while the file is parsed, so each error names
+//! the line it is on.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy;
+
+/// Where the daemon looks for its configuration when `--config` is not given.
+pub const DEFAULT_CONFIG: &str = "/etc/numasched/numasched.toml";
+/// The control socket `status` (and later `top`) talk to.
+pub const DEFAULT_SOCKET: &str = "/run/numasched/numasched.sock";
+
+/// The options after merging file and command line and filling defaults.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Options {
+    pub policy: String,
+    #[serde(with = "humantime_serde_secs")]
+    pub interval: Duration,
+    pub dry_run: bool,
+    pub migrate_pages: bool,
+    /// Page migration budget, MB (10^6 bytes) per second.
+    pub migrate_rate: f64,
+    pub select: Selection,
+    pub db: PathBuf,
+    /// Run without the profile store (nothing learned is kept).
+    pub no_db: bool,
+    pub socket: PathBuf,
+    /// Relative MPKI change of a managed process that triggers a re-plan (SPEC §1.1:
+    /// 20%).
+    pub mpki_change: f64,
+    /// Shortest time between two re-plans: arrivals and MPKI swings inside it wait, so
+    /// a churning machine is re-planned at most this often (hysteresis).
+    #[serde(with = "humantime_serde_secs")]
+    pub min_replan_interval: Duration,
+    /// Epochs a managed process may stay below the admission thresholds before it is
+    /// released (its affinity restored), so one quiet second does not drop it.
+    pub release_after: u32,
+    pub log_format: LogFormat,
+}
+
+/// Which processes are managed. Identity rules (names, pids, cgroups) are checked every
+/// epoch; the thresholds only for admission (see [`Options::release_after`]).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Selection {
+    /// Command-name globs (`comm`, e.g. `postgres*`); empty = every name.
+    pub include_comm: Vec<String>,
+    pub exclude_comm: Vec<String>,
+    /// Pids always considered (still subject to the exclusions and thresholds).
+    pub include_pid: Vec<u32>,
+    pub exclude_pid: Vec<u32>,
+    /// Cgroup path globs (the v2 path of `/proc/<pid>/cgroup`, e.g. `/system.slice/*`).
+    pub include_cgroup: Vec<String>,
+    pub exclude_cgroup: Vec<String>,
+    /// CPUs' worth of CPU time over an epoch needed to be admitted.
+    pub min_cpu: f64,
+    /// Resident bytes needed to be admitted.
+    pub min_rss: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            policy: "auto".into(),
+            interval: Duration::from_secs(1),
+            dry_run: false,
+            migrate_pages: false,
+            migrate_rate: 64.0,
+            select: Selection {
+                min_cpu: 0.25,
+                ..Selection::default()
+            },
+            db: PathBuf::from(crate::characterise::store::DEFAULT_PATH),
+            no_db: false,
+            socket: PathBuf::from(DEFAULT_SOCKET),
+            mpki_change: 0.2,
+            min_replan_interval: Duration::from_secs(5),
+            release_after: 30,
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+/// The file as written: every key optional, so the file only states what it changes.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub policy: Option<PolicyName>,
+    pub interval: Option<Seconds>,
+    pub dry_run: Option<bool>,
+    pub migrate_pages: Option<bool>,
+    pub migrate_rate: Option<Positive>,
+    pub include_comm: Option<Vec<Glob>>,
+    pub exclude_comm: Option<Vec<Glob>>,
+    pub include_pid: Option<Vec<u32>>,
+    pub exclude_pid: Option<Vec<u32>>,
+    pub include_cgroup: Option<Vec<Glob>>,
+    pub exclude_cgroup: Option<Vec<Glob>>,
+    pub min_cpu: Option<NonNegative>,
+    pub min_rss: Option<Bytes>,
+    pub db: Option<PathBuf>,
+    pub no_db: Option<bool>,
+    pub socket: Option<PathBuf>,
+    pub mpki_change: Option<Positive>,
+    pub min_replan_interval: Option<Seconds>,
+    pub release_after: Option<u32>,
+    pub log_format: Option<LogFormat>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{}: cannot read the config file: {err}", path.display())]
+    Io { path: PathBuf, err: std::io::Error },
+    /// toml's message already says line and column and shows the line.
+    #[error("{}: {}", path.display(), one_line(what))]
+    Parse { path: PathBuf, what: String },
+    #[error("{key}: {what}")]
+    Invalid { key: String, what: String },
+}
+
+/// toml's errors span several lines (a source excerpt); the daemon's errors are one.
+fn one_line(s: &str) -> String {
+    let mut parts = s.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = parts.next().unwrap_or_default().to_string();
+    // The last line is the message proper ("unknown field `x`, expected ...").
+    match parts.next_back() {
+        Some(last) if !last.starts_with('|') && !last.starts_with('^') => {
+            format!("{first}: {last}")
+        }
+        _ => first,
+    }
+}
+
+impl FileConfig {
+    /// Reads and checks a config file; errors name the file and the line.
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Io {
+            path: path.to_path_buf(),
+            err,
+        })?;
+        FileConfig::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            what: e.to_string(),
+        })
+    }
+
+    /// The file laid over the defaults.
+    pub fn into_options(self) -> Options {
+        let d = Options::default();
+        let globs = |v: Option<Vec<Glob>>, d: Vec<String>| {
+            v.map(|g| g.into_iter().map(|g| g.0).collect()).unwrap_or(d)
+        };
+        Options {
+            policy: self.policy.map(|p| p.0).unwrap_or(d.policy),
+            interval: self.interval.map(|s| s.0).unwrap_or(d.interval),
+            dry_run: self.dry_run.unwrap_or(d.dry_run),
+            migrate_pages: self.migrate_pages.unwrap_or(d.migrate_pages),
+            migrate_rate: self.migrate_rate.map(|p| p.0).unwrap_or(d.migrate_rate),
+            select: Selection {
+                include_comm: globs(self.include_comm, d.select.include_comm),
+                exclude_comm: globs(self.exclude_comm, d.select.exclude_comm),
+                include_pid: self.include_pid.unwrap_or(d.select.include_pid),
+                exclude_pid: self.exclude_pid.unwrap_or(d.select.exclude_pid),
+                include_cgroup: globs(self.include_cgroup, d.select.include_cgroup),
+                exclude_cgroup: globs(self.exclude_cgroup, d.select.exclude_cgroup),
+                min_cpu: self.min_cpu.map(|v| v.0).unwrap_or(d.select.min_cpu),
+                min_rss: self.min_rss.map(|b| b.0).unwrap_or(d.select.min_rss),
+            },
+            db: self.db.unwrap_or(d.db),
+            no_db: self.no_db.unwrap_or(d.no_db),
+            socket: self.socket.unwrap_or(d.socket),
+            mpki_change: self.mpki_change.map(|p| p.0).unwrap_or(d.mpki_change),
+            min_replan_interval: self
+                .min_replan_interval
+                .map(|s| s.0)
+                .unwrap_or(d.min_replan_interval),
+            release_after: self.release_after.unwrap_or(d.release_after),
+            log_format: self.log_format.unwrap_or(d.log_format),
+        }
+    }
+}
+
+// Value types that validate while the file is parsed, so toml puts the line number on
+// the error. Each accepts the same text as the matching command-line flag.
+
+/// A policy the daemon can run (`policy::NAMES`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct PolicyName(pub String);
+
+impl TryFrom<String> for PolicyName {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        parse_policy(&s).map(PolicyName)
+    }
+}
+
+pub fn parse_policy(s: &str) -> Result<String, String> {
+    if policy::NAMES.contains(&s) {
+        Ok(s.to_string())
+    } else {
+        Err(policy::UnknownPolicy(s.to_string()).to_string())
+    }
+}
+
+/// A duration: `1s`, `500ms`, `2m`, or a plain number of seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(try_from = "toml::Value")]
+pub struct Seconds(pub Duration);
+
+impl TryFrom<toml::Value> for Seconds {
+    type Error = String;
+    fn try_from(v: toml::Value) -> Result<Self, String> {
+        match v {
+            toml::Value::String(s) => parse_duration(&s).map(Seconds),
+            toml::Value::Integer(i) => parse_duration(&i.to_string()).map(Seconds),
+            toml::Value::Float(f) => parse_duration(&f.to_string()).map(Seconds),
+            other => Err(format!(
+                "expected a duration like \"1s\" or \"500ms\", found {}",
+                other.type_str()
+            )),
+        }
+    }
+}
+
+/// Parses `1s`, `250ms`, `1m 30s` or a plain number of seconds; at least 10 ms and at
+/// most a day, because an epoch outside that is a typo, not a choice.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let d = match t.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => Duration::from_secs_f64(secs),
+        Ok(_) => return Err(format!("invalid duration {s:?}: must be positive")),
+        Err(_) => humantime::parse_duration(t)
+            .map_err(|e| format!("invalid duration {s:?}: {e} (use e.g. 1s, 500ms, 2m)"))?,
+    };
+    if d < Duration::from_millis(10) || d > Duration::from_secs(86_400) {
+        return Err(format!(
+            "invalid duration {s:?}: must be between 10ms and 24h"
+        ));
+    }
+    Ok(d)
+}
+
+/// A finite number > 0.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(try_from = "toml::Value")]
+pub struct Positive(pub f64);
+
+impl TryFrom<toml::Value> for Positive {
+    type Error = String;
+    fn try_from(v: toml::Value) -> Result<Self, String> {
+        let x = number(&v)?;
+        if x > 0.0 {
+            Ok(Positive(x))
+        } else {
+            Err(format!("{x} must be greater than 0"))
+        }
+    }
+}
+
+/// A finite number ≥ 0.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(try_from = "toml::Value")]
+pub struct NonNegative(pub f64);
+
+impl TryFrom<toml::Value> for NonNegative {
+    type Error = String;
+    fn try_from(v: toml::Value) -> Result<Self, String> {
+        let x = number(&v)?;
+        if x >= 0.0 {
+            Ok(NonNegative(x))
+        } else {
+            Err(format!("{x} must not be negative"))
+        }
+    }
+}
+
+fn number(v: &toml::Value) -> Result<f64, String> {
+    let x = match v {
+        toml::Value::Integer(i) => *i as f64,
+        toml::Value::Float(f) => *f,
+        other => return Err(format!("expected a number, found {}", other.type_str())),
+    };
+    if x.is_finite() {
+        Ok(x)
+    } else {
+        Err(format!("{x} is not a finite number"))
+    }
+}
+
+pub fn parse_positive(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!(
+            "invalid value {s:?}: expected a number greater than 0"
+        )),
+    }
+}
+
+pub fn parse_non_negative(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!(
+            "invalid value {s:?}: expected a number 0 or greater"
+        )),
+    }
+}
+
+/// A byte count as `--min-rss` takes it (`64M`, `1G`, `0`), or an integer of bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(try_from = "toml::Value")]
+pub struct Bytes(pub u64);
+
+impl TryFrom<toml::Value> for Bytes {
+    type Error = String;
+    fn try_from(v: toml::Value) -> Result<Self, String> {
+        match v {
+            toml::Value::String(s) => parse_bytes(&s).map(Bytes),
+            toml::Value::Integer(i) => u64::try_from(i)
+                .map(Bytes)
+                .map_err(|_| format!("{i} must not be negative")),
+            other => Err(format!(
+                "expected a size like \"64M\", found {}",
+                other.type_str()
+            )),
+        }
+    }
+}
+
+/// Like `--size` of the workload, but 0 is allowed (no threshold).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    crate::workload::size::parse_size(s)
+}
+
+/// A glob that compiles.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Glob(pub String);
+
+impl TryFrom<String> for Glob {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        parse_glob(&s).map(Glob)
+    }
+}
+
+pub fn parse_glob(s: &str) -> Result<String, String> {
+    globset::Glob::new(s)
+        .map(|_| s.to_string())
+        .map_err(|e| format!("invalid pattern {s:?}: {}", e.kind()))
+}
+
+/// Durations in `Options` serialise as seconds (for `status`).
+mod humantime_serde_secs {
+    use std::time::Duration;
+
+    pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<FileConfig, ConfigError> {
+        FileConfig::parse(text, Path::new("/etc/numasched/numasched.toml"))
+    }
+
+    #[test]
+    fn every_key_is_read() {
+        let c = parse(
+            r#"
+policy = "nmass"
+interval = "500ms"
+dry_run = true
+migrate_pages = true
+migrate_rate = 32
+include_comm = ["postgres*", "java"]
+exclude_comm = ["sshd"]
+include_pid = [10]
+exclude_pid = [11, 12]
+include_cgroup = ["/batch.slice/*"]
+exclude_cgroup = ["/system.slice/*"]
+min_cpu = 0.5
+min_rss = "64M"
+db = "/tmp/p.db"
+no_db = false
+socket = "/tmp/s.sock"
+mpki_change = 0.3
+min_replan_interval = 10
+release_after = 5
+log_format = "json"
+"#,
+        )
+        .expect("valid");
+        let o = c.into_options();
+        assert_eq!(o.policy, "nmass");
+        assert_eq!(o.interval, Duration::from_millis(500));
+        assert!(o.dry_run && o.migrate_pages);
+        assert_eq!(o.migrate_rate, 32.0);
+        assert_eq!(o.select.include_comm, vec!["postgres*", "java"]);
+        assert_eq!(o.select.exclude_pid, vec![11, 12]);
+        assert_eq!(o.select.exclude_cgroup, vec!["/system.slice/*"]);
+        assert_eq!(o.select.min_cpu, 0.5);
+        assert_eq!(o.select.min_rss, 64 << 20);
+        assert_eq!(o.socket, PathBuf::from("/tmp/s.sock"));
+        assert_eq!(o.mpki_change, 0.3);
+        assert_eq!(o.min_replan_interval, Duration::from_secs(10));
+        assert_eq!(o.release_after, 5);
+        assert_eq!(o.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn an_empty_file_gives_the_defaults() {
+        assert_eq!(parse("").expect("empty").into_options(), Options::default());
+    }
+
+    fn error_of(text: &str) -> String {
+        parse(text).expect_err("must be refused").to_string()
+    }
+
+    #[test]
+    fn bad_values_name_the_file_and_line() {
+        for (text, line, needle) in [
+            ("policy = \"nmas\"", 1, "unknown policy 'nmas'"),
+            ("\n\ninterval = \"-1s\"", 3, "invalid duration"),
+            ("interval = \"0s\"", 1, "between 10ms and 24h"),
+            ("\nmigrate_rate = 0", 2, "greater than 0"),
+            ("min_cpu = -1", 1, "must not be negative"),
+            ("min_rss = \"lots\"", 1, "invalid size"),
+            ("include_comm = [\"[x\"]", 1, "invalid pattern"),
+            ("dry_run = \"yes\"", 1, "invalid type"),
+            (
+                "\n\n\nexclude_com = [\"x\"]",
+                4,
+                "unknown field `exclude_com`",
+            ),
+            ("log_format = \"xml\"", 1, "unknown variant"),
+        ] {
+            let e = error_of(text);
+            assert!(
+                e.starts_with("/etc/numasched/numasched.toml: "),
+                "{text:?}: {e}"
+            );
+            assert!(e.contains(&format!("line {line}")), "{text:?}: {e}");
+            assert!(e.contains(needle), "{text:?}: {e}");
+            assert!(!e.contains('\n'), "{text:?}: one line, got {e}");
+        }
+    }
+
+    #[test]
+    fn durations_read_as_operators_write_them() {
+        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
+        assert!(parse_duration("1ms").is_err());
+        assert!(parse_duration("2 days").is_err());
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("nan").is_err());
+    }
+
+    #[test]
+    fn sizes_allow_zero_for_no_threshold() {
+        assert_eq!(parse_bytes("0"), Ok(0));
+        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
+        assert!(parse_bytes("-1").is_err());
+    }
+}

@@ -1,0 +1,443 @@
+//! One epoch of the live pipeline: observe → characterise → (re-plan?) → apply.
+//!
+//! The engine holds the state that links epochs (who is managed, what was last
+//! applied, the trigger's baseline) and nothing that waits or sleeps: the caller
+//! passes the time. The kernel is a [`Kernel`] and the procfs root a path, so the same
+//! engine runs the daemon, `plan`, `run` and tests on a fake procfs with a fake kernel.
+//!
+//! Managed processes leave in three ways, each restoring what numasched changed: they
+//! exit (their journal entry is forgotten), they stop matching the identity rules
+//! (exec'd another program, moved cgroup), or they stay below the admission thresholds
+//! for `release_after` epochs.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::select::{self, Key, Managed, Selector, Tree};
+use super::stabilise::stabilise;
+use super::status::{Decision, ProcessView, Status};
+use super::trigger::{self, Trigger, TriggerParams};
+use crate::apply::{Action, Actuator, ApplyReport, Kernel, Restored};
+use crate::characterise::live::{Characterised, Live};
+use crate::characterise::PenaltySource;
+use crate::observe::{Observation, ObserveError, Scanner};
+use crate::policy::{Plan, Policy, Snapshot};
+use crate::topology::{CpuId, Topology};
+
+/// Decisions kept for `status`.
+const DECISIONS_KEPT: usize = 200;
+
+/// Epochs between two sweeps of the journal for processes that exited.
+const SWEEP_EVERY: u64 = 10;
+
+pub struct EngineConfig {
+    pub trigger: TriggerParams,
+    pub release_after: u32,
+    pub min_cpu: f64,
+    pub min_rss: u64,
+}
+
+/// The pipeline's parts, built by the caller (real or fake kernel and procfs).
+pub struct Stages<K: Kernel> {
+    pub topology: Topology,
+    pub scanner: Scanner,
+    pub selector: Selector,
+    pub live: Live,
+    pub policy: Box<dyn Policy>,
+    pub actuator: Actuator<K>,
+    /// The `run` command's root pid: its process tree replaces the identity rules.
+    pub tree: Option<u32>,
+}
+
+/// What one epoch did, for the log.
+#[derive(Debug, Default)]
+pub struct EpochReport {
+    pub epoch: u64,
+    pub managed: usize,
+    pub arrived: Vec<u32>,
+    /// Processes that stopped being managed, and what restoring them came to.
+    pub released: Vec<(u32, String, Restored)>,
+    /// Why a re-plan was made (empty if none).
+    pub replan: Vec<String>,
+    /// Why a re-plan is pending but waits for the hysteresis interval.
+    pub waiting: Vec<String>,
+    pub plan: Option<Plan>,
+    /// The snapshot the plan was made from (only when one was made).
+    pub snapshot: Option<Snapshot>,
+    pub apply: Option<ApplyReport>,
+    /// Observation problems (files that could not be read or parsed).
+    pub problems: Vec<String>,
+    /// Characterisation problems (store, counters).
+    pub notes: Vec<String>,
+    /// Newly seen processes that could not be characterised.
+    pub uncharacterised: Vec<u32>,
+}
+
+pub struct Engine<K: Kernel> {
+    config: EngineConfig,
+    topology: Topology,
+    scanner: Scanner,
+    live: Live,
+    policy: Box<dyn Policy>,
+    actuator: Actuator<K>,
+    managed: Managed,
+    tree: Option<Arc<Mutex<Tree>>>,
+    trigger: Trigger,
+    /// CPUs numasched last set, per managed process.
+    applied: HashMap<Key, Vec<CpuId>>,
+    /// Epochs each managed process has been below the admission thresholds.
+    quiet: HashMap<Key, u32>,
+    /// Processes already reported as not characterisable (reported once).
+    told_uncharacterised: HashSet<Key>,
+    epoch: u64,
+    replans: u64,
+    errors_total: u64,
+    decisions: VecDeque<Decision>,
+    /// The last epoch's view, for `status`.
+    views: Vec<ProcessView>,
+    last_plan: HashMap<u32, (Vec<CpuId>, String)>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<K: Kernel> Engine<K> {
+    pub fn new(config: EngineConfig, stages: Stages<K>) -> Engine<K> {
+        let managed: Managed = Arc::default();
+        let tree = stages
+            .tree
+            .map(|root| Arc::new(Mutex::new(Tree::new(root))));
+        let filter = select::filter(stages.selector, managed.clone(), tree.clone());
+        Engine {
+            config,
+            topology: stages.topology,
+            scanner: stages.scanner.with_filter(filter),
+            live: stages.live,
+            policy: stages.policy,
+            actuator: stages.actuator,
+            managed,
+            tree,
+            trigger: Trigger::default(),
+            applied: HashMap::new(),
+            quiet: HashMap::new(),
+            told_uncharacterised: HashSet::new(),
+            epoch: 0,
+            replans: 0,
+            errors_total: 0,
+            decisions: VecDeque::new(),
+            views: Vec::new(),
+            last_plan: HashMap::new(),
+        }
+    }
+
+    pub fn actuator(&self) -> &Actuator<K> {
+        &self.actuator
+    }
+
+    pub fn live(&self) -> &Live {
+        &self.live
+    }
+
+    pub fn policy_name(&self) -> &str {
+        self.policy.name()
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Every managed process as of the last epoch.
+    pub fn views(&self) -> &[ProcessView] {
+        &self.views
+    }
+
+    pub fn managed(&self) -> usize {
+        lock(&self.managed).len()
+    }
+
+    /// One epoch at `now` (seconds on a monotonic clock) and `unix` (wall seconds).
+    /// Fails only when procfs itself cannot be read; every per-process problem is a
+    /// line of the report.
+    pub fn epoch(&mut self, now: f64, unix: i64) -> Result<EpochReport, ObserveError> {
+        self.epoch += 1;
+        let mut rep = EpochReport {
+            epoch: self.epoch,
+            ..EpochReport::default()
+        };
+        let mut obs = self.scanner.scan(&self.topology)?;
+        rep.problems = obs.problems.iter().map(|e| e.to_string()).collect();
+        self.errors_total += rep.problems.len() as u64;
+
+        self.release_quiet(&mut obs, unix, &mut rep);
+        self.update_managed(&obs, unix, &mut rep);
+
+        let (chars, notes) = self.live.characterise(&mut obs, unix);
+        rep.notes = notes
+            .store_errors
+            .into_iter()
+            .chain(notes.counter_errors)
+            .collect();
+        for c in &chars {
+            let key = (c.pid, start_of(&obs.snapshot, c.pid));
+            if c.source == PenaltySource::Unknown && self.told_uncharacterised.insert(key) {
+                rep.uncharacterised.push(c.pid);
+            }
+        }
+
+        super::pins::unpin_own(&mut obs.snapshot, self.actuator.journal());
+        match self
+            .trigger
+            .decide(&obs.snapshot, now, &self.config.trigger)
+        {
+            trigger::Decision::Quiet => {}
+            trigger::Decision::Wait(r) => rep.waiting = r,
+            trigger::Decision::Replan(r) => {
+                rep.replan = r;
+                self.replan(&obs.snapshot, now, unix, &mut rep);
+            }
+        }
+        if self.epoch % SWEEP_EVERY == 0 {
+            self.actuator.forget_gone();
+        }
+        self.views = views(&obs, &chars, &self.last_plan);
+        Ok(rep)
+    }
+
+    fn replan(&mut self, snapshot: &Snapshot, now: f64, unix: i64, rep: &mut EpochReport) {
+        let mut plan = self.policy.plan(snapshot);
+        let applied: HashMap<u32, Vec<CpuId>> = snapshot
+            .processes
+            .iter()
+            .filter_map(|p| {
+                let a = self.applied.get(&(p.pid, p.start_time))?;
+                Some((p.pid, a.clone()))
+            })
+            .collect();
+        stabilise(&mut plan, &applied, &self.topology);
+        let report = self.actuator.apply_at(&plan, snapshot, now);
+        for (line, p) in report.placements.iter().zip(&snapshot.processes) {
+            let key = (p.pid, p.start_time);
+            match line.action {
+                Action::Done | Action::Unchanged => {
+                    if let crate::apply::Subject::Affinity { cpus } = &line.subject {
+                        self.applied.insert(key, cpus.clone());
+                    }
+                }
+                Action::Failed => self.errors_total += 1,
+                _ => {}
+            }
+        }
+        for line in report.placements.iter().chain(&report.moves) {
+            if !matches!(line.action, Action::Unchanged | Action::LeftAlone) {
+                self.decide(unix, line.pid, line.action.word(), line.to_string());
+            }
+        }
+        // Pages moved without RSS changing: make the next pass re-read where they
+        // are instead of trusting its cache for up to numa_maps_max_age passes.
+        for line in report.moves.iter().filter(|l| l.action == Action::Done) {
+            self.scanner.invalidate(line.pid);
+        }
+        self.errors_total += report
+            .moves
+            .iter()
+            .filter(|l| l.action == Action::Failed)
+            .count() as u64;
+        self.last_plan = plan
+            .placements
+            .iter()
+            .map(|pl| (pl.pid, (pl.cpus.clone(), pl.reason.clone())))
+            .collect();
+        self.trigger.planned(snapshot, now);
+        self.replans += 1;
+        rep.plan = Some(plan);
+        rep.snapshot = Some(snapshot.clone());
+        rep.apply = Some(report);
+    }
+
+    /// Drops, before planning, processes that stayed below the thresholds too long.
+    fn release_quiet(&mut self, obs: &mut Observation, unix: i64, rep: &mut EpochReport) {
+        if self.tree.is_some() {
+            return;
+        }
+        let (min_cpu, min_rss) = (self.config.min_cpu, self.config.min_rss);
+        let managed = lock(&self.managed).clone();
+        let mut drop = HashSet::new();
+        for (p, info) in obs.snapshot.processes.iter().zip(&obs.details) {
+            let key = (p.pid, p.start_time);
+            if !managed.contains(&key) {
+                continue;
+            }
+            if p.cpu_demand >= min_cpu && info.rss_bytes >= min_rss {
+                self.quiet.remove(&key);
+                continue;
+            }
+            let n = self.quiet.entry(key).or_insert(0);
+            *n += 1;
+            if *n >= self.config.release_after.max(1) {
+                drop.insert(key);
+            }
+        }
+        if drop.is_empty() {
+            return;
+        }
+        let keep: Vec<bool> = obs
+            .snapshot
+            .processes
+            .iter()
+            .map(|p| !drop.contains(&(p.pid, p.start_time)))
+            .collect();
+        let mut it = keep.iter();
+        obs.snapshot
+            .processes
+            .retain(|_| *it.next().unwrap_or(&true));
+        let mut it = keep.iter();
+        obs.details.retain(|_| *it.next().unwrap_or(&true));
+        for key in drop {
+            lock(&self.managed).remove(&key);
+            self.release(key, "quiet: below the admission thresholds", unix, rep);
+        }
+    }
+
+    /// Newcomers join; processes no longer in the snapshot (exited, or not matching
+    /// any more) are released.
+    fn update_managed(&mut self, obs: &Observation, unix: i64, rep: &mut EpochReport) {
+        let now: HashSet<Key> = obs
+            .snapshot
+            .processes
+            .iter()
+            .map(|p| (p.pid, p.start_time))
+            .collect();
+        let before = std::mem::replace(&mut *lock(&self.managed), now.clone());
+        rep.arrived = obs
+            .snapshot
+            .processes
+            .iter()
+            .filter(|p| !before.contains(&(p.pid, p.start_time)))
+            .map(|p| p.pid)
+            .collect();
+        for key in before.difference(&now).copied().collect::<Vec<_>>() {
+            self.release(key, "no longer selected", unix, rep);
+        }
+        rep.managed = now.len();
+        if let Some(tree) = &self.tree {
+            let alive: HashSet<u32> = now.iter().map(|k| k.0).collect();
+            lock(tree).retain(&alive);
+        }
+    }
+
+    fn release(&mut self, key: Key, why: &str, unix: i64, rep: &mut EpochReport) {
+        self.applied.remove(&key);
+        self.quiet.remove(&key);
+        self.told_uncharacterised.remove(&key);
+        // Only ever restore the process the journal entry was taken from.
+        let journaled = self
+            .actuator
+            .journal()
+            .entry(key.0)
+            .is_some_and(|e| e.start_time == key.1);
+        if !journaled {
+            return;
+        }
+        let r = self.actuator.restore(key.0);
+        if !matches!(
+            r,
+            Restored::Gone | Restored::NotJournaled | Restored::Reused
+        ) {
+            self.decide(
+                unix,
+                key.0,
+                "restored",
+                format!("pid {}: {why}; {r}", key.0),
+            );
+        }
+        if matches!(r, Restored::Failed(_)) {
+            self.errors_total += 1;
+        }
+        rep.released.push((key.0, why.to_string(), r));
+    }
+
+    fn decide(&mut self, unix: i64, pid: u32, action: &str, text: String) {
+        if self.decisions.len() == DECISIONS_KEPT {
+            self.decisions.pop_front();
+        }
+        self.decisions.push_back(Decision {
+            unix,
+            epoch: self.epoch,
+            pid,
+            action: action.to_string(),
+            text,
+        });
+    }
+
+    /// Restores every process numasched changed (shutdown).
+    pub fn restore_all(&mut self) -> Vec<(u32, Restored)> {
+        self.applied.clear();
+        self.actuator.restore_all()
+    }
+
+    /// Writes what characterisation buffered (shutdown).
+    pub fn flush(&mut self, unix: i64) -> Vec<String> {
+        let mut notes = crate::characterise::live::Notes::default();
+        self.live.flush(unix, &mut notes);
+        notes.store_errors
+    }
+
+    /// Fills what the engine knows into the status; the caller adds options,
+    /// sensors and times.
+    pub fn fill_status(&self, s: &mut Status) {
+        s.processes = self.views.clone();
+        s.uncharacterised = self
+            .views
+            .iter()
+            .filter(|v| v.source == PenaltySource::Unknown)
+            .map(|v| v.pid)
+            .collect();
+        s.decisions = self.decisions.iter().cloned().collect();
+        s.epochs = self.epoch;
+        s.replans = self.replans;
+        s.errors_total = self.errors_total;
+        s.nodes = self.topology.nodes().len();
+        s.cpus = self.topology.num_cpus();
+    }
+}
+
+fn start_of(s: &Snapshot, pid: u32) -> u64 {
+    s.processes
+        .iter()
+        .find(|p| p.pid == pid)
+        .map_or(0, |p| p.start_time)
+}
+
+fn views(
+    obs: &Observation,
+    chars: &[Characterised],
+    plan: &HashMap<u32, (Vec<CpuId>, String)>,
+) -> Vec<ProcessView> {
+    obs.snapshot
+        .processes
+        .iter()
+        .zip(chars)
+        .map(|(p, c)| {
+            let (planned, reason) = plan.get(&p.pid).cloned().unwrap_or_default();
+            ProcessView {
+                pid: p.pid,
+                start_time: p.start_time,
+                program: p.program.clone(),
+                threads: p.threads,
+                cpu_demand: p.cpu_demand,
+                memory_bytes: p.memory_bytes.clone(),
+                memory_from: c.memory_from.to_string(),
+                local_fraction: c.local_fraction,
+                mpki: c.mpki,
+                numa_penalty: c.numa_penalty,
+                source: c.source,
+                bandwidth_gbps: c.bandwidth_gbps,
+                current_cpus: p.current_cpus.clone(),
+                planned_cpus: planned,
+                reason,
+                allowed_cpus: p.allowed_cpus.clone(),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,29 @@
+//! The live scheduler: the epoch loop that ties observe → characterise → policy →
+//! apply together on a real machine (SPEC §2–§4), and what surrounds it.
+//!
+//! - [`config`]: options from the TOML file and the command line, validated once.
+//! - [`select`]: which processes are managed (names, pids, cgroups, thresholds, or the
+//!   process tree of `run`).
+//! - [`trigger`]: when to re-plan (MPKI moved > 20%, arrivals, departures), with
+//!   hysteresis; [`stabilise`]: not moving a process between equivalent cores;
+//!   [`pins`]: numasched's own narrowing is not someone else's pin.
+//! - [`engine`]: one epoch, on any kernel and procfs (tests use fakes).
+//! - [`build`]: the engine on the live system; [`service`]: the loop, signals and
+//!   shutdown; [`socket`] and [`status`]: what `numasched status` asks and gets.
+//! - [`logging`]: structured logs through `tracing`.
+
+pub mod build;
+pub mod config;
+pub mod engine;
+pub mod logging;
+pub mod pins;
+pub mod select;
+pub mod service;
+pub mod socket;
+pub mod stabilise;
+pub mod status;
+pub mod trigger;
+
+pub use config::Options;
+pub use engine::{Engine, EngineConfig, EpochReport, Stages};
+pub use status::Status;

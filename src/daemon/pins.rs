@@ -1,0 +1,110 @@
+//! Telling numasched's own narrowing from someone else's pin.
+//!
+//! The scan reads any affinity narrower than the machine as a pin (`allowed_cpus`),
+//! and policies plan inside pins. Once numasched has placed a process, its affinity *is*
+//! narrower — by numasched's own doing — and a child forked after that inherits the
+//! same narrow set. Read as pins, those would freeze every process where it was first
+//! put. So before planning, a pin equal to what the journal says numasched applied (to
+//! the process, or to the parent it inherited from) is replaced by the restriction that
+//! was there before numasched: the journaled original affinity.
+
+use crate::apply::Journal;
+use crate::policy::Snapshot;
+use crate::topology::CpuId;
+
+fn sorted(v: &[CpuId]) -> Vec<CpuId> {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Rewrites `allowed_cpus` of processes whose narrowing is numasched's own.
+pub fn unpin_own(snapshot: &mut Snapshot, journal: &Journal) {
+    let machine: Vec<CpuId> = snapshot.topology.cpus().iter().map(|c| c.id).collect();
+    for p in &mut snapshot.processes {
+        let Some(allowed) = p.allowed_cpus.as_ref().map(|a| sorted(a)) else {
+            continue;
+        };
+        let ours = |e: &crate::apply::Entry| {
+            e.applied
+                .as_ref()
+                .is_some_and(|a| sorted(a) == allowed)
+                .then(|| e.original.clone())
+        };
+        let original = journal
+            .get(p.pid, p.start_time)
+            .and_then(ours)
+            .or_else(|| p.parent.and_then(|pp| journal.entry(pp)).and_then(ours));
+        let Some(original) = original else { continue };
+        let inside: Vec<CpuId> = machine
+            .iter()
+            .copied()
+            .filter(|c| original.contains(c))
+            .collect();
+        if inside.len() == machine.len() {
+            p.allowed_cpus = None;
+        } else if !inside.is_empty() {
+            p.allowed_cpus = Some(inside);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Process;
+
+    fn snap() -> Snapshot {
+        let mut a = Process::new(100, "placed");
+        a.start_time = 7;
+        a.allowed_cpus = Some(vec![2]);
+        let mut child = Process::new(101, "child");
+        child.parent = Some(100);
+        child.allowed_cpus = Some(vec![2]);
+        let mut pinned = Process::new(102, "tasksetted");
+        pinned.parent = Some(100);
+        pinned.allowed_cpus = Some(vec![3]);
+        let mut narrow = Process::new(103, "cpuset");
+        narrow.start_time = 9;
+        narrow.allowed_cpus = Some(vec![1]);
+        Snapshot {
+            topology: crate::topology::spec::parse("2n:1l:2c:1t").expect("spec"),
+            processes: vec![a, child, pinned, narrow],
+        }
+    }
+
+    #[test]
+    fn own_narrowing_is_not_a_pin_but_foreign_pins_stay() {
+        let mut j = Journal::new();
+        j.begin(100, 7, &[0, 1, 2, 3]);
+        j.set_applied(100, 7, &[2]);
+        // 103 was already confined to CPUs 0-1 by a cpuset before numasched put it on 1.
+        j.begin(103, 9, &[0, 1]);
+        j.set_applied(103, 9, &[1]);
+        let mut s = snap();
+        unpin_own(&mut s, &j);
+        assert_eq!(s.processes[0].allowed_cpus, None, "numasched's own");
+        assert_eq!(
+            s.processes[1].allowed_cpus, None,
+            "inherited from its parent"
+        );
+        assert_eq!(s.processes[2].allowed_cpus, Some(vec![3]), "someone else's");
+        assert_eq!(
+            s.processes[3].allowed_cpus,
+            Some(vec![0, 1]),
+            "the original pin"
+        );
+    }
+
+    #[test]
+    fn a_reused_pid_does_not_inherit_the_old_entry() {
+        let mut j = Journal::new();
+        j.begin(100, 1, &[0, 1, 2, 3]);
+        j.set_applied(100, 1, &[2]);
+        let mut s = snap(); // pid 100 now has start time 7
+        s.processes.truncate(1);
+        unpin_own(&mut s, &j);
+        assert_eq!(s.processes[0].allowed_cpus, Some(vec![2]));
+    }
+}

@@ -1,0 +1,268 @@
+//! The epoch loop of `numasched daemon` and `numasched run`: an epoch, then a wait
+//! that a signal cuts short, until SIGTERM/SIGINT (daemon) or the command's exit
+//! (run); then everything numasched changed is put back.
+//!
+//! Signals are turned into messages by signal-hook's iterator thread, so the loop
+//! waits on a channel with a timeout instead of sleeping: SIGTERM ends a 1 s epoch at
+//! once, and `run` notices its command's exit through SIGCHLD without polling.
+
+use std::collections::HashSet;
+use std::process::{Child, ExitStatus};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use tracing::{debug, info, warn};
+
+use super::build::Built;
+use super::config::Options;
+use super::engine::EpochReport;
+use super::socket::{Server, Shared};
+use super::status::Status;
+use crate::apply::{Action, Restored};
+
+pub fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// What ends the loop.
+pub enum Until {
+    /// SIGTERM or SIGINT.
+    Signal,
+    /// The command of `run` exits (signals are forwarded to it).
+    Exit(Child),
+}
+
+/// How the loop ended.
+pub enum Ended {
+    Signal(i32),
+    Exited(ExitStatus),
+}
+
+/// Logs only what is new since the last epoch, so a process whose files stay broken
+/// is reported once, not every second.
+#[derive(Default)]
+struct Dedup {
+    last: HashSet<String>,
+}
+
+impl Dedup {
+    fn fresh(&mut self, lines: &[String]) -> Vec<String> {
+        let now: HashSet<String> = lines.iter().cloned().collect();
+        let fresh = lines
+            .iter()
+            .filter(|l| !self.last.contains(*l))
+            .cloned()
+            .collect();
+        self.last = now;
+        fresh
+    }
+}
+
+/// Runs the loop; returns how it ended after restoring everything.
+pub fn serve(
+    mut built: Built,
+    opts: &Options,
+    socket: Option<&std::path::Path>,
+    mut until: Until,
+) -> anyhow::Result<Ended> {
+    let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD])?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("numasched-signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                if tx.send(sig).is_err() {
+                    break;
+                }
+            }
+        })?;
+    let shared: Shared = Shared::default();
+    let server = match socket {
+        Some(path) => {
+            let s = Server::start(path, shared.clone())?;
+            info!(socket = %s.path().display(), "control socket ready");
+            Some(s)
+        }
+        None => None,
+    };
+    let started = unix_now();
+    let clock = Instant::now();
+    let mut problems = Dedup::default();
+    let mut notes = Dedup::default();
+    let ended = loop {
+        let t0 = Instant::now();
+        match built
+            .engine
+            .epoch(clock.elapsed().as_secs_f64(), unix_now())
+        {
+            Ok(rep) => log_epoch(&rep, &mut problems, &mut notes, t0.elapsed()),
+            // procfs itself unreadable: nothing to decide on; try again next epoch.
+            Err(e) => warn!("observation failed: {e}"),
+        }
+        if server.is_some() {
+            publish(&shared, &built, opts, started, t0.elapsed());
+        }
+        if let Until::Exit(child) = &mut until {
+            if let Some(status) = child.try_wait()? {
+                break Ended::Exited(status);
+            }
+        }
+        if let Some(e) = wait(&rx, t0 + opts.interval, &mut until)? {
+            break e;
+        }
+    };
+    shutdown(&mut built);
+    Ok(ended)
+}
+
+/// Waits until `deadline`, handling signals; `Some` when the loop must end.
+fn wait(
+    rx: &mpsc::Receiver<i32>,
+    deadline: Instant,
+    until: &mut Until,
+) -> anyhow::Result<Option<Ended>> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        let sig = match rx.recv_timeout(left) {
+            Ok(s) => s,
+            Err(RecvTimeoutError::Timeout) => return Ok(None),
+            Err(RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(left);
+                return Ok(None);
+            }
+        };
+        match (sig, &mut *until) {
+            (SIGTERM | SIGINT, Until::Signal) => {
+                info!(signal = sig, "stopping");
+                return Ok(Some(Ended::Signal(sig)));
+            }
+            (SIGTERM | SIGINT | SIGHUP, Until::Exit(child)) => {
+                // The command decides what a signal means; numasched stays until it
+                // exits, to restore what it changed.
+                debug!(
+                    signal = sig,
+                    pid = child.id(),
+                    "forwarding signal to the command"
+                );
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::try_from(sig).ok(),
+                );
+            }
+            (SIGCHLD, Until::Exit(child)) => {
+                if let Some(status) = child.try_wait()? {
+                    return Ok(Some(Ended::Exited(status)));
+                }
+            }
+            (SIGHUP, Until::Signal) => {
+                info!("SIGHUP: configuration reload is not supported; restart to apply changes")
+            }
+            _ => {}
+        }
+    }
+}
+
+fn shutdown(built: &mut Built) {
+    let restored = built.engine.restore_all();
+    let mut done = 0;
+    for (pid, r) in &restored {
+        match r {
+            Restored::Done { .. } => {
+                done += 1;
+                info!(pid, "{r}");
+            }
+            Restored::Failed(_) => warn!(pid, "{r}"),
+            _ => debug!(pid, "{r}"),
+        }
+    }
+    for e in built.engine.flush(unix_now()) {
+        warn!("{e}");
+    }
+    info!(restored = done, "stopped; original affinities restored");
+}
+
+fn log_epoch(rep: &EpochReport, problems: &mut Dedup, notes: &mut Dedup, took: Duration) {
+    debug!(
+        epoch = rep.epoch,
+        managed = rep.managed,
+        arrived = rep.arrived.len(),
+        ms = took.as_secs_f64() * 1e3,
+        "epoch"
+    );
+    for p in problems.fresh(&rep.problems) {
+        warn!("{p}");
+    }
+    for n in notes.fresh(&rep.notes) {
+        warn!("{n}");
+    }
+    for pid in &rep.uncharacterised {
+        info!(
+            pid,
+            "no hardware counters and no profile: placed for locality only"
+        );
+    }
+    for (pid, why, r) in &rep.released {
+        info!(pid, "released ({why}): {r}");
+    }
+    if !rep.waiting.is_empty() {
+        debug!(reasons = %rep.waiting.join("; "), "re-plan waits for the hysteresis interval");
+    }
+    let Some(apply) = &rep.apply else { return };
+    info!(
+        reasons = %rep.replan.join("; "),
+        placements = apply.placements.len(),
+        changed = apply.count(Action::Done),
+        unchanged = apply.count(Action::Unchanged),
+        refused = apply.count(Action::Refused),
+        failed = apply.count(Action::Failed),
+        "re-planned"
+    );
+    for line in apply.placements.iter().chain(&apply.moves) {
+        match line.action {
+            Action::Unchanged | Action::LeftAlone | Action::Gone => debug!("{line}"),
+            Action::Failed => warn!("{line}"),
+            _ => info!("{line}"),
+        }
+    }
+}
+
+fn publish(shared: &Shared, built: &Built, opts: &Options, started: i64, took: Duration) {
+    let mut s = Status {
+        version: env!("CARGO_PKG_VERSION").into(),
+        pid: std::process::id(),
+        started_unix: started,
+        now_unix: unix_now(),
+        policy: built.policy.clone(),
+        interval_s: opts.interval.as_secs_f64(),
+        dry_run: opts.dry_run,
+        migrate_pages: opts.migrate_pages,
+        sensors: built.sensors.clone(),
+        sensors_in_use: built
+            .sensors
+            .in_use()
+            .into_iter()
+            .map(String::from)
+            .collect(),
+        store: built.store.as_ref().map(|p| p.display().to_string()),
+        nodes: 0,
+        cpus: 0,
+        epochs: 0,
+        replans: 0,
+        last_epoch_ms: took.as_secs_f64() * 1e3,
+        errors_total: 0,
+        processes: Vec::new(),
+        uncharacterised: Vec::new(),
+        decisions: Vec::new(),
+    };
+    built.engine.fill_status(&mut s);
+    *shared
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(s);
+}

@@ -1,0 +1,223 @@
+//! The control socket: a unix stream socket, mode 0600, that answers `status` with the
+//! daemon's [`Status`] as one JSON line.
+//!
+//! Why a socket and not a file: the status is the daemon's memory, only valid while it
+//! runs; a reader that cannot connect knows at once that no daemon is there. Safety:
+//! only root, or the user the daemon runs as, is answered (`SO_PEERCRED`); a symlink at
+//! the socket path is refused rather than followed; a live socket of another daemon is
+//! never taken over (two schedulers would fight), a stale one is replaced.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+
+use super::status::Status;
+
+/// How long a client may take to send its request, so a stuck client cannot hold the
+/// server thread.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("{}: cannot create the control socket: {err} (pass --socket PATH to use another place)", path.display())]
+    Create { path: PathBuf, err: std::io::Error },
+    #[error("{}: is a symlink; refusing to follow it for the control socket", path.display())]
+    Symlink { path: PathBuf },
+    #[error("{}: exists and is not a socket; refusing to replace it", path.display())]
+    NotSocket { path: PathBuf },
+    #[error("{}: another numasched daemon is listening there; stop it first (two schedulers would undo each other)", path.display())]
+    InUse { path: PathBuf },
+    #[error("cannot reach the numasched daemon at {}: {err} (is `numasched daemon` running? pass --socket if it uses another path)", path.display())]
+    Unreachable { path: PathBuf, err: std::io::Error },
+    #[error("the numasched daemon at {}: {what}", path.display())]
+    Protocol { path: PathBuf, what: String },
+}
+
+/// The shared status the epoch loop updates and the server reads.
+pub type Shared = Arc<Mutex<Option<Status>>>;
+
+/// A bound control socket; the file is removed when dropped.
+pub struct Server {
+    path: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Prepares the path: refuses symlinks, other files and a live daemon; removes a stale
+/// socket; creates the parent directory (0755) if missing.
+fn prepare(path: &Path) -> Result<(), SocketError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(SocketError::Symlink { path: path.into() })
+        }
+        Ok(m) if !m.file_type().is_socket() => {
+            return Err(SocketError::NotSocket { path: path.into() })
+        }
+        Ok(_) => {
+            if UnixStream::connect(path).is_ok() {
+                return Err(SocketError::InUse { path: path.into() });
+            }
+            std::fs::remove_file(path).map_err(|err| SocketError::Create {
+                path: path.into(),
+                err,
+            })?;
+        }
+        Err(_) => {}
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|err| SocketError::Create {
+            path: path.into(),
+            err,
+        })?;
+    }
+    Ok(())
+}
+
+impl Server {
+    /// Binds the socket and serves `shared` from a background thread.
+    pub fn start(path: &Path, shared: Shared) -> Result<Server, SocketError> {
+        prepare(path)?;
+        let create = |err| SocketError::Create {
+            path: path.into(),
+            err,
+        };
+        // Bind with a umask that leaves only the owner's bits, so the socket is never
+        // reachable by others even for the instant before the chmod below.
+        // SAFETY: umask only swaps the process's file-creation mask.
+        let old = unsafe { libc::umask(0o177) };
+        let bound = UnixListener::bind(path);
+        // SAFETY: as above, restoring the previous mask.
+        unsafe { libc::umask(old) };
+        let listener = bound.map_err(create)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(create)?;
+        std::thread::Builder::new()
+            .name("numasched-socket".into())
+            .spawn(move || serve(listener, shared))
+            .map_err(create)?;
+        Ok(Server { path: path.into() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn serve(listener: UnixListener, shared: Shared) {
+    let me = nix::unistd::geteuid().as_raw();
+    for conn in listener.incoming() {
+        let Ok(stream) = conn else { continue };
+        let allowed = getsockopt(&stream, PeerCredentials)
+            .map(|c| c.uid() == 0 || c.uid() == me)
+            .unwrap_or(false);
+        let _ = answer(stream, &shared, allowed);
+    }
+}
+
+fn answer(stream: UnixStream, shared: &Shared, allowed: bool) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let mut w = stream.try_clone()?;
+    if !allowed {
+        return writeln!(w, "{{\"error\":\"permission denied: only root may ask\"}}");
+    }
+    // One bounded line: a client that never sends a newline cannot make the server
+    // buffer without limit.
+    let mut line = String::new();
+    BufReader::new(stream.take(4096)).read_line(&mut line)?;
+    let reply = match line.trim() {
+        "status" => {
+            let s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+            match s.as_ref() {
+                Some(st) => {
+                    serde_json::to_string(st).unwrap_or_else(|e| error_json(&e.to_string()))
+                }
+                None => error_json("starting: no epoch has run yet"),
+            }
+        }
+        other => error_json(&format!("unknown request {other:?} (known: status)")),
+    };
+    writeln!(w, "{reply}")
+}
+
+fn error_json(what: &str) -> String {
+    serde_json::json!({ "error": what }).to_string()
+}
+
+/// Asks the daemon at `path` for its status.
+pub fn request_status(path: &Path) -> Result<Status, SocketError> {
+    let unreachable = |err| SocketError::Unreachable {
+        path: path.into(),
+        err,
+    };
+    let mut stream = UnixStream::connect(path).map_err(unreachable)?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(unreachable)?;
+    writeln!(stream, "status").map_err(unreachable)?;
+    let mut line = String::new();
+    BufReader::new(stream)
+        .read_line(&mut line)
+        .map_err(unreachable)?;
+    let protocol = |what: String| SocketError::Protocol {
+        path: path.into(),
+        what,
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(&line).map_err(|e| protocol(format!("unreadable answer: {e}")))?;
+    if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
+        return Err(protocol(e.to_string()));
+    }
+    serde_json::from_value(v).map_err(|e| protocol(format!("unexpected answer: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_symlinks_files_and_live_daemons_and_replaces_stale_sockets() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let link = dir.path().join("link.sock");
+        std::os::unix::fs::symlink("/etc/passwd", &link).expect("symlink");
+        assert!(matches!(prepare(&link), Err(SocketError::Symlink { .. })));
+        let file = dir.path().join("file.sock");
+        std::fs::write(&file, "x").expect("write");
+        assert!(matches!(prepare(&file), Err(SocketError::NotSocket { .. })));
+
+        let path = dir.path().join("run/d.sock");
+        let shared: Shared = Arc::default();
+        let server = Server::start(&path, shared.clone()).expect("start");
+        let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(matches!(
+            Server::start(&path, shared.clone()),
+            Err(SocketError::InUse { .. })
+        ));
+        // Before the first epoch the daemon says so.
+        let e = request_status(&path).expect_err("no status yet");
+        assert!(e.to_string().contains("no epoch has run yet"), "{e}");
+        std::mem::forget(server); // leave the file behind, as a crash would
+                                  // The listener thread still runs here, so simulate staleness with a fresh path.
+        let stale = dir.path().join("stale.sock");
+        drop(UnixListener::bind(&stale).expect("bind"));
+        prepare(&stale).expect("stale socket replaced");
+        assert!(!stale.exists());
+    }
+
+    #[test]
+    fn an_absent_daemon_is_one_clear_line() {
+        let e = request_status(Path::new("/nonexistent/numasched.sock")).expect_err("absent");
+        let s = e.to_string();
+        assert!(s.starts_with("cannot reach the numasched daemon at /nonexistent/numasched.sock"));
+        assert!(!s.contains('\n'));
+    }
+}

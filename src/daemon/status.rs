@@ -1,0 +1,159 @@
+//! What the running daemon tells `numasched status` (and, later, `top`) over its control
+//! socket: which sensors it uses, what it manages and why each process sits where it
+//! does, and the last decisions. Plain serde data, the contract of `status --json`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::characterise::PenaltySource;
+use crate::observe::Sensors;
+use crate::topology::{cpulist, CpuId, NodeId};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub version: String,
+    pub pid: u32,
+    pub started_unix: i64,
+    pub now_unix: i64,
+    pub policy: String,
+    pub interval_s: f64,
+    pub dry_run: bool,
+    pub migrate_pages: bool,
+    pub sensors: Sensors,
+    /// Names of the sensors in use, e.g. `numa_maps`, `hardware counters`.
+    pub sensors_in_use: Vec<String>,
+    /// The profile store's path, or `None` when running without one.
+    pub store: Option<String>,
+    pub nodes: usize,
+    pub cpus: usize,
+    pub epochs: u64,
+    pub replans: u64,
+    pub last_epoch_ms: f64,
+    /// Failed actions and observation problems since start.
+    pub errors_total: u64,
+    pub processes: Vec<ProcessView>,
+    /// Pids of managed processes with neither counters nor a profile: planned for
+    /// locality only.
+    pub uncharacterised: Vec<u32>,
+    /// Newest last.
+    pub decisions: Vec<Decision>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessView {
+    pub pid: u32,
+    pub start_time: u64,
+    pub program: String,
+    pub threads: u32,
+    pub cpu_demand: f64,
+    pub memory_bytes: BTreeMap<NodeId, u64>,
+    /// Where its memory picture came from (`numa_maps`, `hinting faults`, `none`).
+    pub memory_from: String,
+    pub local_fraction: Option<f64>,
+    pub mpki: Option<f64>,
+    pub numa_penalty: Option<f64>,
+    pub source: PenaltySource,
+    /// DRAM bandwidth, GB/s, from resctrl when the process has a monitoring group.
+    pub bandwidth_gbps: Option<f64>,
+    pub current_cpus: Vec<CpuId>,
+    /// What the last plan gave it; empty if it was left alone.
+    pub planned_cpus: Vec<CpuId>,
+    pub reason: String,
+    /// A foreign pin (taskset, cpuset) it is kept inside.
+    pub allowed_cpus: Option<Vec<CpuId>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub unix: i64,
+    pub epoch: u64,
+    pub pid: u32,
+    /// `done`, `refused`, `failed`, `restored`, ...
+    pub action: String,
+    pub text: String,
+}
+
+fn list(v: &[CpuId]) -> String {
+    if v.is_empty() {
+        "-".into()
+    } else {
+        cpulist::format(v)
+    }
+}
+
+fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map_or("-".into(), |x| format!("{x:.prec$}"))
+}
+
+impl Status {
+    /// The human-readable form of `numasched status`.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "numasched {} (pid {}), policy {}, every {}s{}{}; {} node(s), {} CPU(s)",
+            self.version,
+            self.pid,
+            self.policy,
+            self.interval_s,
+            if self.dry_run { ", DRY RUN" } else { "" },
+            if self.migrate_pages {
+                ", page migration on"
+            } else {
+                ""
+            },
+            self.nodes,
+            self.cpus
+        );
+        let _ = writeln!(s, "{}", self.sensors.summary());
+        let _ = writeln!(
+            s,
+            "profile store: {}",
+            self.store.as_deref().unwrap_or("none")
+        );
+        let _ = writeln!(
+            s,
+            "epochs {}, re-plans {}, last epoch {:.1} ms, errors {}",
+            self.epochs, self.replans, self.last_epoch_ms, self.errors_total
+        );
+        let _ = writeln!(
+            s,
+            "\n{:>8}  {:<15} {:>3} {:>5} {:>6} {:>5} {:<10} {:>5} {:<8} {:<8} reason",
+            "pid", "program", "thr", "cpu", "mpki", "np", "source", "local", "now", "planned"
+        );
+        for p in &self.processes {
+            let _ = writeln!(
+                s,
+                "{:>8}  {:<15} {:>3} {:>5.2} {:>6} {:>5} {:<10} {:>5} {:<8} {:<8} {}",
+                p.pid,
+                p.program,
+                p.threads,
+                p.cpu_demand,
+                opt(p.mpki, 1),
+                opt(p.numa_penalty, 2),
+                format!("{:?}", p.source).to_lowercase(),
+                opt(p.local_fraction, 2),
+                list(&p.current_cpus),
+                list(&p.planned_cpus),
+                p.reason
+            );
+        }
+        if !self.uncharacterised.is_empty() {
+            let pids: Vec<String> = self.uncharacterised.iter().map(u32::to_string).collect();
+            let _ = writeln!(
+                s,
+                "\nnot characterised (no counters, no profile; placed for locality only): {}",
+                pids.join(", ")
+            );
+        }
+        if !self.decisions.is_empty() {
+            let _ = writeln!(s, "\nlast decisions:");
+            for d in &self.decisions {
+                let _ = writeln!(s, "  epoch {:>6}  {}", d.epoch, d.text);
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,706 @@
+//! What the [`Scanner`](super::Scanner) remembers of each process between passes, so
+//! that a steady-state pass reads little more than stat.
+//!
+//! stat is read every pass: it is the cheapest file and says whether anything else
+//! may have changed. The costly file groups are read again only when stat or their
+//! age says so:
+//!
+//! | part | read again when |
+//! |---|---|
+//! | status (allowed CPUs, nodes) | due by `status_max_age`, or the main thread last ran on a CPU outside the remembered allowed set |
+//! | `task/*/stat` (multi-threaded) | its CPU ticks or thread count changed since, or due by `threads_max_age` |
+//! | numa_maps and sched | RSS moved by more than `numa_maps_rss_change_pct` % since, or due by `numa_maps_max_age` |
+//!
+//! What this gives up, each bounded by the part's maximum age:
+//!
+//! - A foreign pin is not in stat. It shows at once only if the main thread has since
+//!   run outside the remembered set (a running task is moved off a CPU it loses
+//!   straight away); a pin that still includes its CPU, or of a sleeping process, is
+//!   seen when status is next due.
+//! - Threads that ran under one clock tick in all since they were read can have moved
+//!   CPU, or been replaced one for one, unseen. Only their last CPUs and tids are
+//!   reported, which matter little for a process that close to idle.
+//! - Memory moved between nodes without changing RSS (NUMA balancing, `migrate_pages`)
+//!   is seen when numa_maps is next due. The daemon's own moves need not wait:
+//!   [`Scanner::invalidate`](super::Scanner::invalidate) makes the next pass read
+//!   everything about a process.
+//!
+//! The first reads of the processes met in one pass (all of them, in the scanner's
+//! first) come due up to one age early, spread by their place in that pass, so that
+//! later passes share the re-reads instead of one pass in every age taking them all.
+//!
+//! Identity is (pid, start time): a reused pid finds no entry and is read whole. The
+//! scanner builds a new cache each pass from the entries of the processes it saw, so
+//! entries of exited processes go with the old one.
+
+use std::collections::HashMap;
+
+use super::error::ObserveError;
+use super::proc::{sole_thread, Affinity, Memory, ProcDir, ReadOptions, Source, Stat, ThreadStat};
+use super::scan::ScanConfig;
+
+/// Costly file groups (status; `task/*/stat`; numa_maps with sched) of one pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    pub read: usize,
+    pub reused: usize,
+}
+
+/// A part as read, with what stat said then: the baseline later passes compare with.
+#[derive(Debug, Clone)]
+struct Kept<T> {
+    value: T,
+    /// The pass that reads it again whatever stat says (of a busy process).
+    due: u64,
+    /// Passes between two reads, for the idle extension.
+    age: u64,
+    cpu_ticks: u64,
+    rss_pages: u64,
+    num_threads: u32,
+}
+
+impl<T> Kept<T> {
+    fn new(value: T, stat: &Stat, due: u64, age: u32) -> Kept<T> {
+        Kept {
+            value,
+            due,
+            age: u64::from(age.max(1)),
+            cpu_ticks: stat.cpu_ticks,
+            rss_pages: stat.rss_pages,
+            num_threads: stat.num_threads,
+        }
+    }
+
+    /// The pass it is read again in: `due`, or for a process that stayed idle since
+    /// the read, `idle_age_factor` ages after it was read (see [`ScanConfig`]).
+    fn until(&self, idle: bool, factor: u32) -> u64 {
+        // An age of 1 means every pass, idle or not.
+        if idle && self.age > 1 {
+            self.due + self.age * u64::from(factor.max(1) - 1)
+        } else {
+            self.due
+        }
+    }
+
+    fn expired(&self, pass: u64, stat: &Stat, factor: u32) -> bool {
+        pass >= self.until(stat.cpu_ticks == self.cpu_ticks, factor)
+    }
+}
+
+/// When a part read in `pass` is due again: `max_age` passes later (0 counts as 1,
+/// i.e. every pass). A first read comes due up to `max_age - 1` passes early, by the
+/// entry's `phase`: the processes a scanner meets in its first pass would otherwise
+/// all come due in the same later pass, making it as costly as the first (for 2,000
+/// processes, a pass above the 50 ms target every `numa_maps_max_age` epochs),
+/// where spread out each pass takes its share.
+fn due(pass: u64, max_age: u32, first: bool, phase: u64) -> u64 {
+    let age = u64::from(max_age.max(1));
+    let early = if first { phase % age } else { 0 };
+    pass + age - early
+}
+
+/// Everything remembered about one process.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    start_time: u64,
+    /// stat's CPU ticks when last seen: the base of the next pass's `cpu_demand`.
+    pub cpu_ticks: u64,
+    /// What the last pass's stat and filter said, to guess before reading stat
+    /// whether this pass will need more than stat ([`Entry::likely_stat_only`]).
+    num_threads: u32,
+    busy: bool,
+    kernel_thread: bool,
+    pub wanted: bool,
+    /// Its place in the pass that met it: see [`due`].
+    phase: u64,
+    affinity: Option<Kept<Affinity>>,
+    threads: Option<Kept<Vec<ThreadStat>>>,
+    memory: Option<Kept<Memory>>,
+}
+
+impl Entry {
+    pub fn new(stat: &Stat, phase: usize) -> Entry {
+        Entry {
+            phase: phase as u64,
+            start_time: stat.start_time,
+            cpu_ticks: stat.cpu_ticks,
+            num_threads: stat.num_threads,
+            busy: false,
+            kernel_thread: stat.is_kernel_thread(),
+            wanted: true,
+            affinity: None,
+            threads: None,
+            memory: None,
+        }
+    }
+
+    pub fn start_time(&self) -> u64 {
+        self.start_time
+    }
+
+    /// Takes in this pass's stat (after `cpu_demand` was computed from the last one).
+    pub fn saw(&mut self, stat: &Stat) {
+        self.busy = stat.cpu_ticks != self.cpu_ticks;
+        self.cpu_ticks = stat.cpu_ticks;
+        self.num_threads = stat.num_threads;
+    }
+
+    /// Keeps the CPU ticks (a rate needs them) but nothing read from the costly files.
+    fn invalidate(&mut self) {
+        self.affinity = None;
+        self.threads = None;
+        self.memory = None;
+    }
+
+    /// A guess, before stat, that this pass will need nothing else: a kernel thread,
+    /// a process the filter turned away last time, or one with nothing due by age
+    /// whose threads (if it has several) were idle. A wrong guess costs one stat read.
+    pub fn likely_stat_only(&self, pass: u64, cfg: &ScanConfig) -> bool {
+        if self.kernel_thread || !self.wanted {
+            return true;
+        }
+        let opts = &cfg.read;
+        let aged = |due: Option<u64>| due.is_none_or(|d| pass >= d);
+        // Idleness guessed from the last pass's ticks; stat then decides.
+        let f = cfg.idle_age_factor;
+        let threads_aged =
+            self.num_threads > 1 && (self.busy || aged(self.threads.as_ref().map(|k| k.due)));
+        !(opts.status
+            && aged(
+                self.affinity
+                    .as_ref()
+                    .map(|k| k.until(k.cpu_ticks == self.cpu_ticks, f)),
+            )
+            || opts.threads && threads_aged
+            || wants_memory(opts)
+                && aged(
+                    self.memory
+                        .as_ref()
+                        .map(|k| k.until(k.cpu_ticks == self.cpu_ticks, f)),
+                ))
+    }
+
+    fn affinity_good(&self, stat: &Stat, pass: u64, factor: u32) -> bool {
+        self.affinity
+            .as_ref()
+            .is_some_and(|k| !k.expired(pass, stat, factor) && !strayed(stat, &k.value))
+    }
+
+    fn threads_good(&self, stat: &Stat, pass: u64) -> bool {
+        sole_thread(stat).is_some()
+            || self
+                .threads
+                .as_ref()
+                .is_some_and(|k| pass < k.due && threads_idle(k, stat))
+    }
+
+    fn memory_good(&self, stat: &Stat, pass: u64, cfg: &ScanConfig) -> bool {
+        self.memory.as_ref().is_some_and(|k| {
+            !k.expired(pass, stat, cfg.idle_age_factor)
+                && !rss_moved(k.rss_pages, stat.rss_pages, cfg.numa_maps_rss_change_pct)
+        })
+    }
+
+    /// Nothing `cfg.read` asks for needs reading: the process can be described from
+    /// stat and this entry alone.
+    pub fn all_good(&self, stat: &Stat, pass: u64, cfg: &ScanConfig) -> bool {
+        let opts = &cfg.read;
+        (!opts.status || self.affinity_good(stat, pass, cfg.idle_age_factor))
+            && (!opts.threads || self.threads_good(stat, pass))
+            && (!wants_memory(opts) || self.memory_good(stat, pass, cfg))
+    }
+}
+
+fn wants_memory(opts: &ReadOptions) -> bool {
+    opts.numa_maps || opts.sched
+}
+
+/// The entries of one pass, by pid.
+#[derive(Debug, Default)]
+pub(crate) struct Cache {
+    entries: HashMap<u32, Entry>,
+}
+
+impl Cache {
+    pub fn with_capacity(n: usize) -> Cache {
+        Cache {
+            entries: HashMap::with_capacity(n),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Takes out what is remembered of the process `stat` describes; `None` for a
+    /// process not seen before, including a newcomer on a reused pid.
+    pub fn take(&mut self, stat: &Stat) -> Option<Entry> {
+        let e = self.entries.remove(&stat.pid)?;
+        (e.start_time == stat.start_time).then_some(e)
+    }
+
+    pub fn peek(&self, pid: u32) -> Option<&Entry> {
+        self.entries.get(&pid)
+    }
+
+    pub fn put(&mut self, pid: u32, entry: Entry) {
+        self.entries.insert(pid, entry);
+    }
+
+    pub fn invalidate(&mut self, pid: u32) {
+        if let Some(e) = self.entries.get_mut(&pid) {
+            e.invalidate();
+        }
+    }
+}
+
+/// The main thread last ran on a CPU the remembered status does not allow: status is
+/// out of date, whatever its age.
+fn strayed(stat: &Stat, a: &Affinity) -> bool {
+    match (&a.cpus_allowed, stat.processor) {
+        (Some(allowed), Some(cpu)) => allowed.binary_search(&cpu).is_err(),
+        _ => false,
+    }
+}
+
+/// No thread ran a whole clock tick and none came or went since `k` was read, so
+/// where each last ran is as it was.
+fn threads_idle<T>(k: &Kept<T>, stat: &Stat) -> bool {
+    k.cpu_ticks == stat.cpu_ticks && k.num_threads == stat.num_threads
+}
+
+/// RSS moved by more than `pct` % of what it was; from zero, any growth counts.
+fn rss_moved(then: u64, now: u64, pct: u32) -> bool {
+    u128::from(then.abs_diff(now)) * 100 > u128::from(then) * u128::from(pct)
+}
+
+/// A [`Source`] that answers from `entry` where the part is still good and reads
+/// (and remembers) it otherwise. Without a handle (`dir: None`) it must not need to
+/// read: the caller checked [`Entry::all_good`] first.
+pub(crate) struct Cached<'a> {
+    pub dir: Option<&'a ProcDir>,
+    pub entry: &'a mut Entry,
+    pub pass: u64,
+    pub config: &'a ScanConfig,
+    pub tally: &'a mut Tally,
+}
+
+/// A remembered part, counted as reused.
+fn reuse<T: Clone>(kept: &Option<Kept<T>>, tally: &mut Tally) -> Option<T> {
+    tally.reused += 1;
+    kept.as_ref().map(|k| k.value.clone())
+}
+
+impl Cached<'_> {
+    /// Reads a part through the handle; as if the process were gone without one
+    /// (which `all_good` rules out), rather than describe it from stale data.
+    fn read<T: Clone>(
+        &mut self,
+        stat: &Stat,
+        read: impl FnOnce(&ProcDir) -> Result<Option<T>, ObserveError>,
+        slot: impl FnOnce(&mut Entry) -> &mut Option<Kept<T>>,
+        max_age: u32,
+    ) -> Result<Option<T>, ObserveError> {
+        debug_assert!(self.dir.is_some(), "a costly read without a handle");
+        let Some(v) = self.dir.map(read).transpose()?.flatten() else {
+            return Ok(None);
+        };
+        self.tally.read += 1;
+        let phase = self.entry.phase;
+        let slot = slot(self.entry);
+        let due = due(self.pass, max_age, slot.is_none(), phase);
+        *slot = Some(Kept::new(v.clone(), stat, due, max_age));
+        Ok(Some(v))
+    }
+}
+
+impl Source for Cached<'_> {
+    fn affinity(&mut self, stat: &Stat) -> Result<Option<Affinity>, ObserveError> {
+        if self
+            .entry
+            .affinity_good(stat, self.pass, self.config.idle_age_factor)
+        {
+            return Ok(reuse(&self.entry.affinity, self.tally));
+        }
+        let age = self.config.status_max_age;
+        self.read(stat, ProcDir::affinity, |e| &mut e.affinity, age)
+    }
+
+    fn threads(&mut self, stat: &Stat) -> Result<Option<Vec<ThreadStat>>, ObserveError> {
+        if let Some(t) = sole_thread(stat) {
+            // Nothing read, nothing to remember; a stale list must not come back if
+            // the process grows to the same thread count again.
+            self.entry.threads = None;
+            return Ok(Some(vec![t]));
+        }
+        if self.entry.threads_good(stat, self.pass) {
+            return Ok(reuse(&self.entry.threads, self.tally));
+        }
+        let age = self.config.threads_max_age;
+        self.read(stat, ProcDir::threads, |e| &mut e.threads, age)
+    }
+
+    fn memory(&mut self, stat: &Stat, opts: &ReadOptions) -> Result<Option<Memory>, ObserveError> {
+        if self.entry.memory_good(stat, self.pass, self.config) {
+            return Ok(reuse(&self.entry.memory, self.tally));
+        }
+        let age = self.config.numa_maps_max_age;
+        self.read(stat, |d| d.memory(opts), |e| &mut e.memory, age)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, HashSet};
+
+    use super::*;
+    use crate::observe::fakeproc::{FakeProc, FakeProcess, TICKS};
+    use crate::observe::{Observation, Scanner};
+    use crate::topology::{self, Topology};
+
+    fn machine() -> Topology {
+        topology::machine("2n:1l:2c:1t").unwrap()
+    }
+
+    fn fake() -> (tempfile::TempDir, FakeProc) {
+        // tmpfs where there is one: the churn test writes thousands of files.
+        let dir = tempfile::tempdir_in("/dev/shm")
+            .or_else(|_| tempfile::tempdir())
+            .unwrap();
+        let f = FakeProc::new(&dir.path().join("proc")).unwrap();
+        (dir, f)
+    }
+
+    /// Ages as configured, without the idle extension (tested on its own).
+    fn config(f: &FakeProc) -> ScanConfig {
+        ScanConfig {
+            proc_root: f.root().to_path_buf(),
+            exclude: HashSet::new(),
+            ticks_per_second: TICKS,
+            idle_age_factor: 1,
+            ..ScanConfig::default()
+        }
+    }
+
+    #[test]
+    fn an_idle_process_keeps_its_parts_longer_and_a_busy_one_does_not() {
+        let (_d, f) = fake();
+        f.add(&FakeProcess::new(10, "idle").pages(&[(0, 1000)]))
+            .unwrap();
+        let mut busy = FakeProcess::new(11, "busy").pages(&[(0, 1000)]);
+        f.add(&busy).unwrap();
+        let mut cfg = config(&f);
+        cfg.numa_maps_max_age = 2;
+        cfg.idle_age_factor = 3;
+        let mut s = Scanner::new(cfg);
+        s.scan(&machine()).unwrap();
+        move_pages(&f, 10, &[(1, 1000)]);
+        move_pages(&f, 11, &[(1, 1000)]);
+        let node_of = |obs: &Observation, pid: u32| {
+            obs.snapshot
+                .processes
+                .iter()
+                .find(|p| p.pid == pid)
+                .and_then(|p| p.home_node())
+        };
+        // Passes 2..=6: the busy one is re-read within its age of 2, the idle one
+        // only after 3 ages (6 passes) from its first read.
+        let mut idle_seen = Vec::new();
+        for pass in 2..=7 {
+            busy.cpu_ticks += TICKS;
+            f.write(11, "stat", &busy.stat_line()).unwrap();
+            let obs = s.scan(&machine()).unwrap();
+            if pass >= 3 {
+                assert_eq!(node_of(&obs, 11), Some(1), "busy, pass {pass}");
+            }
+            idle_seen.push(node_of(&obs, 10));
+        }
+        assert_eq!(
+            &idle_seen[..3],
+            &[Some(0), Some(0), Some(0)],
+            "{idle_seen:?}"
+        );
+        assert_eq!(idle_seen.last(), Some(&Some(1)), "{idle_seen:?}");
+    }
+
+    /// Pages per node as the snapshot reports them, of the only process.
+    fn pages(obs: &Observation) -> BTreeMap<u32, u64> {
+        assert_eq!(obs.snapshot.processes.len(), 1, "{:?}", obs.problems);
+        let m = &obs.snapshot.processes[0].memory_bytes;
+        m.iter().map(|(n, b)| (*n, b / 4096)).collect()
+    }
+
+    /// Replaces the numa_maps file only: RSS in stat stays as it was.
+    fn move_pages(f: &FakeProc, pid: u32, to: &[(u32, u64)]) {
+        let text = FakeProcess::new(pid, "x").pages(to).numa_maps;
+        f.write(pid, "numa_maps", &text).unwrap();
+    }
+
+    #[test]
+    fn numa_maps_is_reused_while_rss_holds_still() {
+        let (_d, f) = fake();
+        f.add(&FakeProcess::new(10, "db").pages(&[(0, 1000)]))
+            .unwrap();
+        let mut s = Scanner::new(config(&f));
+        let first = s.scan(&machine()).unwrap();
+        assert_eq!(pages(&first), BTreeMap::from([(0, 1000)]));
+        assert_eq!((first.costly_reads, first.reused), (2, 0), "status, memory");
+        move_pages(&f, 10, &[(1, 1000)]);
+        let second = s.scan(&machine()).unwrap();
+        assert_eq!(
+            pages(&second),
+            BTreeMap::from([(0, 1000)]),
+            "not read again"
+        );
+        assert_eq!((second.costly_reads, second.reused), (0, 2));
+    }
+
+    #[test]
+    fn rss_moving_past_the_threshold_rereads_numa_maps() {
+        let (_d, f) = fake();
+        f.add(&FakeProcess::new(10, "db").pages(&[(0, 1000)]))
+            .unwrap();
+        let mut s = Scanner::new(config(&f));
+        s.scan(&machine()).unwrap();
+        // 9.9 % above what it was when numa_maps was read: still good, even though the
+        // previous pass saw 1050 (the baseline is the read, not the last pass).
+        for rss in [1050, 1099] {
+            f.add(&FakeProcess::new(10, "db").pages(&[(0, 1000), (1, rss - 1000)]))
+                .unwrap();
+            assert_eq!(
+                pages(&s.scan(&machine()).unwrap()),
+                BTreeMap::from([(0, 1000)])
+            );
+        }
+        f.add(&FakeProcess::new(10, "db").pages(&[(0, 1000), (1, 101)]))
+            .unwrap();
+        let obs = s.scan(&machine()).unwrap();
+        assert_eq!(pages(&obs), BTreeMap::from([(0, 1000), (1, 101)]));
+        assert_eq!(obs.costly_reads, 1, "numa_maps only; status is still good");
+        // Shrinking counts too.
+        f.add(&FakeProcess::new(10, "db").pages(&[(1, 900)]))
+            .unwrap();
+        assert_eq!(
+            pages(&s.scan(&machine()).unwrap()),
+            BTreeMap::from([(1, 900)])
+        );
+    }
+
+    #[test]
+    fn parts_are_reread_when_they_age_out() {
+        let (_d, f) = fake();
+        f.add(&FakeProcess::new(10, "db").pages(&[(0, 1000)]))
+            .unwrap();
+        let mut cfg = config(&f);
+        cfg.numa_maps_max_age = 3;
+        cfg.status_max_age = 2;
+        let mut s = Scanner::new(cfg);
+        s.scan(&machine()).unwrap();
+        move_pages(&f, 10, &[(1, 1000)]);
+        // A foreign pin that keeps the CPU the process is on: stat cannot tell.
+        let mut pinned = FakeProcess::new(10, "db").pages(&[(0, 1000)]);
+        pinned.cpus_allowed = "0-1".into();
+        f.write(10, "status", &pinned.status_text()).unwrap();
+        let allowed = |o: &Observation| o.snapshot.processes[0].allowed_cpus.clone();
+        let pass2 = s.scan(&machine()).unwrap();
+        assert_eq!((pages(&pass2)[&0], allowed(&pass2)), (1000, None));
+        let pass3 = s.scan(&machine()).unwrap();
+        assert_eq!(allowed(&pass3), Some(vec![0, 1]), "status: 2 passes old");
+        assert_eq!(pages(&pass3), BTreeMap::from([(0, 1000)]));
+        let pass4 = s.scan(&machine()).unwrap();
+        assert_eq!(pages(&pass4), BTreeMap::from([(1, 1000)]), "3 passes old");
+    }
+
+    #[test]
+    fn a_main_thread_outside_the_remembered_set_rereads_status_at_once() {
+        let (_d, f) = fake();
+        let mut p = FakeProcess::new(10, "db");
+        p.cpus_allowed = "0-1".into();
+        f.add(&p).unwrap();
+        let mut s = Scanner::new(config(&f));
+        s.scan(&machine()).unwrap();
+        // Re-pinned to 2-3: the kernel moved it off CPU 0 straight away.
+        p.cpus_allowed = "2-3".into();
+        let p = p.threads_on(&[2]);
+        f.add(&p).unwrap();
+        let obs = s.scan(&machine()).unwrap();
+        assert_eq!(obs.snapshot.processes[0].allowed_cpus, Some(vec![2, 3]));
+    }
+
+    #[test]
+    fn idle_threads_are_reused_and_busy_ones_reread() {
+        let (_d, f) = fake();
+        let mut p = FakeProcess::new(10, "app");
+        p.cpu_ticks = 100;
+        f.add(&p.clone().threads_on(&[0, 1])).unwrap();
+        let mut s = Scanner::new(config(&f));
+        let cpus = |o: &Observation| o.snapshot.processes[0].current_cpus.clone();
+        assert_eq!(cpus(&s.scan(&machine()).unwrap()), vec![0, 1]);
+        // Thread 11 moved to CPU 3 without a tick of CPU time: not looked at.
+        let moved = p.clone().threads_on(&[0, 3]);
+        f.add(&moved).unwrap();
+        let obs = s.scan(&machine()).unwrap();
+        assert_eq!((cpus(&obs), obs.reused), (vec![0, 1], 3));
+        // It ran: the task directory is read again.
+        p.cpu_ticks = 101;
+        f.add(&p.threads_on(&[0, 3])).unwrap();
+        let obs = s.scan(&machine()).unwrap();
+        assert_eq!((cpus(&obs), obs.costly_reads), (vec![0, 3], 1));
+    }
+
+    #[test]
+    fn a_reused_pid_is_read_afresh() {
+        let (_d, f) = fake();
+        f.add(&FakeProcess::new(10, "old").pages(&[(0, 1000)]))
+            .unwrap();
+        let mut s = Scanner::new(config(&f));
+        s.scan(&machine()).unwrap();
+        // Same pid and RSS, born later: nothing of the old process may carry over.
+        let mut new = FakeProcess::new(10, "new").pages(&[(1, 1000)]);
+        new.start_time = 5000;
+        new.cpus_allowed = "3".into();
+        f.add(&new).unwrap();
+        let obs = s.scan(&machine()).unwrap();
+        assert_eq!(pages(&obs), BTreeMap::from([(1, 1000)]));
+        assert_eq!(obs.snapshot.processes[0].allowed_cpus, Some(vec![3]));
+        assert_eq!((obs.costly_reads, obs.reused), (2, 0));
+    }
+
+    #[test]
+    fn entries_of_vanished_processes_are_dropped() {
+        let (_d, f) = fake();
+        f.add(&FakeProcess::new(10, "stays")).unwrap();
+        f.add(&FakeProcess::new(11, "goes")).unwrap();
+        let mut s = Scanner::new(config(&f));
+        s.scan(&machine()).unwrap();
+        assert_eq!(s.cached(), 2);
+        f.remove(11).unwrap();
+        s.scan(&machine()).unwrap();
+        assert_eq!(s.cached(), 1);
+    }
+
+    #[test]
+    fn churn_does_not_grow_the_cache() {
+        let (_d, f) = fake();
+        let mut s = Scanner::new(config(&f));
+        // 5,000 short-lived processes, 50 alive at a time.
+        for round in 0..100u32 {
+            let pids: Vec<u32> = (0..50).map(|i| 1000 + round * 50 + i).collect();
+            for &pid in &pids {
+                f.add(&FakeProcess::new(pid, "short")).unwrap();
+            }
+            let obs = s.scan(&machine()).unwrap();
+            assert_eq!(obs.snapshot.processes.len(), 50);
+            assert_eq!(s.cached(), 50, "round {round}");
+            for pid in pids {
+                f.remove(pid).unwrap();
+            }
+        }
+        s.scan(&machine()).unwrap();
+        assert_eq!(s.cached(), 0);
+    }
+
+    #[test]
+    fn an_age_of_one_or_zero_reads_every_pass() {
+        for age in [0, 1] {
+            let (_d, f) = fake();
+            let mut p = FakeProcess::new(10, "db").pages(&[(0, 1000)]);
+            f.add(&p.clone().threads_on(&[0, 1])).unwrap();
+            let mut cfg = config(&f);
+            cfg.status_max_age = age;
+            cfg.threads_max_age = age;
+            cfg.numa_maps_max_age = age;
+            let mut s = Scanner::new(cfg);
+            s.scan(&machine()).unwrap();
+            p.cpus_allowed = "0-1".into();
+            f.add(&p.threads_on(&[0, 2])).unwrap();
+            move_pages(&f, 10, &[(1, 1000)]);
+            let obs = s.scan(&machine()).unwrap();
+            let got = &obs.snapshot.processes[0];
+            assert_eq!(pages(&obs), BTreeMap::from([(1, 1000)]), "age {age}");
+            assert_eq!(got.allowed_cpus, Some(vec![0, 1]), "age {age}");
+            assert_eq!(got.current_cpus, vec![0, 2], "age {age}");
+            assert_eq!((obs.costly_reads, obs.reused), (3, 0), "age {age}");
+        }
+    }
+
+    #[test]
+    fn every_pass_is_ages_of_one() {
+        let c = ScanConfig::default().every_pass();
+        let ages = [c.status_max_age, c.threads_max_age, c.numa_maps_max_age];
+        assert_eq!(ages, [1, 1, 1]);
+    }
+
+    #[test]
+    fn invalidate_rereads_everything_but_keeps_the_cpu_rate() {
+        let (_d, f) = fake();
+        let mut p = FakeProcess::new(10, "db").pages(&[(0, 1000)]);
+        p.cpu_ticks = 50 * TICKS;
+        f.add(&p).unwrap();
+        let mut s = Scanner::new(config(&f));
+        s.scan(&machine()).unwrap();
+        // The daemon moved its memory: RSS is the same, so only invalidate tells.
+        move_pages(&f, 10, &[(1, 1000)]);
+        p.cpu_ticks += TICKS;
+        f.write(10, "stat", &p.stat_line()).unwrap();
+        f.set_uptime(110.0).unwrap();
+        s.invalidate(10);
+        let obs = s.scan(&machine()).unwrap();
+        assert_eq!(pages(&obs), BTreeMap::from([(1, 1000)]));
+        let demand = obs.snapshot.processes[0].cpu_demand;
+        assert!(
+            (demand - 0.1).abs() < 1e-9,
+            "1 s over 10 s, not lifetime: {demand}"
+        );
+    }
+
+    #[test]
+    fn a_process_the_filter_turned_away_is_read_whole_once_wanted() {
+        let (_d, f) = fake();
+        let mut p = FakeProcess::new(10, "db").pages(&[(0, 1000)]);
+        f.add(&p).unwrap();
+        let mut s = Scanner::new(config(&f)).with_filter(Box::new(|c| c.cpu_demand > 0.05));
+        let idle = s.scan(&machine()).unwrap();
+        assert_eq!((idle.excluded, idle.costly_reads), (1, 0));
+        assert_eq!(s.scan(&machine()).unwrap().excluded, 1, "still idle");
+        // It turns busy: 1 s of CPU over 10 s, rated against the remembered ticks.
+        p.cpu_ticks += TICKS;
+        f.add(&p).unwrap();
+        f.set_uptime(110.0).unwrap();
+        let obs = s.scan(&machine()).unwrap();
+        assert_eq!(pages(&obs), BTreeMap::from([(0, 1000)]));
+        assert_eq!((obs.costly_reads, obs.reused), (2, 0));
+        let demand = obs.snapshot.processes[0].cpu_demand;
+        assert!((demand - 0.1).abs() < 1e-9, "{demand}");
+    }
+
+    #[test]
+    fn first_rereads_are_spread_over_the_age() {
+        let (_d, f) = fake();
+        for pid in 10..20 {
+            f.add(&FakeProcess::new(pid, "p").pages(&[(0, 10)]))
+                .unwrap();
+        }
+        let mut cfg = config(&f);
+        cfg.numa_maps_max_age = 5;
+        cfg.status_max_age = 100;
+        let mut s = Scanner::new(cfg);
+        assert_eq!(s.scan(&machine()).unwrap().costly_reads, 20);
+        // Not all ten in pass 6: two a pass, and the same again one age later.
+        let reads: Vec<usize> = (2..=11)
+            .map(|_| s.scan(&machine()).unwrap().costly_reads)
+            .collect();
+        assert_eq!(reads, vec![2; 10]);
+    }
+
+    #[test]
+    fn rss_moved_is_relative_to_the_read() {
+        assert!(!rss_moved(0, 0, 10));
+        assert!(rss_moved(0, 1, 10), "from nothing, any growth");
+        assert!(!rss_moved(100, 110, 10));
+        assert!(rss_moved(100, 111, 10));
+        assert!(rss_moved(100, 89, 10));
+        assert!(rss_moved(100, 101, 0));
+        assert!(!rss_moved(u64::MAX, u64::MAX - 1, 10), "no overflow");
+    }
+}

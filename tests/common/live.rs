@@ -1,0 +1,108 @@
+//! Helpers for tests that run real processes on this machine: children that are
+//! always reaped, affinity read back from /proc, polling with a deadline.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use numasched::apply::{Kernel, LinuxKernel};
+use numasched::topology::{cpulist, CpuId};
+
+/// Kills and reaps its child when dropped, even when an assertion fails.
+pub struct Guard(pub Option<Child>);
+
+impl Guard {
+    pub fn spawn(cmd: &mut Command) -> Option<Guard> {
+        match cmd.stdin(Stdio::null()).stdout(Stdio::null()).spawn() {
+            Ok(c) => Some(Guard(Some(c))),
+            Err(e) => {
+                eprintln!("skipped: cannot start {cmd:?}: {e}");
+                None
+            }
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.0.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    pub fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("child still held")
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Whether CPUs 0 and 1 are ours to use; prints why not.
+pub fn two_cpus() -> bool {
+    let me = std::process::id();
+    match LinuxKernel::new().affinity(me, me) {
+        Ok(cpus) if cpus.contains(&0) && cpus.contains(&1) => true,
+        Ok(cpus) => {
+            eprintln!(
+                "skipped: needs CPUs 0 and 1, this process may use {}",
+                cpulist::format(&cpus)
+            );
+            false
+        }
+        Err(e) => {
+            eprintln!("skipped: cannot read own affinity: {e}");
+            false
+        }
+    }
+}
+
+pub fn allowed_of(path: &str) -> Option<Vec<CpuId>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let line = text.lines().find(|l| l.starts_with("Cpus_allowed_list:"))?;
+    cpulist::parse(line.split_once(':')?.1).ok()
+}
+
+/// The affinity of a live process, from its status file.
+pub fn allowed(pid: u32) -> Vec<CpuId> {
+    allowed_of(&format!("/proc/{pid}/status")).expect("process's status")
+}
+
+/// Polls until `f` holds, for at most `secs` seconds.
+pub fn wait_secs(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < until {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Polls until `f` holds, for at most 5 s.
+pub fn wait_for(f: impl FnMut() -> bool) -> bool {
+    wait_secs(5, f)
+}
+
+/// A copy of a system binary under a name of our own, so that the daemon's
+/// `--include-comm` can select exactly this test's processes.
+pub fn named_copy(dir: &Path, system: &str, name: &str) -> PathBuf {
+    let src = ["/usr/bin", "/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(system))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{system} not found in /usr/bin or /bin"));
+    let dst = dir.join(name);
+    if !dst.exists() {
+        std::fs::copy(&src, &dst).expect("copy binary");
+    }
+    dst
+}

@@ -1,0 +1,352 @@
+//! The daemon's epoch engine on a fake procfs and a fake kernel: when it re-plans
+//! (first epoch, MPKI moved > 20% from the last plan, arrivals, departures, never
+//! faster than the hysteresis interval), and how managed processes leave (exit, pid
+//! reuse, no longer selected, quiet too long) without anything left changed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use numasched::apply::{Action, Actuator, ActuatorConfig, FakeKernel, Restored};
+use numasched::characterise::live::{Live, LiveConfig};
+use numasched::daemon::config::Selection;
+use numasched::daemon::select::Selector;
+use numasched::daemon::trigger::TriggerParams;
+use numasched::daemon::{Engine, EngineConfig, EpochReport, Stages};
+use numasched::observe::fakeproc::{FakeProc, FakeProcess};
+use numasched::observe::{CounterError, CounterSample, CounterSource, ScanConfig, Scanner};
+use numasched::topology::{spec, CpuId};
+
+/// Counters whose per-epoch deltas the test sets: MPKI = misses per 1000 instructions.
+#[derive(Clone, Default)]
+struct Scripted(Arc<Mutex<HashMap<u32, CounterSample>>>);
+
+impl Scripted {
+    fn mpki(&self, pid: u32, mpki: f64) {
+        self.0.lock().expect("lock").insert(
+            pid,
+            CounterSample {
+                instructions: 1_000_000,
+                cycles: 1_000_000,
+                llc_misses: (mpki * 1000.0) as u64,
+            },
+        );
+    }
+}
+
+impl CounterSource for Scripted {
+    fn attach(&mut self, _: u32, _: u64, _: &[u32]) -> Result<(), CounterError> {
+        Ok(())
+    }
+    fn detach(&mut self, _: u32) {}
+    fn delta(&mut self, pid: u32) -> Result<CounterSample, CounterError> {
+        Ok(self
+            .0
+            .lock()
+            .expect("lock")
+            .get(&pid)
+            .copied()
+            .unwrap_or_default())
+    }
+    fn attached(&self) -> usize {
+        0
+    }
+}
+
+const ALL: [CpuId; 4] = [0, 1, 2, 3];
+
+struct Bed {
+    _dir: tempfile::TempDir,
+    fake: FakeProc,
+    counts: Scripted,
+    engine: Engine<FakeKernel>,
+    uptime: f64,
+}
+
+fn bed(select: Selection, min_interval: f64, release_after: u32) -> Bed {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fake = FakeProc::new(&dir.path().join("proc")).expect("fake procfs");
+    let topology = spec::parse("2n:1l:2c:1t").expect("spec");
+    let counts = Scripted::default();
+    let scanner = Scanner::new(
+        ScanConfig {
+            proc_root: fake.root().to_path_buf(),
+            exclude: Default::default(),
+            ..ScanConfig::default()
+        }
+        .every_pass(),
+    );
+    let selector = Selector::new(&select, fake.root()).expect("selector");
+    let engine = Engine::new(
+        EngineConfig {
+            trigger: TriggerParams {
+                mpki_change: 0.2,
+                min_interval,
+            },
+            release_after,
+            min_cpu: select.min_cpu,
+            min_rss: select.min_rss,
+        },
+        Stages {
+            topology,
+            scanner,
+            selector,
+            live: Live::new(
+                LiveConfig {
+                    learn: false,
+                    ..LiveConfig::default()
+                },
+                Some(Box::new(counts.clone())),
+                None,
+            ),
+            policy: numasched::policy::by_name("nmass").expect("policy"),
+            actuator: Actuator::new(FakeKernel::new(&ALL), ActuatorConfig::default()),
+            tree: None,
+        },
+    );
+    Bed {
+        _dir: dir,
+        fake,
+        counts,
+        engine,
+        uptime: 100.0,
+    }
+}
+
+fn everyone() -> Selection {
+    Selection::default()
+}
+
+impl Bed {
+    /// A process in both the fake procfs and the fake kernel, homed on `node`.
+    fn add(&self, pid: u32, comm: &str, node: u32, start: u64) {
+        let mut p = FakeProcess::new(pid, comm).pages(&[(node, 1000)]);
+        p.start_time = start;
+        self.fake.add(&p).expect("add");
+        self.engine.actuator().kernel().add(pid, start, 1, &ALL);
+    }
+
+    fn epoch(&mut self, now: f64) -> EpochReport {
+        self.uptime += 1.0;
+        self.fake.set_uptime(self.uptime).expect("uptime");
+        self.engine.epoch(now, 0).expect("epoch")
+    }
+
+    fn affinity(&self, pid: u32) -> Option<Vec<CpuId>> {
+        self.engine.actuator().kernel().affinity_of(pid, pid)
+    }
+}
+
+fn replanned(r: &EpochReport) -> bool {
+    r.apply.is_some()
+}
+
+#[test]
+fn plans_first_then_on_mpki_moves_and_never_faster_than_the_interval() {
+    let mut b = bed(everyone(), 5.0, 30);
+    b.add(100, "mcf", 0, 1000);
+    b.add(101, "milc", 1, 1000);
+    b.counts.mpki(100, 10.0);
+    b.counts.mpki(101, 20.0);
+
+    let r = b.epoch(0.0);
+    assert_eq!(r.replan, vec!["first epoch"]);
+    assert_eq!(r.apply.as_ref().map(|a| a.count(Action::Done)), Some(2));
+    // Counters give MPKI from the second epoch: a change, but inside the interval.
+    let r = b.epoch(1.0);
+    assert!(!replanned(&r));
+    assert!(
+        r.waiting
+            .iter()
+            .any(|w| w.contains("pid 100 MPKI ? -> 10.0")),
+        "{:?}",
+        r.waiting
+    );
+    let r = b.epoch(5.0);
+    assert!(replanned(&r), "taken at the end of the interval");
+    assert!(!replanned(&b.epoch(20.0)), "nothing changed");
+
+    b.counts.mpki(100, 11.5); // +15%: noise
+    assert!(!replanned(&b.epoch(30.0)));
+    b.counts.mpki(100, 13.0); // +30% from the plan
+    let r = b.epoch(40.0);
+    assert_eq!(r.replan, vec!["pid 100 MPKI 10.0 -> 13.0"]);
+    assert_eq!(b.engine.managed(), 2);
+}
+
+#[test]
+fn each_process_ends_up_local_and_is_restored_on_shutdown() {
+    let mut b = bed(everyone(), 0.0, 30);
+    b.add(100, "mcf", 0, 1000);
+    b.add(101, "milc", 1, 1000);
+    b.epoch(0.0);
+    let node_of = |c: CpuId| if c < 2 { 0 } else { 1 };
+    let a = b.affinity(100).expect("placed");
+    assert!(a.iter().all(|c| node_of(*c) == 0), "{a:?}");
+    let a = b.affinity(101).expect("placed");
+    assert!(a.iter().all(|c| node_of(*c) == 1), "{a:?}");
+    let restored = b.engine.restore_all();
+    assert_eq!(restored.len(), 2);
+    assert_eq!(b.affinity(100), Some(ALL.to_vec()));
+    assert_eq!(b.affinity(101), Some(ALL.to_vec()));
+}
+
+#[test]
+fn an_exit_between_observe_and_apply_is_no_error() {
+    let mut b = bed(everyone(), 0.0, 30);
+    b.add(100, "mcf", 0, 1000);
+    b.add(101, "milc", 1, 1000);
+    b.engine.actuator().kernel().remove(101); // gone after the scan read it
+    let r = b.epoch(0.0);
+    let apply = r.apply.expect("planned");
+    assert_eq!(apply.count(Action::Failed), 0);
+    assert_eq!(apply.placement(101).map(|l| l.action), Some(Action::Gone));
+    assert_eq!(apply.placement(100).map(|l| l.action), Some(Action::Done));
+    // Next epoch it is gone from procfs too: a departure, nothing to restore.
+    b.fake.remove(101).expect("remove");
+    let r = b.epoch(1.0);
+    assert_eq!(r.replan, vec!["1 left"]);
+    assert!(
+        r.released.is_empty(),
+        "it was never changed: {:?}",
+        r.released
+    );
+    let mut s = test_status();
+    b.engine.fill_status(&mut s);
+    assert_eq!(s.errors_total, 0);
+}
+
+#[test]
+fn a_reused_pid_is_a_new_process_and_the_old_entry_is_never_restored_onto_it() {
+    let mut b = bed(everyone(), 0.0, 30);
+    b.add(100, "mcf", 1, 1000);
+    b.epoch(0.0);
+    assert_ne!(b.affinity(100), Some(ALL.to_vec()), "placed");
+    // mcf exits; a new process gets pid 100, with its own affinity.
+    b.add(100, "newcomer", 0, 5000);
+    b.engine.actuator().kernel().add(100, 5000, 1, &[0, 1]);
+    let r = b.epoch(1.0);
+    let (pid, _, how) = r.released.first().expect("old process released");
+    assert_eq!((*pid, how), (100, &Restored::Reused));
+    assert_eq!(r.arrived, vec![100]);
+    // The newcomer is planned afresh, inside its own (narrower) affinity.
+    let line = r
+        .apply
+        .as_ref()
+        .and_then(|a| a.placement(100))
+        .expect("placed");
+    assert_eq!(line.action, Action::Done, "{line}");
+    let a = b.affinity(100).expect("alive");
+    assert!(a.iter().all(|c| *c < 2), "{a:?}");
+}
+
+#[test]
+fn a_process_that_no_longer_matches_is_restored_at_once() {
+    let sel = Selection {
+        include_comm: vec!["alpha*".into()],
+        ..Selection::default()
+    };
+    let mut b = bed(sel, 0.0, 30);
+    b.add(100, "alpha", 1, 1000);
+    b.add(101, "other", 1, 1000);
+    let r = b.epoch(0.0);
+    assert_eq!(r.managed, 1);
+    assert_ne!(b.affinity(100), Some(ALL.to_vec()));
+    assert_eq!(
+        b.affinity(101),
+        Some(ALL.to_vec()),
+        "never selected, never touched"
+    );
+    // It exec'd another program: same pid and start time, another name.
+    let mut p = FakeProcess::new(100, "beta").pages(&[(1, 1000)]);
+    p.start_time = 1000;
+    b.fake.add(&p).expect("rewrite");
+    let r = b.epoch(1.0);
+    assert_eq!(r.managed, 0);
+    assert!(
+        matches!(r.released[0].2, Restored::Done { .. }),
+        "{:?}",
+        r.released
+    );
+    assert_eq!(b.affinity(100), Some(ALL.to_vec()));
+}
+
+#[test]
+fn a_quiet_process_is_released_after_release_after_epochs_not_before() {
+    let sel = Selection {
+        min_cpu: 0.5,
+        ..Selection::default()
+    };
+    let mut b = bed(sel, 0.0, 3);
+    let mut p = FakeProcess::new(100, "mcf").pages(&[(1, 1000)]);
+    p.cpu_ticks = 100 * 200; // busy over its life: admitted on the first pass
+    b.fake.add(&p).expect("add");
+    b.engine.actuator().kernel().add(100, 1000, 1, &ALL);
+    assert_eq!(b.epoch(0.0).managed, 1);
+    assert_ne!(b.affinity(100), Some(ALL.to_vec()));
+    // Its CPU time stops growing: quiet from now on.
+    assert_eq!(b.epoch(1.0).managed, 1, "one quiet epoch");
+    assert_eq!(b.epoch(2.0).managed, 1, "two");
+    let r = b.epoch(3.0);
+    assert_eq!(r.managed, 0, "released on the third");
+    assert!(r.released[0].1.contains("quiet"));
+    assert_eq!(b.affinity(100), Some(ALL.to_vec()), "restored");
+    // And not re-admitted while it stays quiet.
+    assert_eq!(b.epoch(4.0).managed, 0);
+}
+
+fn test_status() -> numasched::daemon::Status {
+    numasched::daemon::Status {
+        version: String::new(),
+        pid: 0,
+        started_unix: 0,
+        now_unix: 0,
+        policy: String::new(),
+        interval_s: 1.0,
+        dry_run: false,
+        migrate_pages: false,
+        sensors: numasched::observe::Sensors::detect_with(
+            &numasched::observe::sensors::Roots {
+                proc: "/nonexistent".into(),
+                sys: "/nonexistent".into(),
+                probe_pid: 1,
+            },
+            Ok(()),
+        ),
+        sensors_in_use: Vec::new(),
+        store: None,
+        nodes: 0,
+        cpus: 0,
+        epochs: 0,
+        replans: 0,
+        last_epoch_ms: 0.0,
+        errors_total: 99,
+        processes: Vec::new(),
+        uncharacterised: Vec::new(),
+        decisions: Vec::new(),
+    }
+}
+
+#[test]
+fn a_placed_process_is_not_frozen_by_its_own_narrowed_affinity() {
+    let mut b = bed(everyone(), 0.0, 30);
+    b.add(100, "mcf", 1, 1000);
+    b.epoch(0.0);
+    let placed = b.affinity(100).expect("placed");
+    assert!(
+        placed.iter().all(|c| *c >= 2),
+        "local on node 1: {placed:?}"
+    );
+    // /proc now shows numasched's narrowing, and the memory moved to node 0 (and grew,
+    // so the scan re-reads numa_maps at once rather than at its next refresh).
+    let mut p = FakeProcess::new(100, "mcf").pages(&[(0, 1500)]);
+    p.start_time = 1000;
+    p.cpus_allowed = numasched::topology::cpulist::format(&placed);
+    b.fake.add(&p).expect("rewrite");
+    let r = b.epoch(1.0);
+    assert_eq!(r.replan, vec!["pid 100 memory moved to node 0"]);
+    let now = b.affinity(100).expect("alive");
+    assert!(
+        now.iter().all(|c| *c < 2),
+        "followed its memory to node 0: {now:?}"
+    );
+}

@@ -1,0 +1,579 @@
+//! `numasched daemon`, `run`, `status` and live `plan` on this real machine (one node,
+//! two CPUs, no hardware counters), with real processes: affinity set and restored on
+//! SIGTERM and SIGINT, a `taskset` pin kept, `--dry-run` changing nothing, process
+//! churn causing no error, `run` passing the exit status through and restoring what
+//! outlives its command, and the one-line errors of bad input.
+//!
+//! Each test selects its own processes by a command name of its own (a copy of
+//! `sleep` or `true` under that name), so the tests can run side by side and never
+//! touch anything else on the machine. Needs CPUs 0 and 1; otherwise each test says
+//! why and passes.
+
+mod common;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+use common::live::{allowed, named_copy, two_cpus, wait_secs, Guard};
+use common::numasched;
+
+const BIN: &str = env!("CARGO_BIN_EXE_numasched");
+
+/// A daemon under test, with its log in the test's directory.
+struct Daemon {
+    guard: Guard,
+    log: PathBuf,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(dir: &Path, extra: &[&str]) -> Daemon {
+        Daemon::every(dir, "200ms", extra)
+    }
+
+    /// With epochs (and the shortest re-plan interval) of `interval`.
+    fn every(dir: &Path, interval: &str, extra: &[&str]) -> Daemon {
+        let log = dir.join("daemon.log");
+        let socket = dir.join("numasched.sock");
+        let mut cmd = Command::new(BIN);
+        cmd.arg("daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .args(["--interval", interval, "--min-replan-interval", interval])
+            .args(["--no-db", "--min-cpu", "0", "--log-format", "json"])
+            .args(extra)
+            .env("NUMASCHED_LOG", "debug")
+            .stderr(File::create(&log).expect("log file"));
+        let guard = Guard::spawn(&mut cmd).expect("start the daemon");
+        Daemon { guard, log, socket }
+    }
+
+    fn status(&self) -> Option<Value> {
+        let sock = self.socket.display().to_string();
+        let (code, out, _) = numasched(&["status", "--json", "--socket", &sock]);
+        if code != 0 {
+            return None;
+        }
+        serde_json::from_str(&out).ok()
+    }
+
+    /// Waits until the daemon has run `n` epochs with `pid` managed.
+    fn wait_managed(&self, pid: u32, epochs: u64) -> Value {
+        let mut last = None;
+        let ok = wait_secs(20, || {
+            last = self.status();
+            last.as_ref().is_some_and(|s| {
+                s["epochs"].as_u64().unwrap_or(0) >= epochs && view(s, pid).is_some()
+            })
+        });
+        assert!(
+            ok,
+            "pid {pid} not managed; status {last:?}; log:\n{}",
+            self.log()
+        );
+        last.expect("status")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends `sig` and returns the exit code, failing after 10 s.
+    fn stop(&mut self, sig: Signal) -> i32 {
+        let pid = Pid::from_raw(self.guard.pid() as i32);
+        kill(pid, sig).expect("signal the daemon");
+        let child = self.guard.child();
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(st) = child.try_wait().expect("wait") {
+                return st.code().unwrap_or(-1);
+            }
+            assert!(
+                Instant::now() < until,
+                "daemon did not stop:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Log lines at WARN or ERROR.
+    fn complaints(&self) -> Vec<String> {
+        self.log()
+            .lines()
+            .filter(|l| l.contains("\"level\":\"WARN\"") || l.contains("\"level\":\"ERROR\""))
+            .map(String::from)
+            .collect()
+    }
+}
+
+fn view(status: &Value, pid: u32) -> Option<&Value> {
+    status["processes"]
+        .as_array()?
+        .iter()
+        .find(|p| p["pid"].as_u64() == Some(u64::from(pid)))
+}
+
+fn cpus(v: &Value) -> Vec<u64> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default()
+}
+
+fn sleeper(dir: &Path, name: &str) -> Guard {
+    let bin = named_copy(dir, "sleep", name);
+    Guard::spawn(Command::new(bin).arg("60")).expect("start sleeper")
+}
+
+fn stop_restores(sig: Signal, name: &str) {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = sleeper(dir.path(), name);
+    let b = sleeper(dir.path(), name);
+    assert_eq!(allowed(a.pid()), vec![0, 1]);
+    let mut d = Daemon::start(dir.path(), &["--include-comm", name]);
+    let s = d.wait_managed(b.pid(), 2);
+    for g in [&a, &b] {
+        assert!(
+            wait_secs(10, || allowed(g.pid()).len() == 1),
+            "pid {} not placed: {:?}\n{}",
+            g.pid(),
+            allowed(g.pid()),
+            d.log()
+        );
+        let v = view(&s, g.pid()).expect("in status");
+        assert_eq!(cpus(&v["planned_cpus"]).len(), 1, "{v}");
+        assert_eq!(v["source"], "unknown", "no counters, no profile here");
+    }
+    assert!(
+        cpus_of(&s["sensors_in_use"]).contains(&"numa_maps".to_string()),
+        "{s}"
+    );
+    assert!(s["decisions"].as_array().is_some_and(|d| !d.is_empty()));
+    // Two sleepers on two CPUs: the plan spreads them.
+    assert_ne!(allowed(a.pid()), allowed(b.pid()));
+    assert_eq!(d.stop(sig), 0, "{}", d.log());
+    assert_eq!(allowed(a.pid()), vec![0, 1], "restored on {sig}");
+    assert_eq!(allowed(b.pid()), vec![0, 1], "restored on {sig}");
+    assert!(!d.socket.exists(), "control socket removed on exit");
+    assert!(d.complaints().is_empty(), "{:?}", d.complaints());
+}
+
+fn cpus_of(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn sigterm_restores_every_affinity() {
+    stop_restores(Signal::SIGTERM, "nsd_term");
+}
+
+#[test]
+fn sigint_restores_every_affinity() {
+    stop_restores(Signal::SIGINT, "nsd_int");
+}
+
+#[test]
+fn a_taskset_pin_is_kept_while_managed_and_after() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = named_copy(dir.path(), "sleep", "nsd_pinned");
+    let Some(p) = Guard::spawn(
+        Command::new("taskset")
+            .args(["-c", "1"])
+            .arg(&bin)
+            .arg("60"),
+    ) else {
+        return;
+    };
+    assert!(
+        wait_secs(5, || allowed(p.pid()) == vec![1]),
+        "taskset did not exec"
+    );
+    let mut d = Daemon::start(dir.path(), &["--include-comm", "nsd_pinned"]);
+    let s = d.wait_managed(p.pid(), 3);
+    let v = view(&s, p.pid()).expect("managed");
+    assert_eq!(cpus(&v["allowed_cpus"]), vec![1], "seen as a pin: {v}");
+    assert!(cpus(&v["planned_cpus"]).iter().all(|c| *c == 1), "{v}");
+    assert_eq!(allowed(p.pid()), vec![1], "kept inside its pin");
+    assert_eq!(d.stop(Signal::SIGTERM), 0);
+    assert_eq!(
+        allowed(p.pid()),
+        vec![1],
+        "still pinned after the daemon left"
+    );
+}
+
+#[test]
+fn dry_run_changes_nothing() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = sleeper(dir.path(), "nsd_dry");
+    let mut d = Daemon::start(dir.path(), &["--include-comm", "nsd_dry", "--dry-run"]);
+    let s = d.wait_managed(p.pid(), 4);
+    assert_eq!(s["dry_run"], true);
+    assert_eq!(allowed(p.pid()), vec![0, 1], "nothing changed");
+    let actions: Vec<&str> = s["decisions"]
+        .as_array()
+        .expect("decisions")
+        .iter()
+        .filter_map(|d| d["action"].as_str())
+        .collect();
+    assert!(actions.contains(&"dry-run"), "{actions:?}");
+    assert!(!actions.contains(&"done"), "{actions:?}");
+    assert_eq!(d.stop(Signal::SIGTERM), 0);
+    assert_eq!(allowed(p.pid()), vec![0, 1]);
+}
+
+#[test]
+fn process_churn_is_no_error() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = named_copy(dir.path(), "true", "nsd_churn_t");
+    let s = named_copy(dir.path(), "sleep", "nsd_churn_s");
+    // Hundreds of processes that live from microseconds to a few epochs, some exiting
+    // between the scan and the apply of an epoch.
+    let script = format!(
+        "for i in $(seq 1 60); do {s} 0.$((i % 7)) & {t}; {t}; {t}; sleep 0.05; done; wait",
+        s = s.display(),
+        t = t.display()
+    );
+    let mut d = Daemon::every(dir.path(), "100ms", &["--include-comm", "nsd_churn_*"]);
+    let mut load = Guard::spawn(Command::new("sh").args(["-c", &script])).expect("churn");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while load.child().try_wait().expect("wait").is_none() {
+        assert!(Instant::now() < deadline, "churn script hangs");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let Some(s) = d.status() else {
+        panic!("daemon does not answer:\n{}", d.log());
+    };
+    assert!(s["replans"].as_u64().unwrap_or(0) >= 2, "{s}");
+    assert_eq!(s["errors_total"], 0, "{s}");
+    assert_eq!(d.stop(Signal::SIGTERM), 0);
+    assert!(d.complaints().is_empty(), "{:?}", d.complaints());
+    assert!(
+        d.log().contains("\"message\":\"re-planned\""),
+        "it did manage the churn"
+    );
+}
+
+#[test]
+fn run_passes_the_exit_status_through() {
+    for (script, want) in [("exit 0", 0), ("exit 7", 7), ("kill -TERM $$", 128 + 15)] {
+        let (code, _, err) = numasched(&["run", "--no-db", "--", "sh", "-c", script]);
+        assert_eq!(code, want, "{script}: {err}");
+    }
+    let (code, _, err) = numasched(&["run", "--no-db", "--", "/nonexistent/cmd"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot start \"/nonexistent/cmd\""), "{err}");
+}
+
+#[test]
+fn run_places_its_command_and_restores_what_outlives_it() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = named_copy(dir.path(), "sleep", "nsd_orphan");
+    let pidfile = dir.path().join("orphan.pid");
+    // The command starts a sleeper that outlives it, reports its own affinity once
+    // numasched has had time to place it, and exits 3.
+    let script = format!(
+        "{bin} 30 & echo $! > {pf}; sleep 1.5; grep Cpus_allowed_list /proc/$$/status; exit 3",
+        bin = bin.display(),
+        pf = pidfile.display()
+    );
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "--no-db",
+            "--interval",
+            "100ms",
+            "--min-replan-interval",
+            "100ms",
+        ])
+        .args(["--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let orphan: u32 = std::fs::read_to_string(&pidfile)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid");
+    let _reaper = OrphanKiller(orphan);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("Cpus_allowed_list"))
+        .expect("line");
+    let placed = line
+        .split_once(':')
+        .map(|(_, v)| v.trim())
+        .unwrap_or_default();
+    assert!(
+        placed == "0" || placed == "1",
+        "placed on one CPU: {line}\n{stderr}"
+    );
+    assert_eq!(
+        allowed(orphan),
+        vec![0, 1],
+        "what outlived the command was restored\n{stderr}"
+    );
+}
+
+/// Kills a process that is not our child (it was re-parented) when dropped.
+struct OrphanKiller(u32);
+
+impl Drop for OrphanKiller {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.0 as i32), Signal::SIGKILL);
+    }
+}
+
+#[test]
+fn plan_on_this_machine_is_valid_names_the_missing_sensors_and_replays() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = sleeper(dir.path(), "nsd_plan");
+    let (code, out, err) = numasched(&[
+        "plan",
+        "--json",
+        "--no-db",
+        "--min-cpu",
+        "0",
+        "--include-comm",
+        "nsd_plan",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("JSON");
+    let missing: Vec<&str> = v["missing_sensors"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|m| m["sensor"].as_str())
+        .collect();
+    assert!(missing.contains(&"hardware_counters"), "{missing:?}");
+    let plan: numasched::policy::Plan =
+        serde_json::from_value(v["plan"].clone()).expect("a valid plan");
+    assert_eq!(plan.placements.len(), 1);
+    assert_eq!(plan.placements[0].pid, p.pid());
+    assert_eq!(plan.placements[0].cpus.len(), 1);
+    assert_eq!(v["uncharacterised"], serde_json::json!([p.pid()]));
+    assert_eq!(allowed(p.pid()), vec![0, 1], "plan changes nothing");
+    // The snapshot it printed replays to the same plan.
+    let snap = dir.path().join("snap.json");
+    std::fs::write(&snap, v["snapshot"].to_string()).expect("write");
+    let (code, out, err) =
+        numasched(&["plan", "--json", "--snapshot", &snap.display().to_string()]);
+    assert_eq!(code, 0, "{err}");
+    let replay: numasched::policy::Plan = serde_json::from_str(&out).expect("plan");
+    assert_eq!(replay.placements, plan.placements);
+}
+
+#[test]
+fn bad_input_is_one_clear_line_and_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(&cfg, "policy = \"nmass\"\ninterval = \"fast\"\n").expect("write");
+    let c = cfg.display().to_string();
+    for args in [
+        vec!["daemon", "--config", c.as_str(), "--no-db"],
+        vec!["plan", "--config", c.as_str(), "--no-db"],
+    ] {
+        let (code, out, err) = numasched(&args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("bad.toml") && err.contains("line 2"), "{err}");
+        assert!(err.contains("invalid duration"), "{err}");
+    }
+    let (code, _, err) = numasched(&["daemon", "--policy", "fastest"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown policy 'fastest'"), "{err}");
+    let sock = dir.path().join("nobody.sock").display().to_string();
+    let (code, _, err) = numasched(&["status", "--socket", &sock]);
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("cannot reach the numasched daemon"), "{err}");
+}
+
+#[test]
+fn a_second_daemon_on_the_same_socket_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut first = Daemon::start(dir.path(), &["--include-comm", "nsd_none"]);
+    assert!(
+        wait_secs(10, || first.status().is_some()),
+        "{}",
+        first.log()
+    );
+    let sock = first.socket.display().to_string();
+    let (code, _, err) = numasched(&[
+        "daemon",
+        "--no-db",
+        "--socket",
+        &sock,
+        "--include-comm",
+        "x",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("another numasched daemon is listening"),
+        "{err}"
+    );
+    assert_eq!(first.stop(Signal::SIGTERM), 0);
+}
+
+#[test]
+fn without_root_placement_fails_per_process_and_the_daemon_keeps_running() {
+    if !two_cpus() || !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to drop to another user");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The unprivileged daemon must be able to create its socket and log here.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .expect("chmod");
+    let p = sleeper(dir.path(), "nsd_rootsown");
+    let socket = dir.path().join("s.sock");
+    let log = dir.path().join("d.log");
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        BIN,
+        "daemon",
+        "--no-db",
+    ])
+    .arg("--socket")
+    .arg(&socket)
+    .args([
+        "--interval",
+        "200ms",
+        "--min-cpu",
+        "0",
+        "--include-comm",
+        "nsd_rootsown",
+    ])
+    .stderr(File::create(&log).expect("log"));
+    let Some(mut g) = Guard::spawn(&mut cmd) else {
+        return;
+    };
+    let logtext = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        wait_secs(15, || logtext().contains("FAILED")),
+        "no failure reported:\n{}",
+        logtext()
+    );
+    let text = logtext();
+    assert!(text.contains("not running as root"), "{text}");
+    assert!(
+        text.contains("not permitted") || text.contains("EPERM"),
+        "{text}"
+    );
+    assert_eq!(allowed(p.pid()), vec![0, 1], "nothing changed");
+    assert!(
+        g.child().try_wait().expect("wait").is_none(),
+        "still running"
+    );
+    kill(Pid::from_raw(g.pid() as i32), Signal::SIGTERM).expect("signal");
+    assert!(wait_secs(10, || g
+        .child()
+        .try_wait()
+        .ok()
+        .flatten()
+        .is_some()));
+}
+
+/// A cgroup v1 cpuset made for one test, removed (its tasks moved back) when dropped.
+struct Cpuset(PathBuf);
+
+impl Cpuset {
+    fn make(name: &str, cpus: &str) -> Option<Cpuset> {
+        let root = Path::new("/sys/fs/cgroup/cpuset");
+        let dir = root.join(name);
+        let made = std::fs::create_dir(&dir)
+            .and_then(|()| std::fs::write(dir.join("cpuset.cpus"), cpus))
+            .and_then(|()| std::fs::write(dir.join("cpuset.mems"), "0"));
+        match made {
+            Ok(()) => Some(Cpuset(dir)),
+            Err(e) => {
+                eprintln!(
+                    "skipped: cannot make a cpuset under {}: {e}",
+                    root.display()
+                );
+                let _ = std::fs::remove_dir(&dir);
+                None
+            }
+        }
+    }
+
+    fn add(&self, pid: u32) {
+        std::fs::write(self.0.join("tasks"), pid.to_string()).expect("join the cpuset");
+    }
+}
+
+impl Drop for Cpuset {
+    fn drop(&mut self) {
+        let tasks = std::fs::read_to_string(self.0.join("tasks")).unwrap_or_default();
+        for t in tasks.lines() {
+            let _ = std::fs::write("/sys/fs/cgroup/cpuset/tasks", t);
+        }
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn a_cpuset_restricted_process_is_planned_inside_its_cpuset() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = sleeper(dir.path(), "nsd_cpuset");
+    let Some(cs) = Cpuset::make(&format!("nsd_test_{}", std::process::id()), "1") else {
+        return;
+    };
+    cs.add(p.pid());
+    assert_eq!(allowed(p.pid()), vec![1], "the cpuset applies");
+    let mut d = Daemon::start(dir.path(), &["--include-comm", "nsd_cpuset"]);
+    let s = d.wait_managed(p.pid(), 3);
+    let v = view(&s, p.pid()).expect("managed");
+    assert_eq!(cpus(&v["allowed_cpus"]), vec![1], "{v}");
+    assert_eq!(s["errors_total"], 0, "no EINVAL: {s}");
+    assert_eq!(allowed(p.pid()), vec![1]);
+    assert_eq!(d.stop(Signal::SIGTERM), 0);
+    assert_eq!(
+        allowed(p.pid()),
+        vec![1],
+        "the cpuset's choice is left as it was"
+    );
+    assert!(d.complaints().is_empty(), "{:?}", d.complaints());
+}
