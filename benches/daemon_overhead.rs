@@ -101,6 +101,8 @@ fn main() {
     let socket = dir.path().join("d.sock");
     let mut daemon = Command::new(BIN)
         .args(["daemon", "--no-db", "--interval", "1s", "--min-cpu", "0"])
+        .arg("--journal")
+        .arg(dir.path().join("journal.json"))
         .args(["--include-comm", "ns_idle", "--socket"])
         .arg(&socket)
         .stderr(Stdio::null())

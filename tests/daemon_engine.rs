@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use numasched::apply::{Action, Actuator, ActuatorConfig, FakeKernel, Restored};
 use numasched::characterise::live::{Live, LiveConfig};
 use numasched::daemon::config::Selection;
+use numasched::daemon::recovery::JournalFile;
 use numasched::daemon::select::Selector;
 use numasched::daemon::trigger::TriggerParams;
 use numasched::daemon::{Engine, EngineConfig, EpochReport, Stages};
@@ -65,6 +66,7 @@ struct Bed {
 fn bed(select: Selection, min_interval: f64, release_after: u32) -> Bed {
     let dir = tempfile::tempdir().expect("tempdir");
     let fake = FakeProc::new(&dir.path().join("proc")).expect("fake procfs");
+    let journal = dir.path().join("journal.json");
     let topology = spec::parse("2n:1l:2c:1t").expect("spec");
     let counts = Scripted::default();
     let scanner = Scanner::new(
@@ -101,6 +103,7 @@ fn bed(select: Selection, min_interval: f64, release_after: u32) -> Bed {
             policy: numasched::policy::by_name("nmass").expect("policy"),
             actuator: Actuator::new(FakeKernel::new(&ALL), ActuatorConfig::default()),
             tree: None,
+            journal_file: Some(JournalFile::new(&journal)),
         },
     );
     Bed {
@@ -184,8 +187,13 @@ fn each_process_ends_up_local_and_is_restored_on_shutdown() {
     assert!(a.iter().all(|c| node_of(*c) == 0), "{a:?}");
     let a = b.affinity(101).expect("placed");
     assert!(a.iter().all(|c| node_of(*c) == 1), "{a:?}");
-    let restored = b.engine.restore_all();
+    let journal = JournalFile::new(&b._dir.path().join("journal.json"));
+    let on_disk = journal.load().expect("load").expect("written while placed");
+    assert_eq!(on_disk.len(), 2, "both originals on disk");
+    let (restored, err) = b.engine.restore_all();
+    assert!(err.is_none(), "{err:?}");
     assert_eq!(restored.len(), 2);
+    assert!(!journal.path().exists(), "a clean stop leaves no journal");
     assert_eq!(b.affinity(100), Some(ALL.to_vec()));
     assert_eq!(b.affinity(101), Some(ALL.to_vec()));
 }

@@ -46,6 +46,8 @@ impl Daemon {
             .arg("--socket")
             .arg(&socket)
             .args(["--interval", interval, "--min-replan-interval", interval])
+            .arg("--journal")
+            .arg(dir.join("journal.json"))
             .args(["--no-db", "--min-cpu", "0", "--log-format", "json"])
             .args(extra)
             .env("NUMASCHED_LOG", "debug")
@@ -280,11 +282,18 @@ fn process_churn_is_no_error() {
 
 #[test]
 fn run_passes_the_exit_status_through() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let j = dir.path().join("journal.json").display().to_string();
     for (script, want) in [("exit 0", 0), ("exit 7", 7), ("kill -TERM $$", 128 + 15)] {
-        let (code, _, err) = numasched(&["run", "--no-db", "--", "sh", "-c", script]);
+        let (code, _, err) =
+            numasched(&["run", "--no-db", "--journal", &j, "--", "sh", "-c", script]);
         assert_eq!(code, want, "{script}: {err}");
     }
-    let (code, _, err) = numasched(&["run", "--no-db", "--", "/nonexistent/cmd"]);
+    assert!(
+        !dir.path().join("journal.json").exists(),
+        "clean stops leave no journal"
+    );
+    let (code, _, err) = numasched(&["run", "--no-db", "--journal", &j, "--", "/nonexistent/cmd"]);
     assert_eq!(code, 1);
     assert!(err.contains("cannot start \"/nonexistent/cmd\""), "{err}");
 }
@@ -297,10 +306,11 @@ fn run_places_its_command_and_restores_what_outlives_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let bin = named_copy(dir.path(), "sleep", "nsd_orphan");
     let pidfile = dir.path().join("orphan.pid");
-    // The command starts a sleeper that outlives it, reports its own affinity once
+    // The command starts a sleeper that outlives it (its output elsewhere, so that
+    // `output()` need not wait for it), reports its own affinity once
     // numasched has had time to place it, and exits 3.
     let script = format!(
-        "{bin} 30 & echo $! > {pf}; sleep 1.5; grep Cpus_allowed_list /proc/$$/status; exit 3",
+        "{bin} 30 >/dev/null 2>&1 & echo $! > {pf}; sleep 1.5; grep Cpus_allowed_list /proc/$$/status; exit 3",
         bin = bin.display(),
         pf = pidfile.display()
     );
@@ -313,6 +323,8 @@ fn run_places_its_command_and_restores_what_outlives_it() {
             "--min-replan-interval",
             "100ms",
         ])
+        .arg("--journal")
+        .arg(dir.path().join("journal.json"))
         .args(["--", "sh", "-c", &script])
         .stdin(Stdio::null())
         .output()
@@ -432,9 +444,12 @@ fn a_second_daemon_on_the_same_socket_is_refused() {
         first.log()
     );
     let sock = first.socket.display().to_string();
+    let j = dir.path().join("j2.json").display().to_string();
     let (code, _, err) = numasched(&[
         "daemon",
         "--no-db",
+        "--journal",
+        &j,
         "--socket",
         &sock,
         "--include-comm",
@@ -473,6 +488,8 @@ fn without_root_placement_fails_per_process_and_the_daemon_keeps_running() {
         "daemon",
         "--no-db",
     ])
+    .arg("--journal")
+    .arg(dir.path().join("journal.json"))
     .arg("--socket")
     .arg(&socket)
     .args([
@@ -576,4 +593,86 @@ fn a_cpuset_restricted_process_is_planned_inside_its_cpuset() {
         "the cpuset's choice is left as it was"
     );
     assert!(d.complaints().is_empty(), "{:?}", d.complaints());
+}
+
+#[test]
+fn after_kill_9_the_next_start_restores_what_the_killed_daemon_changed() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = sleeper(dir.path(), "nsd_crash");
+    let b = sleeper(dir.path(), "nsd_crash");
+    let mut d = Daemon::start(dir.path(), &["--include-comm", "nsd_crash"]);
+    d.wait_managed(b.pid(), 2);
+    assert!(wait_secs(10, || allowed(a.pid()).len() == 1
+        && allowed(b.pid()).len() == 1));
+    assert_eq!(d.stop(Signal::SIGKILL), -1, "killed, no exit code");
+    assert_eq!(allowed(a.pid()).len(), 1, "SIGKILL left it narrowed");
+    let journal = dir.path().join("journal.json");
+    assert!(journal.exists(), "the journal outlived the daemon");
+    // The next start, managing something else entirely, undoes it first.
+    let mut next = Daemon::start(dir.path(), &["--include-comm", "nsd_nothing"]);
+    assert!(
+        wait_secs(10, || allowed(a.pid()) == vec![0, 1]
+            && allowed(b.pid()) == vec![0, 1]),
+        "not restored:\n{}",
+        next.log()
+    );
+    // The log line follows the restore; give it the moment it takes.
+    assert!(
+        wait_secs(10, || next
+            .log()
+            .contains("recovering from an unclean stop")),
+        "{}",
+        next.log()
+    );
+    assert_eq!(next.stop(Signal::SIGTERM), 0);
+    assert!(!journal.exists(), "clean stop");
+}
+
+#[test]
+fn the_control_socket_answers_only_root_even_if_its_mode_is_opened() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to ask as another user");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let mut d = Daemon::start(dir.path(), &["--include-comm", "nsd_none"]);
+    assert!(wait_secs(10, || d.status().is_some()), "{}", d.log());
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&d.socket).expect("socket").permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600, "root-only by its mode");
+    // Someone widens the mode: the peer-credential check still refuses.
+    std::fs::set_permissions(
+        &d.socket,
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .expect("chmod");
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            BIN,
+            "status",
+        ])
+        .arg("--socket")
+        .arg(&d.socket)
+        .output();
+    let Ok(out) = out else {
+        eprintln!("skipped: no setpriv");
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("only root may ask"), "{err}");
+    assert!(d.status().is_some(), "root is still answered");
+    assert_eq!(d.stop(Signal::SIGTERM), 0);
 }

@@ -160,6 +160,67 @@ impl<K: Kernel> Actuator<K> {
         undo::forget_gone(&self.kernel, &mut self.journal)
     }
 
+    /// The parent's original affinity when `p`'s affinity (`main`) is exactly what
+    /// numasched gave its parent: it inherited numasched's set by forking.
+    fn inherited_original(&self, p: &Process, main: &[CpuId]) -> Option<Vec<CpuId>> {
+        p.parent
+            .and_then(|pp| self.journal.entry(pp))
+            .filter(|e| {
+                e.applied
+                    .as_ref()
+                    .is_some_and(|a| sorted(a) == sorted(main))
+            })
+            .map(|e| e.original.clone())
+    }
+
+    /// The journal as it will stand once `plan` is carried out, as far as originals
+    /// go: every process the plan may change and the journal does not hold yet gets
+    /// an entry with its current affinity (or the parent's original, if inherited)
+    /// and the plan's CPUs as `applied`. Persisted *before* applying, it lets a
+    /// restart after a crash in the middle of a pass undo changes the journal had not
+    /// caught up with; for a change that never happened the entry restores nothing
+    /// (the affinity is not inside `applied`, so it is left as it is).
+    pub fn intents(&self, plan: &Plan, snapshot: &Snapshot) -> Journal {
+        let mut j = self.journal.clone();
+        if self.config.dry_run {
+            return j;
+        }
+        for pl in &plan.placements {
+            if pl.cpus.is_empty() || self.protected(pl.pid) {
+                continue;
+            }
+            let Some(p) = snapshot.processes.iter().find(|p| p.pid == pl.pid) else {
+                continue;
+            };
+            if j.get(p.pid, p.start_time).is_some() {
+                continue;
+            }
+            let Ok(tids) = self.kernel.threads(p.pid) else {
+                continue;
+            };
+            let current: Vec<(u32, Vec<CpuId>)> = tids
+                .into_iter()
+                .filter_map(|t| self.kernel.affinity(p.pid, t).ok().map(|c| (t, c)))
+                .collect();
+            let Some((_, main)) = current
+                .iter()
+                .find(|(t, _)| *t == p.pid)
+                .or_else(|| current.first())
+            else {
+                continue;
+            };
+            let inherited = self.inherited_original(p, main);
+            let original = inherited.clone().unwrap_or_else(|| main.clone());
+            j.begin(p.pid, p.start_time, &original);
+            for (tid, c) in &current {
+                let orig = inherited.as_ref().unwrap_or(c);
+                j.remember_thread(p.pid, p.start_time, *tid, orig);
+            }
+            j.set_applied(p.pid, p.start_time, &sorted(&pl.cpus));
+        }
+        j
+    }
+
     fn protected(&self, pid: u32) -> bool {
         pid <= 2 || pid == self.self_pid || self.config.exclude.contains(&pid)
     }
@@ -275,15 +336,8 @@ impl<K: Kernel> Actuator<K> {
         // A child forked after numasched narrowed its parent inherited numasched's
         // set: that is not a pin of someone else's, and what it must get back is the
         // parent's original affinity, not the set it inherited.
-        let inherited: Option<Vec<CpuId>> = if entry.is_none() {
-            p.parent
-                .and_then(|pp| self.journal.entry(pp))
-                .filter(|e| {
-                    e.applied
-                        .as_ref()
-                        .is_some_and(|a| sorted(a) == sorted(&main))
-                })
-                .map(|e| e.original.clone())
+        let inherited = if entry.is_none() {
+            self.inherited_original(p, &main)
         } else {
             None
         };
@@ -569,6 +623,23 @@ mod tests {
         a.restore_all();
         assert_eq!(a.kernel().affinity_of(101, 101), Some(vec![0, 1]));
         assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1]));
+    }
+
+    #[test]
+    fn intents_hold_what_a_pass_will_change_before_it_changes_it() {
+        let k = kernel(&[(100, 2), (101, 1)]);
+        let a = actuator(k);
+        let j = a.intents(&plan(&[(100, &[1]), (101, &[])]), &snap(&[100, 101]));
+        let e = j.get(100, 100).expect("intent journaled");
+        assert_eq!(e.original, vec![0, 1]);
+        assert_eq!(e.threads.len(), 2);
+        assert_eq!(e.applied, Some(vec![1]));
+        assert!(j.entry(101).is_none(), "left alone: nothing to undo");
+        assert!(
+            a.journal().is_empty(),
+            "the actuator's own journal is untouched"
+        );
+        assert!(a.kernel().calls().is_empty(), "intents change nothing");
     }
 
     #[test]

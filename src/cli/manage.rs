@@ -45,6 +45,10 @@ pub struct ManageArgs {
     /// Log format on stderr [default: text].
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormatArg>,
+    /// Journal of original affinities, restored after a crash
+    /// [default: /var/lib/numasched/journal.json].
+    #[arg(long, value_name = "PATH")]
+    pub journal: Option<PathBuf>,
 }
 
 /// Which processes, where the store is, where the system is read: shared by `daemon`,
@@ -116,6 +120,7 @@ impl ManageArgs {
         set!(o.mpki_change, self.mpki_change);
         set!(o.min_replan_interval, self.min_replan_interval);
         set!(o.release_after, self.release_after);
+        set!(o.journal, self.journal);
         if let Some(f) = self.log_format {
             o.log_format = match f {
                 LogFormatArg::Text => LogFormat::Text,

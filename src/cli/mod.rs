@@ -3,8 +3,11 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod completions;
+pub mod config;
 pub mod daemon;
 pub mod eval;
+pub mod man;
 pub mod manage;
 pub mod plan;
 pub mod profile;
@@ -44,6 +47,12 @@ pub enum Command {
     Profile(profile::ProfileArgs),
     /// Run a built-in test load (memory stream or cpu loop) that reports its own rate.
     Workload(crate::workload::WorkloadArgs),
+    /// Check a config file, or print a complete example with every default.
+    Config(config::ConfigArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
+    /// Print or write the man pages.
+    Man(man::ManArgs),
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -76,5 +85,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Eval(a) => done(eval::run(a)),
         Command::Profile(a) => done(profile::run(a)),
         Command::Workload(a) => done(crate::workload::run(a)),
+        Command::Config(a) => config::run(a),
+        Command::Completions(a) => done(completions::run(a)),
+        Command::Man(a) => done(man::run(a)),
     }
 }

@@ -5,10 +5,11 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::config::Options;
 use super::engine::{Engine, EngineConfig, Stages};
+use super::recovery::{self, JournalFile, JournalLock};
 use super::select::Selector;
 use super::trigger::TriggerParams;
 use crate::apply::{Actuator, ActuatorConfig, LinuxKernel};
@@ -52,6 +53,8 @@ pub struct Built {
     pub store: Option<PathBuf>,
     /// The policy actually run (`auto` becomes `auto-migrate` with page migration on).
     pub policy: String,
+    /// Held while the pipeline lives: this process owns the journal file.
+    pub journal_lock: Option<JournalLock>,
 }
 
 /// The policy to run: with page migration on, `auto` is the variant that proposes
@@ -117,6 +120,11 @@ pub fn build(
     let name = effective_policy(opts);
     let policy = policy::by_name(&name)?;
     let kernel = LinuxKernel::with_proc_root(&roots.proc);
+    let (journal_file, journal_lock) = if usage == Use::Manage && !opts.dry_run {
+        journal_file(opts, &kernel)?.unzip()
+    } else {
+        (None, None)
+    };
     let actuator = Actuator::new(
         kernel,
         ActuatorConfig {
@@ -147,6 +155,7 @@ pub fn build(
             policy,
             actuator,
             tree,
+            journal_file,
         },
     );
     Ok(Built {
@@ -154,7 +163,43 @@ pub fn build(
         sensors,
         store: store_path,
         policy: name,
+        journal_lock,
     })
+}
+
+/// Undoes what a crashed earlier run left in the journal, then checks the journal
+/// can be written. A journal that cannot be read is an error (what it holds would be
+/// lost); one that cannot be written is a warning: the daemon runs, but a crash
+/// would leave affinities changed, and it says so.
+fn journal_file(
+    opts: &Options,
+    kernel: &LinuxKernel,
+) -> anyhow::Result<Option<(JournalFile, JournalLock)>> {
+    let file = JournalFile::new(&opts.journal);
+    let lock = match file.lock() {
+        Ok(l) => l,
+        Err(e @ recovery::RecoveryError::InUse { .. }) => return Err(e.into()),
+        Err(e) => {
+            warn!("{e}; continuing without a journal: a crash would leave affinities changed");
+            return Ok(None);
+        }
+    };
+    let restored = recovery::recover(kernel, &file)?;
+    if !restored.is_empty() {
+        info!(
+            journal = %file.path().display(),
+            processes = restored.len(),
+            "recovering from an unclean stop: restoring what the last run changed"
+        );
+        for (pid, r) in &restored {
+            info!(pid, "recovered: {r}");
+        }
+    }
+    if let Err(e) = file.save(&crate::apply::Journal::new()) {
+        warn!("{e}; continuing without a journal: a crash would leave affinities changed");
+        return Ok(None);
+    }
+    Ok(Some((file, lock)))
 }
 
 /// The daemon keeps running without its store (a full disk, a read-only or corrupt

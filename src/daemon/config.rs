@@ -33,6 +33,8 @@ pub struct Options {
     pub db: PathBuf,
     /// Run without the profile store (nothing learned is kept).
     pub no_db: bool,
+    /// The journal of original affinities on disk, for crash recovery.
+    pub journal: PathBuf,
     pub socket: PathBuf,
     /// Relative MPKI change of a managed process that triggers a re-plan (SPEC §1.1:
     /// 20%).
@@ -88,6 +90,7 @@ impl Default for Options {
             },
             db: PathBuf::from(crate::characterise::store::DEFAULT_PATH),
             no_db: false,
+            journal: PathBuf::from(super::recovery::DEFAULT_PATH),
             socket: PathBuf::from(DEFAULT_SOCKET),
             mpki_change: 0.2,
             min_replan_interval: Duration::from_secs(5),
@@ -116,6 +119,7 @@ pub struct FileConfig {
     pub min_rss: Option<Bytes>,
     pub db: Option<PathBuf>,
     pub no_db: Option<bool>,
+    pub journal: Option<PathBuf>,
     pub socket: Option<PathBuf>,
     pub mpki_change: Option<Positive>,
     pub min_replan_interval: Option<Seconds>,
@@ -188,6 +192,7 @@ impl FileConfig {
             },
             db: self.db.unwrap_or(d.db),
             no_db: self.no_db.unwrap_or(d.no_db),
+            journal: self.journal.unwrap_or(d.journal),
             socket: self.socket.unwrap_or(d.socket),
             mpki_change: self.mpki_change.map(|p| p.0).unwrap_or(d.mpki_change),
             min_replan_interval: self
@@ -409,6 +414,7 @@ min_cpu = 0.5
 min_rss = "64M"
 db = "/tmp/p.db"
 no_db = false
+journal = "/tmp/j.json"
 socket = "/tmp/s.sock"
 mpki_change = 0.3
 min_replan_interval = 10
@@ -428,6 +434,7 @@ log_format = "json"
         assert_eq!(o.select.min_cpu, 0.5);
         assert_eq!(o.select.min_rss, 64 << 20);
         assert_eq!(o.socket, PathBuf::from("/tmp/s.sock"));
+        assert_eq!(o.journal, PathBuf::from("/tmp/j.json"));
         assert_eq!(o.mpki_change, 0.3);
         assert_eq!(o.min_replan_interval, Duration::from_secs(10));
         assert_eq!(o.release_after, 5);

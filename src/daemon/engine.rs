@@ -13,11 +13,12 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::recovery::{JournalFile, RecoveryError};
 use super::select::{self, Key, Managed, Selector, Tree};
 use super::stabilise::stabilise;
 use super::status::{Decision, ProcessView, Status};
 use super::trigger::{self, Trigger, TriggerParams};
-use crate::apply::{Action, Actuator, ApplyReport, Kernel, Restored};
+use crate::apply::{Action, Actuator, ApplyReport, Journal, Kernel, Restored};
 use crate::characterise::live::{Characterised, Live};
 use crate::characterise::PenaltySource;
 use crate::observe::{Observation, ObserveError, Scanner};
@@ -47,6 +48,8 @@ pub struct Stages<K: Kernel> {
     pub actuator: Actuator<K>,
     /// The `run` command's root pid: its process tree replaces the identity rules.
     pub tree: Option<u32>,
+    /// Where the journal is kept for crash recovery (none: not kept).
+    pub journal_file: Option<JournalFile>,
 }
 
 /// What one epoch did, for the log.
@@ -96,6 +99,9 @@ pub struct Engine<K: Kernel> {
     /// The last epoch's view, for `status`.
     views: Vec<ProcessView>,
     last_plan: HashMap<u32, (Vec<CpuId>, String)>,
+    journal_file: Option<JournalFile>,
+    /// The journal as last written to `journal_file`.
+    saved: Journal,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -128,6 +134,8 @@ impl<K: Kernel> Engine<K> {
             decisions: VecDeque::new(),
             views: Vec::new(),
             last_plan: HashMap::new(),
+            journal_file: stages.journal_file,
+            saved: Journal::new(),
         }
     }
 
@@ -200,6 +208,10 @@ impl<K: Kernel> Engine<K> {
         if self.epoch % SWEEP_EVERY == 0 {
             self.actuator.forget_gone();
         }
+        let journal = self.actuator.journal().clone();
+        if let Err(e) = self.persist(&journal) {
+            rep.notes.push(e.to_string());
+        }
         self.views = views(&obs, &chars, &self.last_plan);
         Ok(rep)
     }
@@ -215,6 +227,17 @@ impl<K: Kernel> Engine<K> {
             })
             .collect();
         stabilise(&mut plan, &applied, &self.topology);
+        // Journal on disk before changing anything: a crash in the pass must be
+        // undoable by the next start. If it cannot be written, change nothing.
+        let intents = self.actuator.intents(&plan, snapshot);
+        if let Err(e) = self.persist(&intents) {
+            rep.notes.push(format!(
+                "{e}; not applying the plan: a crash could not be undone"
+            ));
+            self.errors_total += 1;
+            rep.plan = Some(plan);
+            return;
+        }
         let report = self.actuator.apply_at(&plan, snapshot, now);
         for (line, p) in report.placements.iter().zip(&snapshot.processes) {
             let key = (p.pid, p.start_time);
@@ -370,10 +393,30 @@ impl<K: Kernel> Engine<K> {
         });
     }
 
-    /// Restores every process numasched changed (shutdown).
-    pub fn restore_all(&mut self) -> Vec<(u32, Restored)> {
+    /// Restores every process numasched changed (shutdown), and removes the journal
+    /// file if nothing is left to undo.
+    pub fn restore_all(&mut self) -> (Vec<(u32, Restored)>, Option<RecoveryError>) {
         self.applied.clear();
-        self.actuator.restore_all()
+        let restored = self.actuator.restore_all();
+        let journal = self.actuator.journal().clone();
+        let err = match (&self.journal_file, journal.is_empty()) {
+            (Some(f), true) => f.remove().err(),
+            _ => self.persist(&journal).err(),
+        };
+        (restored, err)
+    }
+
+    /// Writes `journal` to the journal file if it differs from what is there.
+    fn persist(&mut self, journal: &Journal) -> Result<(), RecoveryError> {
+        let Some(f) = &self.journal_file else {
+            return Ok(());
+        };
+        if *journal == self.saved {
+            return Ok(());
+        }
+        f.save(journal)?;
+        self.saved = journal.clone();
+        Ok(())
     }
 
     /// Writes what characterisation buffered (shutdown).

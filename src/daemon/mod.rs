@@ -7,6 +7,8 @@
 //! - [`trigger`]: when to re-plan (MPKI moved > 20%, arrivals, departures), with
 //!   hysteresis; [`stabilise`]: not moving a process between equivalent cores;
 //!   [`pins`]: numasched's own narrowing is not someone else's pin.
+//! - [`recovery`]: the journal on disk, so a restart after SIGKILL undoes what the
+//!   killed daemon changed.
 //! - [`engine`]: one epoch, on any kernel and procfs (tests use fakes).
 //! - [`build`]: the engine on the live system; [`service`]: the loop, signals and
 //!   shutdown; [`socket`] and [`status`]: what `numasched status` asks and gets.
@@ -17,6 +19,7 @@ pub mod config;
 pub mod engine;
 pub mod logging;
 pub mod pins;
+pub mod recovery;
 pub mod select;
 pub mod service;
 pub mod socket;

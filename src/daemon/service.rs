@@ -170,7 +170,10 @@ fn wait(
 }
 
 fn shutdown(built: &mut Built) {
-    let restored = built.engine.restore_all();
+    let (restored, err) = built.engine.restore_all();
+    if let Some(e) = err {
+        warn!("{e}");
+    }
     let mut done = 0;
     for (pid, r) in &restored {
         match r {

@@ -1,0 +1,148 @@
+//! `config check`: every problem of a config file, each with its file and line.
+//!
+//! `FileConfig::load` (what the daemon uses) stops at the first error, so fixing a file
+//! would take one restart per mistake. Here, when the file is valid TOML but the load
+//! fails, each top-level key is checked on its own by the same `FileConfig::parse`, and
+//! every bad key is reported with the line it is on. A TOML *syntax* error still stops
+//! at the first one: after it there are no keys to check.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use toml::Spanned;
+
+use crate::daemon::config::{ConfigError, FileConfig, Options};
+
+/// The effective options of the file at `path`, or one line per problem.
+pub fn check(path: &Path) -> Result<Options, Vec<String>> {
+    let first = match FileConfig::load(path) {
+        Ok(file) => return Ok(file.into_options()),
+        Err(e) => e,
+    };
+    let ConfigError::Parse { .. } = first else {
+        return Err(vec![first.to_string()]);
+    };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Err(vec![first.to_string()]);
+    };
+    let problems = each_key(&text, path);
+    if problems.is_empty() {
+        // Syntax error, or a problem no single key shows: the daemon's own message.
+        Err(vec![first.to_string()])
+    } else {
+        Err(problems)
+    }
+}
+
+/// Checks each top-level key of `text` alone; empty if the text is not TOML at all.
+fn each_key(text: &str, path: &Path) -> Vec<String> {
+    let Ok(table) = toml::from_str::<BTreeMap<Spanned<String>, toml::Value>>(text) else {
+        return Vec::new();
+    };
+    let mut keys: Vec<_> = table.into_iter().collect();
+    keys.sort_by_key(|(k, _)| k.span().start);
+    let mut problems = Vec::new();
+    for (key, value) in keys {
+        let line = 1 + text[..key.span().start].matches('\n').count();
+        let mut one = toml::Table::new();
+        one.insert(key.get_ref().clone(), value);
+        let Ok(alone) = toml::to_string(&one) else {
+            continue;
+        };
+        if let Err(e) = FileConfig::parse(&alone, path) {
+            problems.push(format!(
+                "{}: line {line}: {}: {}",
+                path.display(),
+                key.get_ref(),
+                message(&e)
+            ));
+        }
+    }
+    problems
+}
+
+/// The message proper of a one-key document's error, without toml's position (which
+/// is that of the one-key document, not of the file) and source excerpt.
+fn message(e: &ConfigError) -> String {
+    match e {
+        ConfigError::Parse { what, .. } => what
+            .lines()
+            .map(str::trim)
+            .rfind(|l| {
+                !l.is_empty()
+                    && !l.starts_with('|')
+                    && !l.starts_with('^')
+                    && !l.starts_with("TOML parse error")
+            })
+            .unwrap_or(what)
+            .to_string(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_text(text: &str) -> Result<Options, Vec<String>> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("n.toml");
+        std::fs::write(&file, text).expect("write");
+        check(&file).map_err(|v| {
+            let prefix = format!("{}: ", file.display());
+            v.into_iter()
+                .map(|l| {
+                    assert!(l.starts_with(&prefix), "names the file: {l}");
+                    assert!(!l.contains('\n'), "one line: {l}");
+                    l[prefix.len()..].to_string()
+                })
+                .collect()
+        })
+    }
+
+    #[test]
+    fn a_valid_file_gives_its_options_over_the_defaults() {
+        let o = check_text("policy = \"nmass\"\n# c\nmin_cpu = 1\n").expect("valid");
+        assert_eq!(o.policy, "nmass");
+        assert_eq!(o.select.min_cpu, 1.0);
+        assert_eq!(o.interval, Options::default().interval);
+    }
+
+    #[test]
+    fn every_bad_key_is_reported_with_its_line() {
+        let text = "policy = \"nmas\"\n\
+                    min_cpu = 0.5\n\
+                    \n\
+                    exclude_com = [\"x\"]\n\
+                    interval = \"-1s\"\n\
+                    include_comm = [\n  \"ok*\",\n  \"[bad\",\n]\n\
+                    log_format = \"json\"\n";
+        let problems = check_text(text).expect_err("four problems");
+        assert_eq!(problems.len(), 4, "{problems:#?}");
+        let expect = [
+            ("line 1: policy: ", "unknown policy 'nmas'"),
+            ("line 4: exclude_com: ", "unknown field `exclude_com`"),
+            ("line 5: interval: ", "invalid duration"),
+            ("line 6: include_comm: ", "invalid pattern \"[bad\""),
+        ];
+        for (p, (start, needle)) in problems.iter().zip(expect) {
+            assert!(p.starts_with(start), "{p}");
+            assert!(p.contains(needle), "{p}");
+            assert!(!p.contains("TOML parse error"), "{p}");
+        }
+    }
+
+    #[test]
+    fn a_syntax_error_is_the_one_problem_reported() {
+        let problems = check_text("policy = \"nmass\"\ninterval = \n").expect_err("syntax");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("line 2"), "{problems:?}");
+    }
+
+    #[test]
+    fn a_missing_file_is_one_line() {
+        let e = check(Path::new("/nonexistent/numasched.toml")).expect_err("missing");
+        assert_eq!(e.len(), 1);
+        assert!(e[0].starts_with("/nonexistent/numasched.toml: cannot read"));
+    }
+}

@@ -1,0 +1,280 @@
+//! Crash recovery: the journal of original affinities, kept on disk.
+//!
+//! A daemon killed with SIGKILL (or an OOM kill, a power-cut of the service manager)
+//! cannot restore anything on the way out. So the engine writes, before each pass that
+//! may change a process, the journal as it will stand after the pass
+//! ([`Actuator::intents`](crate::apply::Actuator::intents)), and after the pass the
+//! journal as it does stand. The next start finds a non-empty file, restores every
+//! process in it that is still the same process (pid + start time), and only then
+//! begins; a clean stop removes the file.
+//!
+//! Writes are atomic (a temporary file in the same directory, fsync, rename), the file
+//! is 0600, and a symlink at its path is refused rather than followed, so a planted
+//! link cannot make a root daemon overwrite another file.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::apply::{undo, Journal, Kernel, Restored};
+
+/// Where the daemon keeps its journal unless told otherwise (`--journal`).
+pub const DEFAULT_PATH: &str = "/var/lib/numasched/journal.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryError {
+    #[error("{}: cannot write the journal: {err}", path.display())]
+    Write { path: PathBuf, err: std::io::Error },
+    #[error("{}: cannot read the journal: {err}", path.display())]
+    Read { path: PathBuf, err: std::io::Error },
+    #[error("{}: not a numasched journal ({what}); it was left untouched — restore affinities by hand or move it aside", path.display())]
+    Corrupt { path: PathBuf, what: String },
+    #[error("{}: is a symlink; refusing to follow it for the journal", path.display())]
+    Symlink { path: PathBuf },
+    #[error("{}: another numasched daemon keeps its journal here; stop it first (two schedulers would undo each other)", path.display())]
+    InUse { path: PathBuf },
+}
+
+/// An exclusive lock on `<journal>.lock`, held while the daemon runs: two daemons
+/// writing one journal would each erase the other's originals.
+#[derive(Debug)]
+pub struct JournalLock {
+    _file: fs::File,
+}
+
+#[derive(Debug, Clone)]
+pub struct JournalFile {
+    path: PathBuf,
+}
+
+impl JournalFile {
+    pub fn new(path: &Path) -> JournalFile {
+        JournalFile { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn refuse_symlink(&self) -> Result<(), RecoveryError> {
+        match fs::symlink_metadata(&self.path) {
+            Ok(m) if m.file_type().is_symlink() => Err(RecoveryError::Symlink {
+                path: self.path.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes the journal for this process; fails at once if another holds it.
+    pub fn lock(&self) -> Result<JournalLock, RecoveryError> {
+        let werr = |err| RecoveryError::Write {
+            path: self.path.clone(),
+            err,
+        };
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(werr)?;
+        }
+        let mut lock = self.path.clone().into_os_string();
+        lock.push(".lock");
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(PathBuf::from(lock))
+            .map_err(werr)?;
+        // SAFETY: flock on a descriptor this function owns; no memory is involved.
+        let rc = unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            return Err(if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                RecoveryError::InUse {
+                    path: self.path.clone(),
+                }
+            } else {
+                werr(err)
+            });
+        }
+        Ok(JournalLock { _file: file })
+    }
+
+    /// The journal a previous run left, or `None` if there is no file.
+    pub fn load(&self) -> Result<Option<Journal>, RecoveryError> {
+        self.refuse_symlink()?;
+        let text = match fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => {
+                return Err(RecoveryError::Read {
+                    path: self.path.clone(),
+                    err,
+                })
+            }
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| RecoveryError::Corrupt {
+                path: self.path.clone(),
+                what: e.to_string(),
+            })
+    }
+
+    /// Replaces the file with `journal`, atomically.
+    pub fn save(&self, journal: &Journal) -> Result<(), RecoveryError> {
+        let werr = |err| RecoveryError::Write {
+            path: self.path.clone(),
+            err,
+        };
+        self.refuse_symlink()?;
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(werr)?;
+        }
+        let text = serde_json::to_vec(journal)
+            .map_err(|e| werr(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+        let mut tmp = self.path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        let _ = fs::remove_file(&tmp);
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(werr)?;
+        f.write_all(&text).map_err(werr)?;
+        f.sync_all().map_err(werr)?;
+        fs::rename(&tmp, &self.path).map_err(werr)
+    }
+
+    /// A clean stop: nothing left to undo.
+    pub fn remove(&self) -> Result<(), RecoveryError> {
+        match fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RecoveryError::Write {
+                path: self.path.clone(),
+                err: e,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Restores what a previous run left in `file` and rewrites the file with what could
+/// not be restored (removing it when nothing is left). Returns one result per process.
+pub fn recover<K: Kernel>(
+    kernel: &K,
+    file: &JournalFile,
+) -> Result<Vec<(u32, Restored)>, RecoveryError> {
+    let Some(mut journal) = file.load()? else {
+        return Ok(Vec::new());
+    };
+    let restored = undo::restore_all(kernel, &mut journal);
+    if journal.is_empty() {
+        file.remove()?;
+    } else {
+        file.save(&journal)?;
+    }
+    Ok(restored)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::FakeKernel;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn journal_of(pid: u32, start: u64, applied: &[u32]) -> Journal {
+        let mut j = Journal::new();
+        j.begin(pid, start, &[0, 1, 2, 3]);
+        j.remember_thread(pid, start, pid, &[0, 1, 2, 3]);
+        j.set_applied(pid, start, applied);
+        j
+    }
+
+    #[test]
+    fn a_journal_left_by_a_crash_is_restored_and_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = JournalFile::new(&dir.path().join("state/journal.json"));
+        let k = FakeKernel::new(&[0, 1, 2, 3]);
+        k.add(100, 7, 1, &[2]); // left on CPU 2 by the crashed daemon
+        k.add(101, 9, 1, &[3]); // pid reused since: another process
+        let mut j = journal_of(100, 7, &[2]);
+        j.begin(101, 8, &[0, 1, 2, 3]);
+        j.set_applied(101, 8, &[3]);
+        file.save(&j).expect("save");
+        let mode = fs::metadata(file.path())
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let r = recover(&k, &file).expect("recover");
+        assert_eq!(r.len(), 2);
+        assert_eq!(k.affinity_of(100, 100), Some(vec![0, 1, 2, 3]));
+        assert_eq!(
+            k.affinity_of(101, 101),
+            Some(vec![3]),
+            "the newcomer untouched"
+        );
+        assert!(!file.path().exists(), "nothing left to undo");
+        assert!(recover(&k, &file).expect("again").is_empty());
+    }
+
+    #[test]
+    fn what_cannot_be_restored_stays_in_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = JournalFile::new(&dir.path().join("journal.json"));
+        let k = FakeKernel::new(&[0, 1, 2, 3]);
+        k.add(100, 7, 1, &[2]);
+        k.inject_always(
+            crate::apply::Op::SetAffinity,
+            100,
+            crate::apply::Fault::Fail(crate::apply::ErrorKind::PermissionDenied),
+        );
+        file.save(&journal_of(100, 7, &[2])).expect("save");
+        let r = recover(&k, &file).expect("recover");
+        assert!(matches!(r[0].1, Restored::Failed(_)));
+        let left = file.load().expect("load").expect("kept");
+        assert!(left.entry(100).is_some());
+    }
+
+    #[test]
+    fn one_journal_one_daemon() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = JournalFile::new(&dir.path().join("journal.json"));
+        let held = file.lock().expect("first");
+        assert!(matches!(file.lock(), Err(RecoveryError::InUse { .. })));
+        drop(held);
+        file.lock().expect("free again");
+    }
+
+    #[test]
+    fn symlinks_and_garbage_are_refused_with_the_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let link = dir.path().join("journal.json");
+        let target = dir.path().join("victim");
+        fs::write(&target, "precious").expect("write");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        let file = JournalFile::new(&link);
+        assert!(matches!(
+            file.save(&Journal::new()),
+            Err(RecoveryError::Symlink { .. })
+        ));
+        assert!(matches!(file.load(), Err(RecoveryError::Symlink { .. })));
+        assert_eq!(fs::read_to_string(&target).expect("read"), "precious");
+        let bad = JournalFile::new(&dir.path().join("bad.json"));
+        fs::write(bad.path(), "{not json").expect("write");
+        let e = bad.load().expect_err("corrupt").to_string();
+        assert!(
+            e.contains("bad.json") && e.contains("not a numasched journal"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'));
+    }
+}

@@ -1,0 +1,77 @@
+//! The operator commands end to end: `config check|default`, `completions`, `man`, as
+//! the binary runs them (exit codes, stdout versus stderr).
+
+mod common;
+use common::numasched;
+
+#[test]
+fn config_check_exits_1_with_one_line_per_problem() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("bad.toml");
+    std::fs::write(
+        &file,
+        "min_cpu = -1\npolicy = \"nmass\"\nmigrate_rate = 0\nexlude_pid = [3]\n",
+    )
+    .expect("write");
+    let f = file.display().to_string();
+    let (code, out, err) = numasched(&["config", "check", &f]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty(), "nothing on stdout: {out}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    for (line, (at, key)) in
+        lines
+            .iter()
+            .zip([(1, "min_cpu"), (3, "migrate_rate"), (4, "exlude_pid")])
+    {
+        assert!(
+            line.starts_with(&format!("{f}: line {at}: {key}: ")),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn config_check_prints_the_effective_options_of_a_good_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("good.toml");
+    std::fs::write(&file, "interval = \"250ms\"\nexclude_comm = [\"sshd\"]\n").expect("write");
+    let f = file.display().to_string();
+    let (code, out, err) = numasched(&["config", "check", &f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\ninterval = \"250ms\"\n"), "{out}");
+    assert!(out.contains("\nexclude_comm = [\"sshd\"]\n"), "{out}");
+    assert!(
+        out.contains("\nrelease_after = 30\n"),
+        "defaults filled: {out}"
+    );
+}
+
+#[test]
+fn config_check_of_a_missing_file_says_so() {
+    let (code, _, err) = numasched(&["config", "check", "/nonexistent/n.toml"]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with("/nonexistent/n.toml: cannot read"), "{err}");
+}
+
+#[test]
+fn completions_and_man_pages_come_from_the_binary() {
+    let (code, out, err) = numasched(&["completions", "zsh"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("#compdef numasched"), "{out}");
+    let (code, _, _) = numasched(&["completions", "tcsh"]);
+    assert_eq!(code, 2, "an unknown shell is a usage error");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().join("man1");
+    let (code, out, err) = numasched(&["man", "--out", &d.display().to_string()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(d.join("numasched.1").is_file() && d.join("numasched-status.1").is_file());
+    assert_eq!(
+        out.lines().count(),
+        std::fs::read_dir(&d).expect("dir").count()
+    );
+    let (code, out, _) = numasched(&["man"]);
+    assert_eq!(code, 0);
+    assert!(out.contains(".TH numasched 1"), "{out}");
+}
