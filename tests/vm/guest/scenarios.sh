@@ -1,0 +1,488 @@
+#!/bin/sh
+# Scenarios run inside the test guest (busybox sh). Each prints exactly one line
+# `PASS name`, `FAIL name: why` or `SKIP name: why`; tests/vm/run.sh counts them.
+# /etc/nstest.conf (written by the host per topology) says what QEMU was told:
+#   TOPO, NODES="0 1", CPUS_<n>="0 1", DIST_<n>="10 20", SCENARIOS, MIGRATE_HOME.
+# Debian's busybox sh runs its own applets before PATH: util-linux tools are called by
+# full path (/usr/bin/taskset, /usr/bin/unshare).
+# No jq here: JSON is flattened with `tr` and picked apart with sed/awk.
+
+. /etc/nstest.conf
+
+# Loads get their own command names so the daemons can select exactly them:
+# `numasched workload` would otherwise be called `numasched`, like the daemon.
+cp /usr/bin/numasched /usr/bin/nsload   # memory-bound stream loads
+cp /usr/bin/numasched /usr/bin/nscpu    # cpu-bound loads
+SOCK=/tmp/s.sock
+DAEMON_LOG=/tmp/daemon.log
+
+# ---------------------------------------------------------------- small helpers
+
+say() { echo "  $*"; }        # detail lines; the host only counts PASS/FAIL/SKIP
+now() { cut -d' ' -f1 /proc/uptime; }
+
+# "0-2,5" -> "0 1 2 5"
+expand_list() {
+  echo "$1" | tr ',' '\n' | awk -F- 'NF == 1 && $1 != "" { print $1 }
+    NF == 2 { for (i = $1; i <= $2; i++) print i }' | tr '\n' ' ' | sed 's/ $//'
+}
+
+all_cpus() { expand_list "$(cat /sys/devices/system/cpu/online)"; }
+
+# Node holding CPU $1.
+node_of_cpu() {
+  for n in $NODES; do
+    eval "c=\$CPUS_$n"
+    for x in $c; do [ "$x" = "$1" ] && { echo "$n"; return; }; done
+  done
+}
+
+# Sorted unique nodes of a CPU list given as words.
+nodes_of_cpus() {
+  for c in $1; do node_of_cpu "$c"; done | sort -n -u | tr '\n' ' ' | sed 's/ $//'
+}
+
+# Affinity of a process's main thread, as words ("" if it is gone).
+affinity() {
+  expand_list "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null)"
+}
+
+# The distinct affinities of all threads of $1, one word per line with commas
+# ("0,1"), so a partly applied plan shows.
+thread_affinities() {
+  for t in /proc/"$1"/task/*; do
+    expand_list "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$t/status" 2>/dev/null)" | tr ' ' ','
+    echo
+  done | sort -u
+}
+commas() { echo $1 | tr ' ' ','; }
+
+# Pages per node of $1 from numa_maps: "node pages" lines, all nodes of the machine.
+pages_by_node() {
+  awk -v nodes="$NODES" '
+    { for (i = 1; i <= NF; i++) if ($i ~ /^N[0-9]+=/) { split(substr($i, 2), kv, "="); p[kv[1]] += kv[2] } }
+    END { n = split(nodes, ns, " "); for (i = 1; i <= n; i++) print ns[i], p[ns[i]] + 0 }' \
+    "/proc/$1/numa_maps" 2>/dev/null
+}
+
+total_pages() { pages_by_node "$1" | awk '{ s += $2 } END { print s + 0 }'; }
+
+# Fraction of $1's pages on the nodes listed in $2.
+fraction_on() {
+  pages_by_node "$1" | awk -v on=" $2 " '{ t += $2; if (index(on, " " $1 " ")) l += $2 }
+    END { if (t == 0) print "0.000"; else printf "%.3f\n", l / t }'
+}
+
+# Waits until process $1 has at least $2 MiB of pages (its first touch is done).
+wait_touched() {
+  local pid=$1 want=$(( $2 * 256 )) i=0
+  while [ $i -lt 120 ]; do
+    [ -d "/proc/$pid" ] || return 1
+    [ "$(total_pages "$pid")" -ge "$want" ] && return 0
+    sleep 0.5; i=$((i + 1))
+  done
+  return 1
+}
+
+# CPU seconds used so far by $1: utime + stime, or utime alone with $2 = user. (Page
+# migration is copied by the kernel in the caller's context: it shows as stime.)
+cpu_seconds() {
+  awk -v hz=100 -v only="$2" '{ sub(/^.*\) /, ""); s = only == "user" ? $12 : $12 + $13
+    printf "%.2f\n", s / hz }' "/proc/$1/stat" 2>/dev/null
+}
+
+# Starts a stream load named nsload with memory on node $1, $2 MiB, for $3 s, under the
+# optional wrapper "$4" (e.g. "/usr/bin/taskset -c 0"). Prints its pid (the wrapper execs it).
+start_stream() {
+  $4 nsload workload stream --membind "$1" --size "$2M" --seconds "$3" --report-interval 5 \
+    >>/tmp/loads.log 2>&1 &
+  echo $!
+}
+
+start_cpu() {
+  $2 nscpu workload cpu --seconds "$1" --report-interval 5 >>/tmp/loads.log 2>&1 &
+  echo $!
+}
+
+stop_pids() { for p in "$@"; do kill "$p" 2>/dev/null; done; for p in "$@"; do wait "$p" 2>/dev/null; done; true; }
+
+DAEMON_PID=""
+# Starts `numasched daemon` with the test's socket and epoch; --no-db unless the
+# arguments name a --db.
+start_daemon() {
+  local db=--no-db
+  case " $* " in *" --db "*) db="" ;; esac
+  rm -f "$SOCK"
+  numasched daemon $db --socket "$SOCK" --interval 500ms --min-replan-interval 500ms \
+    --min-cpu 0 "$@" >>"$DAEMON_LOG" 2>&1 &
+  DAEMON_PID=$!
+  local i=0
+  while [ ! -S "$SOCK" ] && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
+}
+
+# Sends SIGTERM and waits up to 10 s; returns 1 if it did not stop.
+stop_daemon() {
+  [ -n "$DAEMON_PID" ] || return 0
+  kill -TERM "$DAEMON_PID" 2>/dev/null
+  local i=0
+  while [ -d "/proc/$DAEMON_PID" ] && [ $i -lt 40 ]; do
+    # A zombie counts as stopped: wait reaps it below.
+    grep -q '^State:.*Z' "/proc/$DAEMON_PID/status" 2>/dev/null && break
+    sleep 0.25; i=$((i + 1))
+  done
+  wait "$DAEMON_PID" 2>/dev/null
+  local rc=$?
+  [ -d "/proc/$DAEMON_PID" ] && return 1
+  DAEMON_PID=""
+  DAEMON_RC=$rc
+  return 0
+}
+
+status_json() { numasched status --json --socket "$SOCK" 2>/dev/null | tr -d '\n\t '; }
+
+# Numeric field $2 of flat JSON $1 (first occurrence).
+json_num() { echo "$1" | sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p" | head -n 1; }
+
+# The plan's placements, "pid|cpus|nodes" per line, from `numasched plan --json`: each
+# placement is a flat object with "pid", "cpus" and "nodes" (other objects lack "nodes"
+# or contain nested objects, which the [^{}] match skips).
+plan_placements() {
+  tr -d '\n\t ' | grep -o '{[^{}]*}' | grep '"nodes":\[' | grep '"pid":' | while read -r obj; do
+    pid=$(echo "$obj" | sed -n 's/.*"pid":\([0-9]*\).*/\1/p')
+    cpus=$(echo "$obj" | sed -n 's/.*"cpus":\[\([0-9,]*\)\].*/\1/p' | tr ',' ' ')
+    nodes=$(echo "$obj" | sed -n 's/.*"nodes":\[\([0-9,]*\)\].*/\1/p' | tr ',' ' ')
+    echo "$pid|$cpus|$nodes"
+  done
+}
+
+# Waits until every pid in $2.. has the affinity predicted in plan file $1 (node-level
+# match accepted); up to $WAIT_S seconds. Prints mismatches on failure.
+wait_plan_applied() {
+  local plan=$1 i=0 bad
+  shift
+  while :; do
+    bad=""
+    for pid in "$@"; do
+      want=$(grep "^$pid|" "$plan" | cut -d'|' -f2)
+      wantn=$(grep "^$pid|" "$plan" | cut -d'|' -f3)
+      have=$(affinity "$pid")
+      if [ "$have" != "$want" ] && [ "$(nodes_of_cpus "$have")" != "$wantn" ]; then
+        bad="$bad pid $pid has [$have] plan [$want] (nodes $wantn);"
+      fi
+    done
+    [ -z "$bad" ] && return 0
+    i=$((i + 1))
+    if [ $i -gt $((WAIT_S * 2)) ]; then echo "$bad"; return 1; fi
+    sleep 0.5
+  done
+}
+
+# The CPU node(s) at the smallest distance from node $1, other than node $2 if given.
+nearest_cpu_nodes() {
+  local skip=${2:-none} best="" bestd=999 n
+  eval "d=\$DIST_$1"
+  set -- $d
+  for n in $NODES; do
+    eval "c=\$CPUS_$n"
+    dist=$1; shift
+    [ -n "$c" ] && [ "$n" != "$skip" ] || continue
+    if [ "$dist" -lt "$bestd" ]; then best=$n bestd=$dist
+    elif [ "$dist" = "$bestd" ]; then best="$best $n"; fi
+  done
+  echo "$best"
+}
+
+# The plan's one line of why for pid $1 (from /tmp/plan.json; its processes list has
+# pid and reason per process).
+plan_reason() {
+  tr -d '\n' </tmp/plan.json | tr -s ' ' | awk -v k="\"pid\": $1," '{ i = index($0, k); if (!i) exit
+    r = substr($0, i); j = index(r, "\"reason\": \""); if (!j) exit
+    r = substr(r, j + 11); print substr(r, 1, index(r, "\"") - 1) }'
+}
+
+# Nodes that have both CPUs and memory (the homes a load can be local on).
+cpu_nodes() {
+  for n in $NODES; do eval "c=\$CPUS_$n"; [ -n "$c" ] && printf '%s ' "$n"; done | sed 's/ $//'
+}
+
+# ---------------------------------------------------------------- scenarios
+
+# topo: what numasched reads from sysfs is what QEMU was told.
+scenario_topo() {
+  local json got_nodes why=""
+  json=$(numasched topo --json 2>&1 | tr -d '\n\t ') || { echo "FAIL topo: numasched topo --json failed: $json"; return; }
+  # One chunk per node, cut before its "llcs" (whose objects also have "cpus").
+  echo "$json" | awk '{ n = split($0, parts, /\{"id":/)
+      for (i = 2; i <= n; i++) { c = parts[i]; sub(/"llcs".*/, "", c); print c } }' >/tmp/topo.nodes
+  got_nodes=$(sed 's/^\([0-9]*\).*/\1/' /tmp/topo.nodes | tr '\n' ' ' | sed 's/ $//')
+  [ "$got_nodes" = "$NODES" ] || why="$why node ids [$got_nodes] want [$NODES];"
+  for n in $NODES; do
+    line=$(grep "^$n," /tmp/topo.nodes)
+    cpus=$(echo "$line" | sed -n 's/.*"cpus":\[\([0-9,]*\)\].*/\1/p' | tr ',' ' ')
+    dist=$(echo "$line" | sed -n 's/.*"distances":\[\([0-9,]*\)\].*/\1/p' | tr ',' ' ')
+    eval "wc=\$CPUS_$n; wd=\$DIST_$n"
+    [ "$cpus" = "$wc" ] || why="$why node $n cpus [$cpus] want [$wc];"
+    [ "$dist" = "$wd" ] || why="$why node $n distances [$dist] want [$wd];"
+    say "node $n: cpus [$cpus] distances [$dist]"
+  done
+  if [ -z "$why" ]; then echo "PASS topo"; else echo "FAIL topo:$why"; fi
+}
+
+# placement: one stream load per node holding memory; the daemon applies what `plan`
+# predicted, and a load homed on a node with CPUs runs on that node's CPUs.
+LOAD_PIDS=""
+scenario_placement() {
+  local why="" n pid
+  : >/tmp/loads.home
+  for n in $NODES; do
+    pid=$(start_stream "$n" 64 120)
+    LOAD_PIDS="$LOAD_PIDS $pid"
+    echo "$pid $n" >>/tmp/loads.home
+  done
+  for pid in $LOAD_PIDS; do
+    wait_touched "$pid" 60 || why="$why load $pid never touched its 64M;"
+  done
+  [ -z "$why" ] || { echo "FAIL placement:$why"; return; }
+  sleep 2   # a little CPU history, so every load counts as running
+  numasched plan --json --no-db --min-cpu 0 --include-comm nsload >/tmp/plan.json 2>/tmp/plan.err ||
+    { echo "FAIL placement: numasched plan failed: $(head -c 300 /tmp/plan.err)"; return; }
+  plan_placements </tmp/plan.json >/tmp/plan.txt
+  for pid in $LOAD_PIDS; do
+    grep -q "^$pid|" /tmp/plan.txt || why="$why plan has no placement for load $pid;"
+  done
+  [ -z "$why" ] || { echo "FAIL placement:$why"; return; }
+  while read -r pid n; do
+    say "load $pid memory on node $n: plan cpus [$(grep "^$pid|" /tmp/plan.txt | cut -d'|' -f2)]: $(plan_reason "$pid")"
+  done </tmp/loads.home
+
+  start_daemon --include-comm nsload
+  [ -S "$SOCK" ] || { echo "FAIL placement: daemon did not open $SOCK: $(tail -n 3 $DAEMON_LOG)"; return; }
+  WAIT_S=15
+  bad=$(wait_plan_applied /tmp/plan.txt $LOAD_PIDS) || why="$why$bad"
+  sleep 1.5   # a few more epochs: the placement must also stay
+  while read -r pid n; do
+    have=$(affinity "$pid")
+    for t in $(thread_affinities "$pid"); do
+      [ "$t" = "$(commas "$have")" ] || why="$why load $pid threads differ ($t vs $have);"
+    done
+    eval "home=\$CPUS_$n"
+    if [ -n "$home" ] && [ "$(nodes_of_cpus "$have")" != "$n" ]; then
+      why="$why load $pid (memory on node $n) runs on [$have], not node $n [$home];"
+    fi
+    # Memory on a node without CPUs: the load belongs on the nearest node with CPUs
+    # (each CPU node here has room for one more load).
+    if [ -z "$home" ]; then
+      near=$(nearest_cpu_nodes "$n")
+      got=$(nodes_of_cpus "$have")
+      case " $near " in
+        *" $got "*) ;;
+        *) why="$why load $pid (memory on CPU-less node $n) runs on node(s) $got, but the nearest node(s) with CPUs are $near (distances: $(eval echo \$DIST_$n));" ;;
+      esac
+    fi
+    say "load $pid memory on node $n: affinity [$have] (node $(nodes_of_cpus "$have"))"
+  done </tmp/loads.home
+  st=$(status_json)
+  [ -n "$st" ] || why="$why status --json gave nothing;"
+  for pid in $LOAD_PIDS; do
+    echo "$st" | grep -q "\"pid\":$pid," || why="$why status does not list load $pid;"
+  done
+  epochs=$(json_num "$st" epochs); errs=$(json_num "$st" errors_total)
+  say "status: epochs ${epochs:-?}, replans $(json_num "$st" replans), errors ${errs:-?}"
+  [ "${errs:-1}" = 0 ] || why="$why status reports errors_total=${errs:-?};"
+  if [ -z "$why" ]; then echo "PASS placement"; else echo "FAIL placement:$why"; fi
+}
+
+# restore: SIGTERM makes the daemon give every thread its original affinity (all CPUs),
+# and `numasched run` exits with its command's status.
+scenario_restore() {
+  local why="" all pid rc
+  all=$(all_cpus)
+  if [ -z "$DAEMON_PID" ] || [ -z "$LOAD_PIDS" ]; then
+    echo "FAIL restore: needs the daemon and loads of the placement scenario"; return
+  fi
+  # At least one load must have been narrowed, or there is nothing to restore.
+  narrowed=0
+  for pid in $LOAD_PIDS; do [ "$(affinity "$pid")" != "$all" ] && narrowed=$((narrowed + 1)); done
+  [ $narrowed -gt 0 ] || why="$why no load was narrowed before SIGTERM;"
+  stop_daemon || why="$why daemon still running 10 s after SIGTERM;"
+  [ "${DAEMON_RC:-1}" = 0 ] || why="$why daemon exited $DAEMON_RC after SIGTERM;"
+  for pid in $LOAD_PIDS; do
+    for t in $(thread_affinities "$pid"); do
+      [ "$t" = "$(commas "$all")" ] || why="$why load $pid has a thread on [$t], not all CPUs [$all];"
+    done
+  done
+  stop_pids $LOAD_PIDS
+  LOAD_PIDS=""
+  numasched run --no-db -- sh -c 'exit 7' >/tmp/run.log 2>&1
+  rc=$?
+  [ $rc = 7 ] || why="$why numasched run -- sh -c 'exit 7' exited $rc;"
+  say "restored $narrowed narrowed load(s) to [$all]; numasched run exit status $rc"
+  if [ -z "$why" ]; then echo "PASS restore"; else echo "FAIL restore:$why"; fi
+}
+
+# pinned: a load an administrator pinned with taskset keeps its pin while the daemon
+# runs and after it stops, even though its memory is on another node.
+scenario_pinned() {
+  local why="" pin far pinned free
+  pin=$(echo $CPUS_0 | cut -d' ' -f1)
+  far=$(echo "$(cpu_nodes)" | awk '{ print $NF }')
+  pinned=$(start_stream "$far" 64 120 "/usr/bin/taskset -c $pin")
+  free=$(start_stream "$far" 64 120)
+  wait_touched "$pinned" 60 && wait_touched "$free" 60 || { echo "FAIL pinned: loads never touched their memory"; stop_pids $pinned $free; return; }
+  start_daemon --include-comm nsload
+  sleep 4
+  [ "$(affinity "$free")" != "$(all_cpus)" ] || why="$why the daemon placed nothing (unpinned load still on all CPUs);"
+  for t in $(thread_affinities "$pinned"); do
+    [ "$t" = "$pin" ] || why="$why pinned load has a thread on [$t] while the daemon runs;"
+  done
+  say "pinned load (memory on node $far) on [$(affinity "$pinned")], unpinned load on [$(affinity "$free")]"
+  stop_daemon || why="$why daemon did not stop;"
+  for t in $(thread_affinities "$pinned"); do
+    [ "$t" = "$pin" ] || why="$why pinned load has a thread on [$t] after the daemon stopped;"
+  done
+  stop_pids $pinned $free
+  if [ -z "$why" ]; then echo "PASS pinned"; else echo "FAIL pinned:$why"; fi
+}
+
+# ---------------------------------------------------------------- migration case
+# One memory-bound load with its memory bound to node $MIGRATE_HOME, whose CPUs are all
+# taken by cpu loads an administrator pinned there: the load cannot run locally. A
+# manager can run it on another node and move its pages after it.
+# `run_case MANAGER MIB SECONDS EARLY` runs it under MANAGER (numasched|numad|none) for
+# SECONDS (or, with EARLY=1, until 3 s after it settled) and sets the CASE_* variables.
+#
+# Without hardware counters a load is characterised only by the profile store; with no
+# profile its NUMA penalty is taken as 1, so no page move can pay off and numasched
+# never migrates. The case therefore gives `nsload` a profile (MPKI 20, penalty 1.4,
+# like a streaming SPEC program), as an operator would.
+PROFILE_DB=/tmp/profiles.db
+run_case() {
+  local mgr=$1 mib=$2 secs=$3 early=$4 hogs="" c pid t0 before after settle="" i mpid="" \
+    frac=0 nodes cpus sum=0 samples=0
+  eval "home=\$CPUS_$MIGRATE_HOME"
+  for c in $home; do hogs="$hogs $(start_cpu 300 "/usr/bin/taskset -c $c")"; done
+  pid=$(start_stream "$MIGRATE_HOME" "$mib" 300)
+  if ! wait_touched "$pid" "$mib"; then
+    CASE_ERR="load never touched its ${mib}M"; stop_pids $pid $hogs; return 1
+  fi
+  sleep 1
+  before=$(pages_by_node "$pid" | tr '\n' ' ')
+  case $mgr in
+    numasched)
+      [ -f "$PROFILE_DB" ] || numasched profile set nsload --mpki 20 --numa-penalty 1.4 \
+        --db "$PROFILE_DB" >/dev/null
+      start_daemon --include-comm 'ns*' --migrate-pages --migrate-rate 64 --policy auto \
+        --db "$PROFILE_DB"
+      mpid=$DAEMON_PID ;;
+    numad)
+      # -i 1:2: scan every 1-2 s (the default is 5-15 s). numad forks into the background.
+      # numad leaves alone any process it thinks it bound in the last 300 s, and counts
+      # from CLOCK_MONOTONIC, which starts at boot: in a guest that booted seconds ago
+      # it would do nothing. A time namespace starts its clock 600 s later.
+      rm -f /var/log/numad.log /var/run/numad.pid
+      /usr/bin/unshare --time --fork --monotonic 600 numad -i 1:2 -l 6 >/tmp/numad.out 2>&1 || { CASE_ERR="numad failed: $(cat /tmp/numad.out)"; stop_pids $pid $hogs; return 1; }
+      i=0; while [ ! -s /var/run/numad.pid ] && [ $i -lt 20 ]; do sleep 0.25; i=$((i + 1)); done
+      mpid=$(cat /var/run/numad.pid 2>/dev/null) ;;
+    none) ;;
+  esac
+  t0=$(now)
+  # Every second: the node(s) it runs on (its affinity when narrowed, else the node of
+  # the CPU it last ran on) and the fraction of its pages there. Settled = the start of
+  # the final run of samples with at least 90% local.
+  i=0
+  while awk -v a="$t0" -v b="$(now)" -v s="$secs" 'BEGIN { exit !(b - a < s) }'; do
+    sleep 1; i=$((i + 1))
+    cpus=$(affinity "$pid")
+    if [ "$cpus" = "$(all_cpus)" ]; then
+      cpus=$(awk '{ sub(/^.*\) /, ""); print $37 }' "/proc/$pid/stat")
+    fi
+    nodes=$(nodes_of_cpus "$cpus")
+    frac=$(fraction_on "$pid" "$nodes")
+    sum=$(awk -v s="$sum" -v f="$frac" 'BEGIN { print s + f }'); samples=$((samples + 1))
+    if awk -v f="$frac" 'BEGIN { exit !(f >= 0.9) }'; then
+      if [ -z "$settle" ]; then
+        settle=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+        [ "$early" = 1 ] && secs=$(awk -v s="$settle" 'BEGIN { print int(s) + 3 }')
+      fi
+    else
+      settle=""   # not settled after all (e.g. numad binds first, moves it later)
+    fi
+  done
+  after=$(pages_by_node "$pid" | tr '\n' ' ')
+  CASE_MOVED=$(echo "$before|$after" | awk -F'|' '{ n = split($1, b, " "); split($2, a, " ")
+      for (i = 1; i < n; i += 2) { d = a[i + 1] - b[i + 1]; if (d > 0) m += d } print m + 0 }')
+  CASE_PID=$pid CASE_FRAC=$frac CASE_NODES=$nodes CASE_CPUS=$(affinity "$pid") CASE_SETTLE=${settle:--}
+  CASE_MEAN=$(awk -v s="$sum" -v n="$samples" 'BEGIN { printf "%.3f", n ? s / n : 0 }')
+  CASE_BEFORE=$before CASE_AFTER=$after CASE_CPU_S="-" CASE_USER_S="-" CASE_ERR="" CASE_REASON=""
+  CASE_WALL=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }')
+  case $mgr in
+    numasched)
+      CASE_CPU_S=$(cpu_seconds "$DAEMON_PID")
+      CASE_USER_S=$(cpu_seconds "$DAEMON_PID" user)
+      stop_daemon
+      # What the daemon did with this load and why, from its log (complete once it has
+      # stopped: an epoch's lines are written when its apply pass ends).
+      CASE_REASON=$(grep -E "pid $pid (affinity|pages)" "$DAEMON_LOG" | sed 's/^.*INFO //' |
+        tail -n 3 | tr '\n' ';')
+      CASE_PAGES_DONE=$(grep -c "pid $pid pages .*: done" "$DAEMON_LOG") ;;
+    numad)
+      [ -n "$mpid" ] && CASE_CPU_S=$(cpu_seconds "$mpid") CASE_USER_S=$(cpu_seconds "$mpid" user)
+      numad -i 0 >/dev/null 2>&1   # asks the running numad to exit
+      sleep 1; [ -n "$mpid" ] && kill "$mpid" 2>/dev/null ;;
+  esac
+  stop_pids $pid $hogs
+  return 0
+}
+
+# migrate: numasched --migrate-pages runs the load off its full home node and moves its
+# pages after it (or, honestly, SKIP when the policy decides otherwise).
+scenario_migrate() {
+  run_case numasched 64 40 1 || { echo "FAIL migrate: $CASE_ERR"; return; }
+  say "load on [$CASE_CPUS] (node(s) $CASE_NODES); pages per node before: $CASE_BEFORE after: $CASE_AFTER"
+  say "local fraction $CASE_FRAC, $CASE_MOVED pages moved, settled after ${CASE_SETTLE}s"
+  say "daemon: ${CASE_REASON:-(no line about pid $CASE_PID in its log; last lines follow)}"
+  [ -n "$CASE_REASON" ] || tail -n 5 "$DAEMON_LOG" | sed 's/^/    /'
+  say "nearest node(s) with CPUs to node $MIGRATE_HOME: $(nearest_cpu_nodes "$MIGRATE_HOME" "$MIGRATE_HOME")"
+  if [ "$CASE_MOVED" -gt 0 ] && [ "${CASE_PAGES_DONE:-0}" = 0 ]; then
+    echo "FAIL migrate: $CASE_MOVED pages moved, but the daemon's log has no page move of pid $CASE_PID done"
+  elif [ "$CASE_MOVED" -gt 0 ] && awk -v f="$CASE_FRAC" 'BEGIN { exit !(f >= 0.9) }'; then
+    echo "PASS migrate"
+  elif [ "$CASE_MOVED" -gt 0 ]; then
+    echo "FAIL migrate: $CASE_MOVED pages moved but only $CASE_FRAC of the load's pages are local after ${CASE_WALL}s"
+  elif echo " $CASE_NODES " | grep -q " $MIGRATE_HOME "; then
+    echo "SKIP migrate: the policy kept the load on its home node $MIGRATE_HOME (sharing a pinned CPU), nothing to migrate ($CASE_REASON)"
+  else
+    echo "SKIP migrate: the policy ran the load on node(s) $CASE_NODES but moved no pages ($CASE_REASON)"
+  fi
+}
+
+# numad: the same case (320 MiB: numad ignores processes under 300 MB or half a CPU)
+# under neither manager, numad alone and numasched alone, for the same fixed time.
+COMPARE_SECONDS=${COMPARE_SECONDS:-30}
+scenario_numad() {
+  local json="" rows="" m null
+  for m in none numad numasched; do
+    if ! run_case "$m" 320 "$COMPARE_SECONDS" 0; then echo "FAIL numad: case '$m': $CASE_ERR"; return; fi
+    rows="$rows$m $CASE_FRAC $CASE_MEAN $CASE_MOVED $CASE_SETTLE $CASE_CPU_S $CASE_USER_S $(commas "$CASE_CPUS")
+"
+    json="$json${json:+,}{\"manager\":\"$m\",\"local_fraction_end\":$CASE_FRAC,\"local_fraction_mean\":$CASE_MEAN,\"pages_migrated\":$CASE_MOVED,\"settle_s\":$(nullable "$CASE_SETTLE"),\"daemon_cpu_s\":$(nullable "$CASE_CPU_S"),\"daemon_user_cpu_s\":$(nullable "$CASE_USER_S"),\"window_s\":$CASE_WALL,\"final_cpus\":\"$(commas "$CASE_CPUS")\",\"pages_per_node_before\":\"$CASE_BEFORE\",\"pages_per_node_after\":\"$CASE_AFTER\"}"
+    if [ "$m" = numad ]; then
+      grep -i 'advis\|migrat\|bind' /var/log/numad.log 2>/dev/null | tail -n 2 | sed 's/^/  numad log: /'
+    fi
+  done
+  say "one 320 MiB stream load, memory bound to node $MIGRATE_HOME, whose CPUs run pinned cpu loads; ${COMPARE_SECONDS}s per manager; numa_balancing=$(cat /proc/sys/kernel/numa_balancing)"
+  printf '  %-10s %9s %9s %9s %9s %9s %9s  %s\n' manager local_end local_avg pages_mv settle_s cpu_s user_s final_cpus
+  echo "$rows" | while read -r m f a p s c u cpus; do
+    [ -n "$m" ] && printf '  %-10s %9s %9s %9s %9s %9s %9s  %s\n' "$m" "$f" "$a" "$p" "$s" "$c" "$u" "$cpus"
+  done
+  echo "RESULT_JSON {\"topology\":\"$TOPO\",\"home_node\":$MIGRATE_HOME,\"load_mib\":320,\"numa_balancing\":$(cat /proc/sys/kernel/numa_balancing),\"cases\":[$json]}"
+  echo "PASS numad"
+}
+nullable() { if [ "$1" = - ] || [ -z "$1" ]; then echo null; else echo "$1"; fi; }
+
+for s in $SCENARIOS; do
+  echo "--- $s"
+  "scenario_$s"
+done
+stop_daemon >/dev/null 2>&1
+true
