@@ -328,6 +328,7 @@ fn test_status() -> numasched::daemon::Status {
         replans: 0,
         last_epoch_ms: 0.0,
         errors_total: 99,
+        nodes_view: Vec::new(),
         processes: Vec::new(),
         uncharacterised: Vec::new(),
         decisions: Vec::new(),

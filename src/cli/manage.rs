@@ -2,6 +2,7 @@
 //! that the config file can supply it and an explicit flag wins (issue 6's rule:
 //! command line over file over defaults).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -9,8 +10,8 @@ use clap::Args;
 
 use crate::daemon::build::LiveRoots;
 use crate::daemon::config::{
-    self, parse_bytes, parse_duration, parse_glob, parse_non_negative, parse_policy,
-    parse_positive, FileConfig, LogFormat, Options,
+    self, parse_bytes, parse_duration, parse_glob, parse_metrics_addr, parse_non_negative,
+    parse_policy, parse_positive, FileConfig, LogFormat, Options,
 };
 
 /// What `daemon` and `run` take beyond [`SelectArgs`].
@@ -49,6 +50,11 @@ pub struct ManageArgs {
     /// [default: /var/lib/numasched/journal.json].
     #[arg(long, value_name = "PATH")]
     pub journal: Option<PathBuf>,
+    /// Serve Prometheus metrics over HTTP (GET /metrics) at IP:PORT, e.g.
+    /// 127.0.0.1:9477; it must name an interface (0.0.0.0 is refused), and an empty
+    /// value is off [default: off].
+    #[arg(long, value_name = "ADDR", value_parser = parse_metrics_addr)]
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Which processes, where the store is, where the system is read: shared by `daemon`,
@@ -121,6 +127,9 @@ impl ManageArgs {
         set!(o.min_replan_interval, self.min_replan_interval);
         set!(o.release_after, self.release_after);
         set!(o.journal, self.journal);
+        if let Some(a) = self.metrics {
+            o.metrics = Some(a);
+        }
         if let Some(f) = self.log_format {
             o.log_format = match f {
                 LogFormatArg::Text => LogFormat::Text,
@@ -212,6 +221,10 @@ mod tests {
         assert_eq!(o.interval, Duration::from_millis(250), "flag wins");
         assert_eq!(o.select.min_cpu, 0.5);
         assert_eq!(o.select.exclude_comm, vec!["b"]);
+        assert_eq!(o.metrics, None, "metrics are off unless asked for");
+        let t = T::parse_from(["t", "--config", &f, "--metrics", "127.0.0.1:9477"]);
+        let o = t.m.options().expect("options");
+        assert_eq!(o.metrics, Some(SocketAddr::from(([127, 0, 0, 1], 9477))));
     }
 
     #[test]
@@ -222,6 +235,8 @@ mod tests {
             vec!["t", "--migrate-rate", "0"],
             vec!["t", "--min-cpu", "lots"],
             vec!["t", "--include-comm", "[x"],
+            vec!["t", "--metrics", "0.0.0.0:9477"],
+            vec!["t", "--metrics", "9477"],
         ] {
             assert!(T::try_parse_from(&args).is_err(), "{args:?}");
         }

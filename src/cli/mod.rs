@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod advise;
 pub mod completions;
 pub mod config;
 pub mod daemon;
@@ -14,6 +15,7 @@ pub mod profile;
 pub mod run;
 pub mod sim;
 pub mod status;
+pub mod top;
 pub mod topo;
 
 #[derive(Debug, Parser)]
@@ -35,8 +37,12 @@ pub enum Command {
     Run(run::RunArgs),
     /// Ask the running daemon what it manages and why.
     Status(status::StatusArgs),
+    /// Live view of nodes and processes (attached to the daemon, or standalone).
+    Top(top::TopArgs),
     /// Plan for this machine now (or a saved snapshot) and print why; changes nothing.
     Plan(plan::PlanArgs),
+    /// Which nodes a new job of N CPUs (and SIZE memory) should go to now.
+    Advise(advise::AdviseArgs),
     /// Show the machine model: this machine from sysfs, a preset or a spec string.
     Topo(topo::TopoArgs),
     /// Simulate one scenario on the performance model.
@@ -79,7 +85,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Daemon(a) => done(daemon::run(a)),
         Command::Run(a) => run::run(a),
         Command::Status(a) => done(status::run(a)),
+        Command::Top(a) => done(top::run(a)),
         Command::Plan(a) => done(plan::run(a)),
+        Command::Advise(a) => advise::run(a),
         Command::Topo(a) => done(topo::run(a)),
         Command::Sim(a) => done(sim::run(a)),
         Command::Eval(a) => done(eval::run(a)),

@@ -14,7 +14,7 @@ use super::manage::SelectArgs;
 use crate::characterise::PenaltySource;
 use crate::daemon::build::{self, Use};
 use crate::daemon::config::parse_policy;
-use crate::daemon::{logging, service};
+use crate::daemon::logging;
 use crate::policy::{self, Snapshot};
 use crate::sim::eval::{bridge, runner::Runner};
 use crate::sim::{self, ProfileSet};
@@ -74,17 +74,7 @@ fn live(args: &PlanArgs) -> anyhow::Result<()> {
     opts.dry_run = true;
     logging::init(opts.log_format);
     let mut built = build::build(&opts, &args.select.roots(), None, Use::PlanOnly)?;
-    let rep = built
-        .engine
-        .epoch(0.0, service::unix_now())
-        .context("observing the processes")?;
-    let snapshot = rep.snapshot.unwrap_or_else(|| Snapshot {
-        topology: built.engine.topology().clone(),
-        processes: Vec::new(),
-    });
-    let plan = rep
-        .plan
-        .unwrap_or_else(|| crate::policy::Plan::new(&built.policy, Vec::new()));
+    let (snapshot, plan) = built.observe_once()?;
     let views = built.engine.views();
     let uncharacterised: Vec<u32> = views
         .iter()

@@ -11,6 +11,7 @@ use super::config::Options;
 use super::engine::{Engine, EngineConfig, Stages};
 use super::recovery::{self, JournalFile, JournalLock};
 use super::select::Selector;
+use super::status::Status;
 use super::trigger::TriggerParams;
 use crate::apply::{Actuator, ActuatorConfig, LinuxKernel};
 use crate::characterise::live::{Live, LiveConfig};
@@ -19,6 +20,7 @@ use crate::observe::resctrl::Resctrl;
 use crate::observe::sensors::Roots;
 use crate::observe::{PerfCounters, ScanConfig, Scanner, Sensors};
 use crate::policy;
+use crate::policy::{Plan, Snapshot};
 use crate::topology::sysfs;
 
 /// Where the live system is read; tests and the QEMU bed may point elsewhere.
@@ -55,6 +57,71 @@ pub struct Built {
     pub policy: String,
     /// Held while the pipeline lives: this process owns the journal file.
     pub journal_lock: Option<JournalLock>,
+    /// The sysfs root the machine was read from (for live per-node memory).
+    pub sys_root: PathBuf,
+}
+
+impl Built {
+    /// What `status`, `top` and the metrics show, as of the last epoch.
+    pub fn status(
+        &self,
+        interval_s: f64,
+        dry_run: bool,
+        migrate_pages: bool,
+        started_unix: i64,
+        last_epoch: std::time::Duration,
+    ) -> Status {
+        let mut s = Status {
+            version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+            started_unix,
+            now_unix: super::service::unix_now(),
+            policy: self.policy.clone(),
+            interval_s,
+            dry_run,
+            migrate_pages,
+            sensors: self.sensors.clone(),
+            sensors_in_use: self
+                .sensors
+                .in_use()
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            store: self.store.as_ref().map(|p| p.display().to_string()),
+            nodes: 0,
+            cpus: 0,
+            epochs: 0,
+            replans: 0,
+            last_epoch_ms: last_epoch.as_secs_f64() * 1e3,
+            errors_total: 0,
+            nodes_view: Vec::new(),
+            processes: Vec::new(),
+            uncharacterised: Vec::new(),
+            decisions: Vec::new(),
+        };
+        self.engine.fill_status(&mut s);
+        for n in &mut s.nodes_view {
+            n.memory_used_bytes = super::nodes::memory_used(&self.sys_root, n.node);
+        }
+        s
+    }
+
+    /// One dry pass for `plan`, `advise` and the like: the snapshot observed (and
+    /// characterised) now, and the plan made from it.
+    pub fn observe_once(&mut self) -> anyhow::Result<(Snapshot, Plan)> {
+        let rep = self
+            .engine
+            .epoch(0.0, super::service::unix_now())
+            .context("observing the processes")?;
+        let snapshot = rep.snapshot.unwrap_or_else(|| Snapshot {
+            topology: self.engine.topology().clone(),
+            processes: Vec::new(),
+        });
+        let plan = rep
+            .plan
+            .unwrap_or_else(|| Plan::new(&self.policy, Vec::new()));
+        Ok((snapshot, plan))
+    }
 }
 
 /// The policy to run: with page migration on, `auto` is the variant that proposes
@@ -164,6 +231,7 @@ pub fn build(
         store: store_path,
         policy: name,
         journal_lock,
+        sys_root: roots.sys.clone(),
     })
 }
 

@@ -7,6 +7,7 @@
 //! meant to protect. Values are checked while the file is parsed, so each error names
 //! the line it is on.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -47,6 +48,8 @@ pub struct Options {
     /// released (its affinity restored), so one quiet second does not drop it.
     pub release_after: u32,
     pub log_format: LogFormat,
+    /// Where to serve Prometheus metrics over HTTP (`GET /metrics`); `None`: off.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Which processes are managed. Identity rules (names, pids, cgroups) are checked every
@@ -96,6 +99,7 @@ impl Default for Options {
             min_replan_interval: Duration::from_secs(5),
             release_after: 30,
             log_format: LogFormat::Text,
+            metrics: None,
         }
     }
 }
@@ -125,6 +129,7 @@ pub struct FileConfig {
     pub min_replan_interval: Option<Seconds>,
     pub release_after: Option<u32>,
     pub log_format: Option<LogFormat>,
+    pub metrics: Option<MetricsAddr>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -201,6 +206,7 @@ impl FileConfig {
                 .unwrap_or(d.min_replan_interval),
             release_after: self.release_after.unwrap_or(d.release_after),
             log_format: self.log_format.unwrap_or(d.log_format),
+            metrics: self.metrics.map_or(d.metrics, |m| m.0),
         }
     }
 }
@@ -253,7 +259,10 @@ impl TryFrom<toml::Value> for Seconds {
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let d = match t.parse::<f64>() {
-        Ok(secs) if secs.is_finite() && secs >= 0.0 => Duration::from_secs_f64(secs),
+        // Too large for a Duration (1e20 s) is out of range like any other: no panic.
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => {
+            Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
+        }
         Ok(_) => return Err(format!("invalid duration {s:?}: must be positive")),
         Err(_) => humantime::parse_duration(t)
             .map_err(|e| format!("invalid duration {s:?}: {e} (use e.g. 1s, 500ms, 2m)"))?,
@@ -360,6 +369,49 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     crate::workload::size::parse_size(s)
 }
 
+/// The metrics address of the file: `"127.0.0.1:9477"`, or `""` for off.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct MetricsAddr(pub Option<SocketAddr>);
+
+impl TryFrom<String> for MetricsAddr {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        if s.trim().is_empty() {
+            return Ok(MetricsAddr(None));
+        }
+        parse_metrics_addr(&s).map(|a| MetricsAddr(Some(a)))
+    }
+}
+
+/// The metrics endpoint's address: an explicit `IP:PORT`. The metrics say which
+/// programs run on the machine, so the address must name the interface: a bare port
+/// and the unspecified address (`0.0.0.0`, `::`: every interface) are refused. Keep it
+/// on `127.0.0.1` unless the operator means to expose it.
+pub fn parse_metrics_addr(s: &str) -> Result<SocketAddr, String> {
+    let t = s.trim();
+    if t.parse::<u16>().is_ok() {
+        return Err(format!(
+            "invalid metrics address {s:?}: give the interface too, e.g. 127.0.0.1:{t}"
+        ));
+    }
+    let addr: SocketAddr = t.parse().map_err(|_| {
+        format!("invalid metrics address {s:?}: expected IP:PORT, e.g. 127.0.0.1:9477")
+    })?;
+    if addr.ip().is_unspecified() {
+        return Err(format!(
+            "refusing metrics address {s:?}: it listens on every interface; name one \
+             (127.0.0.1:{port} for this machine only, or the address of the interface \
+             your Prometheus scrapes)",
+            port = addr.port()
+        ));
+    }
+    if addr.port() == 0 {
+        return Err(format!("invalid metrics address {s:?}: port 0"));
+    }
+    Ok(addr)
+}
+
 /// A glob that compiles.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(try_from = "String")]
@@ -420,6 +472,7 @@ mpki_change = 0.3
 min_replan_interval = 10
 release_after = 5
 log_format = "json"
+metrics = "127.0.0.1:9477"
 "#,
         )
         .expect("valid");
@@ -439,6 +492,7 @@ log_format = "json"
         assert_eq!(o.min_replan_interval, Duration::from_secs(10));
         assert_eq!(o.release_after, 5);
         assert_eq!(o.log_format, LogFormat::Json);
+        assert_eq!(o.metrics, Some("127.0.0.1:9477".parse().expect("addr")));
     }
 
     #[test]
@@ -467,6 +521,9 @@ log_format = "json"
                 "unknown field `exclude_com`",
             ),
             ("log_format = \"xml\"", 1, "unknown variant"),
+            ("\nmetrics = \"0.0.0.0:9477\"", 2, "every interface"),
+            ("metrics = \"9477\"", 1, "127.0.0.1:9477"),
+            ("metrics = 9477", 1, "invalid type"),
         ] {
             let e = error_of(text);
             assert!(
@@ -489,6 +546,32 @@ log_format = "json"
         assert!(parse_duration("2 days").is_err());
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("nan").is_err());
+    }
+
+    #[test]
+    fn metrics_addresses_must_name_an_interface() {
+        assert_eq!(
+            parse_metrics_addr("127.0.0.1:9477"),
+            Ok(SocketAddr::from(([127, 0, 0, 1], 9477)))
+        );
+        assert!(parse_metrics_addr("[::1]:9477").is_ok());
+        // An explicit non-loopback address is the operator's choice.
+        assert!(parse_metrics_addr("10.1.2.3:9477").is_ok());
+        for bad in [
+            "0.0.0.0:9477",
+            "[::]:9477",
+            "9477",
+            "localhost:9477",
+            "127.0.0.1:0",
+            "x",
+        ] {
+            assert!(parse_metrics_addr(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse("metrics = \"\"").expect("off").into_options().metrics,
+            None
+        );
+        assert_eq!(Options::default().metrics, None, "off by default");
     }
 
     #[test]

@@ -90,6 +90,8 @@ pub struct Engine<K: Kernel> {
     applied: HashMap<Key, Vec<CpuId>>,
     /// Epochs each managed process has been below the admission thresholds.
     quiet: HashMap<Key, u32>,
+    /// Affinity changes made per managed process (for the metrics).
+    changes: HashMap<Key, u64>,
     /// Processes already reported as not characterisable (reported once).
     told_uncharacterised: HashSet<Key>,
     epoch: u64,
@@ -127,6 +129,7 @@ impl<K: Kernel> Engine<K> {
             trigger: Trigger::default(),
             applied: HashMap::new(),
             quiet: HashMap::new(),
+            changes: HashMap::new(),
             told_uncharacterised: HashSet::new(),
             epoch: 0,
             replans: 0,
@@ -212,7 +215,7 @@ impl<K: Kernel> Engine<K> {
         if let Err(e) = self.persist(&journal) {
             rep.notes.push(e.to_string());
         }
-        self.views = views(&obs, &chars, &self.last_plan);
+        self.views = views(&obs, &chars, &self.last_plan, &self.changes);
         Ok(rep)
     }
 
@@ -245,6 +248,9 @@ impl<K: Kernel> Engine<K> {
                 Action::Done | Action::Unchanged => {
                     if let crate::apply::Subject::Affinity { cpus } = &line.subject {
                         self.applied.insert(key, cpus.clone());
+                        if line.action == Action::Done {
+                            *self.changes.entry(key).or_insert(0) += 1;
+                        }
                     }
                 }
                 Action::Failed => self.errors_total += 1,
@@ -352,6 +358,7 @@ impl<K: Kernel> Engine<K> {
     fn release(&mut self, key: Key, why: &str, unix: i64, rep: &mut EpochReport) {
         self.applied.remove(&key);
         self.quiet.remove(&key);
+        self.changes.remove(&key);
         self.told_uncharacterised.remove(&key);
         // Only ever restore the process the journal entry was taken from.
         let journaled = self
@@ -430,6 +437,7 @@ impl<K: Kernel> Engine<K> {
     /// sensors and times.
     pub fn fill_status(&self, s: &mut Status) {
         s.processes = self.views.clone();
+        s.nodes_view = super::nodes::node_views(&self.topology, &self.views);
         s.uncharacterised = self
             .views
             .iter()
@@ -456,6 +464,7 @@ fn views(
     obs: &Observation,
     chars: &[Characterised],
     plan: &HashMap<u32, (Vec<CpuId>, String)>,
+    changes: &HashMap<Key, u64>,
 ) -> Vec<ProcessView> {
     obs.snapshot
         .processes
@@ -480,6 +489,7 @@ fn views(
                 planned_cpus: planned,
                 reason,
                 allowed_cpus: p.allowed_cpus.clone(),
+                placement_changes: changes.get(&(p.pid, p.start_time)).copied().unwrap_or(0),
             }
         })
         .collect()

@@ -12,12 +12,16 @@
 //! - [`engine`]: one epoch, on any kernel and procfs (tests use fakes).
 //! - [`build`]: the engine on the live system; [`service`]: the loop, signals and
 //!   shutdown; [`socket`] and [`status`]: what `numasched status` asks and gets.
+//! - [`nodes`]: the per-node picture (load, memory, LLC pressure) of `status`.
+//! - [`metrics`]: the same status for Prometheus (`--metrics ADDR`, off by default).
 //! - [`logging`]: structured logs through `tracing`.
 
 pub mod build;
 pub mod config;
 pub mod engine;
 pub mod logging;
+pub mod metrics;
+pub mod nodes;
 pub mod pins;
 pub mod recovery;
 pub mod select;

@@ -19,7 +19,6 @@ use super::build::Built;
 use super::config::Options;
 use super::engine::EpochReport;
 use super::socket::{Server, Shared};
-use super::status::Status;
 use crate::apply::{Action, Restored};
 
 pub fn unix_now() -> i64 {
@@ -89,6 +88,18 @@ pub fn serve(
         }
         None => None,
     };
+    let metrics = match opts.metrics {
+        Some(addr) => {
+            let m = super::metrics::MetricsServer::start(addr, shared.clone())?;
+            if m.addr().ip().is_loopback() {
+                info!(address = %m.addr(), "metrics served at /metrics");
+            } else {
+                warn!(address = %m.addr(), "metrics served at /metrics on a non-loopback address: anyone who can reach it sees which programs run here");
+            }
+            Some(m)
+        }
+        None => None,
+    };
     let started = unix_now();
     let clock = Instant::now();
     let mut problems = Dedup::default();
@@ -103,7 +114,7 @@ pub fn serve(
             // procfs itself unreadable: nothing to decide on; try again next epoch.
             Err(e) => warn!("observation failed: {e}"),
         }
-        if server.is_some() {
+        if server.is_some() || metrics.is_some() {
             publish(&shared, &built, opts, started, t0.elapsed());
         }
         if let Until::Exit(child) = &mut until {
@@ -237,34 +248,13 @@ fn log_epoch(rep: &EpochReport, problems: &mut Dedup, notes: &mut Dedup, took: D
 }
 
 fn publish(shared: &Shared, built: &Built, opts: &Options, started: i64, took: Duration) {
-    let mut s = Status {
-        version: env!("CARGO_PKG_VERSION").into(),
-        pid: std::process::id(),
-        started_unix: started,
-        now_unix: unix_now(),
-        policy: built.policy.clone(),
-        interval_s: opts.interval.as_secs_f64(),
-        dry_run: opts.dry_run,
-        migrate_pages: opts.migrate_pages,
-        sensors: built.sensors.clone(),
-        sensors_in_use: built
-            .sensors
-            .in_use()
-            .into_iter()
-            .map(String::from)
-            .collect(),
-        store: built.store.as_ref().map(|p| p.display().to_string()),
-        nodes: 0,
-        cpus: 0,
-        epochs: 0,
-        replans: 0,
-        last_epoch_ms: took.as_secs_f64() * 1e3,
-        errors_total: 0,
-        processes: Vec::new(),
-        uncharacterised: Vec::new(),
-        decisions: Vec::new(),
-    };
-    built.engine.fill_status(&mut s);
+    let s = built.status(
+        opts.interval.as_secs_f64(),
+        opts.dry_run,
+        opts.migrate_pages,
+        started,
+        took,
+    );
     *shared
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(s);

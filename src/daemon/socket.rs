@@ -126,13 +126,15 @@ fn answer(stream: UnixStream, shared: &Shared, allowed: bool) -> std::io::Result
     stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
     let mut w = stream.try_clone()?;
+    // The request is read before anything is answered, a refused peer's included:
+    // closing on a client that is still writing would give it EPIPE instead of the
+    // reason. One bounded line, so a client that never sends a newline cannot make
+    // the server buffer without limit.
+    let mut line = String::new();
+    BufReader::new(stream.take(4096)).read_line(&mut line)?;
     if !allowed {
         return writeln!(w, "{{\"error\":\"permission denied: only root may ask\"}}");
     }
-    // One bounded line: a client that never sends a newline cannot make the server
-    // buffer without limit.
-    let mut line = String::new();
-    BufReader::new(stream.take(4096)).read_line(&mut line)?;
     let reply = match line.trim() {
         "status" => {
             let s = shared.lock().unwrap_or_else(PoisonError::into_inner);

@@ -33,6 +33,9 @@ pub struct Status {
     pub last_epoch_ms: f64,
     /// Failed actions and observation problems since start.
     pub errors_total: u64,
+    /// Per node, as numasched sees it (see [`super::nodes`]).
+    #[serde(default)]
+    pub nodes_view: Vec<super::nodes::NodeView>,
     pub processes: Vec<ProcessView>,
     /// Pids of managed processes with neither counters nor a profile: planned for
     /// locality only.
@@ -63,6 +66,9 @@ pub struct ProcessView {
     pub reason: String,
     /// A foreign pin (taskset, cpuset) it is kept inside.
     pub allowed_cpus: Option<Vec<CpuId>>,
+    /// How often numasched changed its affinity (`done` decisions) while managing it.
+    #[serde(default)]
+    pub placement_changes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,6 +124,27 @@ impl Status {
             "epochs {}, re-plans {}, last epoch {:.1} ms, errors {}",
             self.epochs, self.replans, self.last_epoch_ms, self.errors_total
         );
+        if !self.nodes_view.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n{:>4}  {:<8} {:>6} {:>10} {:>17} {:>12}",
+                "node", "cpus", "load", "managed", "used / total", "LLC pressure"
+            );
+            for n in &self.nodes_view {
+                let gib = |b: u64| format!("{:.1}G", b as f64 / (1u64 << 30) as f64);
+                let used = n.memory_used_bytes.map_or("-".into(), gib);
+                let _ = writeln!(
+                    s,
+                    "{:>4}  {:<8} {:>6.2} {:>10} {:>17} {:>12.1}",
+                    n.node,
+                    list(&n.cpus),
+                    n.load,
+                    gib(n.managed_memory_bytes),
+                    format!("{used} / {}", gib(n.memory_total_bytes)),
+                    n.llc_pressure
+                );
+            }
+        }
         let _ = writeln!(
             s,
             "\n{:>8}  {:<15} {:>3} {:>5} {:>6} {:>5} {:<10} {:>5} {:<8} {:<8} reason",

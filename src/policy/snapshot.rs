@@ -116,7 +116,7 @@ impl Process {
 pub enum SnapshotError {
     #[error("{path}: {err}")]
     Io { path: PathBuf, err: std::io::Error },
-    #[error("{path}: {err}")]
+    #[error("{path}: {}", one_line(.err))]
     Json {
         path: PathBuf,
         err: serde_json::Error,
@@ -127,6 +127,11 @@ pub enum SnapshotError {
         field: String,
         what: String,
     },
+}
+
+/// serde quotes an unknown key as written, newlines and all; errors are one line.
+fn one_line(err: &serde_json::Error) -> String {
+    err.to_string().replace('\n', "\\n").replace('\r', "\\r")
 }
 
 impl Snapshot {

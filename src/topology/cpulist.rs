@@ -1,6 +1,9 @@
 //! The kernel's CPU/node list format (`0-3,8-11`), used by sysfs, `/proc/<pid>/status`
 //! and the command line alike.
 
+/// Most ids a list may name, counting repeats: far above any real machine.
+const MAX_IDS: u64 = (1 << 16) + 1;
+
 /// Parses a kernel list such as `0-3,8-11` or `5`. An empty (or all-blank) string is the
 /// empty set, as sysfs prints for memory-only nodes.
 pub fn parse(s: &str) -> Result<Vec<u32>, String> {
@@ -18,10 +21,15 @@ pub fn parse(s: &str) -> Result<Vec<u32>, String> {
             }
         };
         if lo > hi {
-            return Err(format!("range '{part}' runs backwards"));
+            return Err(format!("range '{}' runs backwards", part.escape_debug()));
         }
-        if hi - lo > 1 << 16 {
-            return Err(format!("range '{part}' is implausibly large"));
+        // Capped in total, not only per range: overlapping maximal ranges would
+        // otherwise make a 4 KiB file cost hundreds of megabytes before the dedup.
+        if out.len() as u64 + u64::from(hi - lo) + 1 > MAX_IDS {
+            return Err(format!(
+                "range '{}' is implausibly large",
+                part.escape_debug()
+            ));
         }
         out.extend(lo..=hi);
     }
@@ -33,7 +41,7 @@ pub fn parse(s: &str) -> Result<Vec<u32>, String> {
 fn num(s: &str, part: &str) -> Result<u32, String> {
     s.trim()
         .parse::<u32>()
-        .map_err(|_| format!("'{part}' is not a number or range"))
+        .map_err(|_| format!("'{}' is not a number or range", part.escape_debug()))
 }
 
 /// Formats a set the way the kernel does: ascending, with runs collapsed.

@@ -120,6 +120,10 @@ pub struct Topology {
     node_by_id: Vec<usize>,
 }
 
+/// Largest CPU or node id accepted: far above Linux's NR_CPUS (8192) and
+/// MAX_NUMNODES (1024), small enough that id-indexed tables stay cheap.
+pub const MAX_ID: u32 = 1 << 16;
+
 impl Topology {
     pub fn from_desc(desc: TopologyDesc) -> Result<Topology, TopologyError> {
         let invalid = |what: String| TopologyError::Invalid(what);
@@ -137,6 +141,24 @@ impl Topology {
             return Err(invalid(format!(
                 "nodes must be listed in ascending id order, got {:?}",
                 node_descs.iter().map(|n| n.id).collect::<Vec<_>>()
+            )));
+        }
+        // Lookup tables are indexed by id: an absurd id (from a hand-written or
+        // corrupt snapshot) would ask for gigabytes before anything else could fail.
+        let too_big = |id: u32| id > MAX_ID;
+        if let Some(nd) = node_descs.iter().find(|nd| too_big(nd.id)) {
+            return Err(invalid(format!(
+                "node id {} is implausibly large (at most {MAX_ID})",
+                nd.id
+            )));
+        }
+        if let Some(c) = node_descs
+            .iter()
+            .flat_map(|nd| nd.llcs.iter().flat_map(|l| l.cpus.iter()))
+            .find(|c| too_big(**c))
+        {
+            return Err(invalid(format!(
+                "CPU id {c} is implausibly large (at most {MAX_ID})"
             )));
         }
         let n = node_descs.len();
@@ -495,5 +517,22 @@ mod tests {
         let t = Topology::from_desc(d).unwrap();
         assert_eq!(t.cpu_nodes().collect::<Vec<_>>(), vec![0]);
         assert_eq!(t.nodes()[1].cpus, Vec::<CpuId>::new());
+    }
+
+    #[test]
+    fn absurd_ids_are_refused_before_anything_is_allocated() {
+        let base = crate::topology::spec::parse("2n:1l:2c:1t")
+            .expect("spec")
+            .to_desc();
+        let mut d = base.clone();
+        d.nodes[1].llcs[0].cpus.push(u32::MAX);
+        let e = Topology::from_desc(d).expect_err("huge CPU id").to_string();
+        assert!(e.contains("CPU id 4294967295 is implausibly large"), "{e}");
+        let mut d = base;
+        d.nodes[1].id = u32::MAX;
+        let e = Topology::from_desc(d)
+            .expect_err("huge node id")
+            .to_string();
+        assert!(e.contains("node id 4294967295 is implausibly large"), "{e}");
     }
 }

@@ -106,6 +106,11 @@ pub fn read(root: &Path) -> Result<Topology, TopologyError> {
         name: None,
         nodes: node_descs,
     })
+    // What the model rejects (a distance row out of order) came from the node files.
+    .map_err(|e| match e {
+        TopologyError::Invalid(what) => parse_err(&node_dir, what),
+        e => e,
+    })
 }
 
 struct RawNode {
@@ -259,7 +264,7 @@ fn read_cpu(cpu_dir: &Path, cpu: CpuId, node: NodeId) -> Result<CpuFacts, Topolo
             let v: i64 = text.trim().parse().map_err(|_| {
                 parse_err(
                     &package_path,
-                    format!("'{}' is not a package number", text.trim()),
+                    format!("'{}' is not a package number", text.trim().escape_debug()),
                 )
             })?;
             if v < 0 {
@@ -303,7 +308,7 @@ fn read_llc(cache_dir: &Path) -> Result<Option<CacheFacts>, TopologyError> {
             other => {
                 return Err(parse_err(
                     &type_path,
-                    format!("unknown cache type '{other}'"),
+                    format!("unknown cache type '{}'", other.escape_debug()),
                 ))
             }
         };
@@ -314,7 +319,10 @@ fn read_llc(cache_dir: &Path) -> Result<Option<CacheFacts>, TopologyError> {
         let level: u32 = level.trim().parse().map_err(|_| {
             parse_err(
                 &level_path,
-                format!("cache level '{}' is not a number", level.trim()),
+                format!(
+                    "cache level '{}' is not a number",
+                    level.trim().escape_debug()
+                ),
             )
         })?;
         let rank = (level, unified);
@@ -345,7 +353,12 @@ fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(digits_end);
-    let bad = || format!("cache size '{t}' is not a size like 32K or 8M");
+    let bad = || {
+        format!(
+            "cache size '{}' is not a size like 32K or 8M",
+            t.escape_debug()
+        )
+    };
     let n: u64 = digits.parse().map_err(|_| bad())?;
     let mult: u64 = match unit.trim().to_ascii_uppercase().as_str() {
         "" | "B" => 1,
@@ -355,7 +368,7 @@ fn parse_size(text: &str) -> Result<u64, String> {
         _ => return Err(bad()),
     };
     n.checked_mul(mult)
-        .ok_or_else(|| format!("cache size '{t}' is too large"))
+        .ok_or_else(|| format!("cache size '{}' is too large", t.escape_debug()))
 }
 
 /// One LLC domain of the result.

@@ -1,5 +1,6 @@
 //! Shared by the integration tests that run the built binary.
 
+pub mod daemon;
 pub mod live;
 
 use std::process::Command;

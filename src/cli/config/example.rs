@@ -70,6 +70,7 @@ pub fn entries(opts: &Options) -> Vec<(&'static str, toml::Value)> {
         min_replan_interval,
         release_after,
         log_format,
+        metrics,
     } = opts;
     let Selection {
         include_comm,
@@ -119,6 +120,11 @@ pub fn entries(opts: &Options) -> Vec<(&'static str, toml::Value)> {
                 LogFormat::Text => "text",
                 LogFormat::Json => "json",
             }),
+        ),
+        // TOML has no null: off is the empty string.
+        (
+            "metrics",
+            s(&metrics.map_or_else(String::new, |a| a.to_string())),
         ),
     ]
 }
@@ -256,6 +262,7 @@ mod tests {
             min_replan_interval: Duration::from_secs(90),
             release_after: 7,
             log_format: LogFormat::Json,
+            metrics: Some("[::1]:9477".parse().expect("address")),
         }
     }
 

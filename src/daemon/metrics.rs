@@ -1,0 +1,591 @@
+//! The Prometheus endpoint (`--metrics ADDR`, off by default): the daemon's [`Status`]
+//! in the text exposition format 0.0.4, over a deliberately tiny HTTP/1.1 server.
+//!
+//! [`render`] is a pure function of the status the epoch loop publishes for the control
+//! socket, so the metrics and `numasched status` never disagree. The server answers
+//! `GET /metrics` and nothing else (404), one connection at a time: a request must
+//! arrive whole, at most [`MAX_REQUEST`] bytes, within [`CLIENT_TIMEOUT`], so a slow
+//! or hostile client holds it for at most that long. No HTTP crate: the daemon has no
+//! other use for one.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::PoisonError;
+use std::time::{Duration, Instant};
+
+use super::socket::Shared;
+use super::status::Status;
+
+/// The whole request (line and headers) must arrive within this time.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest request accepted, line and headers together.
+pub const MAX_REQUEST: usize = 8 * 1024;
+
+const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The running endpoint.
+pub struct MetricsServer {
+    addr: SocketAddr,
+}
+
+impl MetricsServer {
+    /// Binds `addr` (an error if it cannot) and serves `shared` from a background
+    /// thread for as long as the process lives.
+    pub fn start(addr: SocketAddr, shared: Shared) -> anyhow::Result<MetricsServer> {
+        let listener = TcpListener::bind(addr).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot serve metrics on {addr}: {e} (pass --metrics IP:PORT to use another)"
+            )
+        })?;
+        let addr = listener.local_addr()?;
+        std::thread::Builder::new()
+            .name("numasched-metrics".into())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    match stream {
+                        Ok(s) => {
+                            if let Err(e) = answer(s, &shared) {
+                                tracing::debug!("metrics request: {e}");
+                            }
+                        }
+                        Err(e) => tracing::debug!("metrics accept: {e}"),
+                    }
+                }
+            })?;
+        Ok(MetricsServer { addr })
+    }
+
+    /// The address actually bound.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+/// Reads one request and answers it; the connection is then closed.
+fn answer(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let (code, body) = match read_request(&mut stream)? {
+        Some(head) => respond(&head, shared),
+        None => (400, "bad request\n".to_string()),
+    };
+    let reason = match code {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        _ => "Service Unavailable",
+    };
+    let ctype = if code == 200 {
+        CONTENT_TYPE
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    let head = format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body.as_bytes())?;
+    stream.flush()?;
+    // Closing with unread input would reset the connection and could lose the answer
+    // (an oversized request): say we are done, then discard a bounded remainder.
+    stream.shutdown(std::net::Shutdown::Write)?;
+    stream.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let _ = std::io::copy(&mut (&mut stream).take(64 * 1024), &mut std::io::sink());
+    Ok(())
+}
+
+/// The request head up to the blank line, or `None` if it is too long, too slow, or
+/// not text.
+fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<String>> {
+    let deadline = Instant::now() + CLIENT_TIMEOUT;
+    let mut buf = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        stream.set_read_timeout(Some(left))?;
+        let n = match stream.read(&mut chunk) {
+            Ok(0) => return Ok(None),
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(None)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = find(&buf, b"\r\n\r\n").or_else(|| find(&buf, b"\n\n")) {
+            if end > MAX_REQUEST {
+                return Ok(None);
+            }
+            buf.truncate(end);
+            return Ok(String::from_utf8(buf).ok());
+        }
+        if buf.len() > MAX_REQUEST {
+            return Ok(None);
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Status code and body for a request head.
+fn respond(head: &str, shared: &Shared) -> (u16, String) {
+    let mut words = head.lines().next().unwrap_or_default().split_whitespace();
+    let (Some(method), Some(target), Some(version)) = (words.next(), words.next(), words.next())
+    else {
+        return (400, "bad request\n".into());
+    };
+    if !version.starts_with("HTTP/1.") {
+        return (400, "bad request\n".into());
+    }
+    let path = target.split('?').next().unwrap_or_default();
+    if method != "GET" || path != "/metrics" {
+        return (404, "not found; metrics are at GET /metrics\n".into());
+    }
+    let status = shared
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    match status {
+        Some(s) => (200, render(&s)),
+        None => (503, "no epoch has completed yet\n".into()),
+    }
+}
+
+/// A label value as the format wants it: `\`, `"` and newline escaped.
+pub fn escape_label(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A sample value: Prometheus spells the non-finite ones `+Inf`, `-Inf`, `NaN`.
+fn value(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".into()
+    } else if x == f64::INFINITY {
+        "+Inf".into()
+    } else if x == f64::NEG_INFINITY {
+        "-Inf".into()
+    } else {
+        format!("{x}")
+    }
+}
+
+/// Writes the families one at a time: HELP and TYPE, then its samples.
+struct Out(String);
+
+impl Out {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}");
+        let _ = writeln!(self.0, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], x: f64) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.0.push(',');
+                }
+                let _ = write!(self.0, "{k}=\"{}\"", escape_label(v));
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {}", value(x));
+    }
+}
+
+/// The status in the text exposition format, version 0.0.4.
+pub fn render(s: &Status) -> String {
+    let mut o = Out(String::new());
+    o.family(
+        "numasched_info",
+        "gauge",
+        "Always 1; the labels say which numasched runs which policy.",
+    );
+    let dry = if s.dry_run { "true" } else { "false" };
+    o.sample(
+        "numasched_info",
+        &[
+            ("version", &s.version),
+            ("policy", &s.policy),
+            ("dry_run", dry),
+        ],
+        1.0,
+    );
+    o.family(
+        "numasched_epochs_total",
+        "counter",
+        "Epochs run since start.",
+    );
+    o.sample("numasched_epochs_total", &[], s.epochs as f64);
+    o.family(
+        "numasched_replans_total",
+        "counter",
+        "Plans made (and applied unless dry run) since start.",
+    );
+    o.sample("numasched_replans_total", &[], s.replans as f64);
+    o.family(
+        "numasched_errors_total",
+        "counter",
+        "Failed actions and observation problems since start.",
+    );
+    o.sample("numasched_errors_total", &[], s.errors_total as f64);
+    o.family(
+        "numasched_epoch_duration_seconds",
+        "gauge",
+        "Wall time of the last epoch.",
+    );
+    o.sample(
+        "numasched_epoch_duration_seconds",
+        &[],
+        s.last_epoch_ms / 1e3,
+    );
+    o.family(
+        "numasched_managed_processes",
+        "gauge",
+        "Processes managed in the last epoch.",
+    );
+    o.sample("numasched_managed_processes", &[], s.processes.len() as f64);
+    o.family(
+        "numasched_uncharacterised_processes",
+        "gauge",
+        "Managed processes with neither counters nor a profile (placed for locality only).",
+    );
+    o.sample(
+        "numasched_uncharacterised_processes",
+        &[],
+        s.uncharacterised.len() as f64,
+    );
+
+    let nodes: Vec<(String, &super::nodes::NodeView)> = s
+        .nodes_view
+        .iter()
+        .map(|n| (n.node.to_string(), n))
+        .collect();
+    type NodeGet = fn(&super::nodes::NodeView) -> Option<f64>;
+    let node_families: [(&str, &str, NodeGet); 5] = [
+        (
+            "numasched_node_load_cpus",
+            "CPUs' worth of managed processes' demand running on the node.",
+            |n| Some(n.load),
+        ),
+        (
+            "numasched_node_memory_used_bytes",
+            "Memory in use on the node (sysfs MemUsed).",
+            |n| n.memory_used_bytes.map(|b| b as f64),
+        ),
+        (
+            "numasched_node_memory_total_bytes",
+            "Memory of the node.",
+            |n| Some(n.memory_total_bytes as f64),
+        ),
+        (
+            "numasched_node_managed_memory_bytes",
+            "Memory of managed processes on the node (numa_maps).",
+            |n| Some(n.managed_memory_bytes as f64),
+        ),
+        (
+            "numasched_node_llc_pressure_mpki",
+            "Sum of the MPKI of managed processes on the node's LLCs, remote ones weighted by their NUMA penalty.",
+            |n| Some(n.llc_pressure),
+        ),
+    ];
+    for (name, help, get) in node_families {
+        o.family(name, "gauge", help);
+        for (id, n) in &nodes {
+            if let Some(x) = get(n) {
+                o.sample(name, &[("node", id)], x);
+            }
+        }
+    }
+
+    let procs: Vec<(String, &super::status::ProcessView)> =
+        s.processes.iter().map(|p| (p.pid.to_string(), p)).collect();
+    type ProcGet = fn(&super::status::ProcessView) -> Option<f64>;
+    let proc_families: [(&str, &str, &str, ProcGet); 6] = [
+        (
+            "numasched_process_cpu_demand_cpus",
+            "gauge",
+            "CPUs' worth of demand of the managed process over the last epoch.",
+            |p| Some(p.cpu_demand),
+        ),
+        (
+            "numasched_process_local_fraction",
+            "gauge",
+            "Fraction of the process's memory on the nodes it runs on.",
+            |p| p.local_fraction,
+        ),
+        (
+            "numasched_process_mpki",
+            "gauge",
+            "LLC misses per kilo-instruction of the process (measured, learned or profiled).",
+            |p| p.mpki,
+        ),
+        (
+            "numasched_process_numa_penalty",
+            "gauge",
+            "Slowdown of the process when its memory is remote (ratio, 1 = none).",
+            |p| p.numa_penalty,
+        ),
+        (
+            "numasched_process_threads",
+            "gauge",
+            "Threads of the process.",
+            |p| Some(f64::from(p.threads)),
+        ),
+        (
+            "numasched_process_placement_changes_total",
+            "counter",
+            "Affinity changes numasched made to the process while managing it.",
+            |p| Some(p.placement_changes as f64),
+        ),
+    ];
+    for (name, kind, help, get) in proc_families {
+        o.family(name, kind, help);
+        for (pid, p) in &procs {
+            if let Some(x) = get(p) {
+                o.sample(name, &[("pid", pid), ("program", &p.program)], x);
+            }
+        }
+    }
+    o.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::characterise::PenaltySource;
+    use crate::daemon::nodes::NodeView;
+    use crate::daemon::status::ProcessView;
+    use crate::observe::Sensors;
+    use std::collections::BTreeMap;
+
+    fn status() -> Status {
+        let p = |pid: u32, program: &str, mpki: Option<f64>, changes: u64| ProcessView {
+            pid,
+            start_time: 1,
+            program: program.into(),
+            threads: 2,
+            cpu_demand: 1.5,
+            memory_bytes: BTreeMap::from([(0, 1 << 20)]),
+            memory_from: "numa_maps".into(),
+            local_fraction: Some(0.75),
+            mpki,
+            numa_penalty: mpki.map(|_| 1.3),
+            source: PenaltySource::Profile,
+            bandwidth_gbps: None,
+            current_cpus: vec![0],
+            planned_cpus: vec![0],
+            reason: String::new(),
+            allowed_cpus: None,
+            placement_changes: changes,
+        };
+        Status {
+            version: "0.1.0".into(),
+            pid: 42,
+            started_unix: 0,
+            now_unix: 10,
+            policy: "auto".into(),
+            interval_s: 1.0,
+            dry_run: false,
+            migrate_pages: false,
+            sensors: Sensors::detect_with(
+                &crate::observe::sensors::Roots {
+                    proc: "/nonexistent".into(),
+                    sys: "/nonexistent".into(),
+                    probe_pid: 1,
+                },
+                Ok(()),
+            ),
+            sensors_in_use: Vec::new(),
+            store: None,
+            nodes: 2,
+            cpus: 4,
+            epochs: 17,
+            replans: 3,
+            last_epoch_ms: 2.5,
+            errors_total: 1,
+            nodes_view: vec![
+                NodeView {
+                    node: 0,
+                    cpus: vec![0, 1],
+                    load: 1.5,
+                    managed_memory_bytes: 2 << 20,
+                    memory_total_bytes: 8 << 30,
+                    memory_used_bytes: Some(1 << 30),
+                    llc_pressure: 12.5,
+                },
+                NodeView {
+                    node: 1,
+                    cpus: vec![2, 3],
+                    load: 0.0,
+                    managed_memory_bytes: 0,
+                    memory_total_bytes: 8 << 30,
+                    memory_used_bytes: None,
+                    llc_pressure: 0.0,
+                },
+            ],
+            processes: vec![
+                p(100, "mcf", Some(30.0), 2),
+                p(101, "we\"ird\\na\nme", None, 0),
+            ],
+            uncharacterised: vec![101],
+            decisions: Vec::new(),
+        }
+    }
+
+    /// `name{labels} value` lines, by their text before the value.
+    fn samples(text: &str) -> BTreeMap<String, String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|l| {
+                let (k, v) = l.rsplit_once(' ').expect("a value");
+                (k.to_string(), v.to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn renders_every_family_with_help_type_and_labels() {
+        let text = render(&status());
+        let s = samples(&text);
+        let at = |k: &str| s.get(k).unwrap_or_else(|| panic!("{k} missing in\n{text}"));
+        assert_eq!(at("numasched_epochs_total"), "17");
+        assert_eq!(at("numasched_replans_total"), "3");
+        assert_eq!(at("numasched_errors_total"), "1");
+        assert_eq!(at("numasched_epoch_duration_seconds"), "0.0025");
+        assert_eq!(at("numasched_managed_processes"), "2");
+        assert_eq!(at("numasched_node_load_cpus{node=\"0\"}"), "1.5");
+        assert_eq!(at("numasched_node_load_cpus{node=\"1\"}"), "0");
+        assert_eq!(
+            at("numasched_node_memory_used_bytes{node=\"0\"}"),
+            &(1u64 << 30).to_string()
+        );
+        assert!(
+            !s.contains_key("numasched_node_memory_used_bytes{node=\"1\"}"),
+            "unknown values are left out, not written as 0"
+        );
+        assert_eq!(
+            at("numasched_node_memory_total_bytes{node=\"1\"}"),
+            &(8u64 << 30).to_string()
+        );
+        assert_eq!(at("numasched_node_llc_pressure_mpki{node=\"0\"}"), "12.5");
+        assert_eq!(
+            at("numasched_process_local_fraction{pid=\"100\",program=\"mcf\"}"),
+            "0.75"
+        );
+        assert_eq!(
+            at("numasched_process_mpki{pid=\"100\",program=\"mcf\"}"),
+            "30"
+        );
+        assert_eq!(
+            at("numasched_process_numa_penalty{pid=\"100\",program=\"mcf\"}"),
+            "1.3"
+        );
+        assert_eq!(
+            at("numasched_process_placement_changes_total{pid=\"100\",program=\"mcf\"}"),
+            "2"
+        );
+        // Quote, backslash and newline escaped.
+        assert_eq!(
+            at("numasched_process_placement_changes_total{pid=\"101\",program=\"we\\\"ird\\\\na\\nme\"}"),
+            "0"
+        );
+        assert!(!text.contains("numasched_process_mpki{pid=\"101\""));
+        // Every family has HELP then TYPE, once, before its samples.
+        let mut seen = std::collections::HashSet::new();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            if let Some(rest) = l.strip_prefix("# HELP ") {
+                let name = rest.split(' ').next().expect("name");
+                assert!(name.starts_with("numasched_"), "{name}");
+                assert!(seen.insert(name.to_string()), "{name} twice");
+                let ty = lines[i + 1];
+                assert!(ty.starts_with(&format!("# TYPE {name} ")), "{ty}");
+                let kind = ty.rsplit(' ').next().expect("kind");
+                assert_eq!(kind == "counter", name.ends_with("_total"), "{name}");
+            } else if !l.starts_with('#') {
+                let name = l.split(['{', ' ']).next().expect("name");
+                assert!(seen.contains(name), "{name} has no HELP before it");
+            }
+        }
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn values_use_prometheus_spelling() {
+        assert_eq!(value(f64::NAN), "NaN");
+        assert_eq!(value(f64::INFINITY), "+Inf");
+        assert_eq!(value(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(value(1e-3), "0.001");
+    }
+
+    fn get(addr: SocketAddr, request: &str) -> String {
+        let mut c = TcpStream::connect(addr).expect("connect");
+        c.write_all(request.as_bytes()).expect("send");
+        let mut out = String::new();
+        c.read_to_string(&mut out).expect("read");
+        out
+    }
+
+    #[test]
+    fn serves_get_metrics_only_and_drops_slow_or_huge_requests() {
+        let shared: Shared = Shared::default();
+        let server = MetricsServer::start("127.0.0.1:0".parse().expect("addr"), shared.clone())
+            .expect("bind");
+        let addr = server.addr();
+        let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 503 "), "{r}");
+        *shared.lock().expect("lock") = Some(status());
+        let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+        assert!(r.contains("Content-Type: text/plain; version=0.0.4"), "{r}");
+        let body = r.split_once("\r\n\r\n").expect("body").1;
+        assert_eq!(body, render(&status()));
+        for bad in [
+            "GET / HTTP/1.1\r\n\r\n",
+            "POST /metrics HTTP/1.1\r\n\r\n",
+            "GET /metricsx HTTP/1.0\r\n\r\n",
+        ] {
+            assert!(get(addr, bad).starts_with("HTTP/1.1 404 "), "{bad}");
+        }
+        let huge = format!(
+            "GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n",
+            "a".repeat(MAX_REQUEST)
+        );
+        let r = get(addr, &huge);
+        assert!(r.starts_with("HTTP/1.1 400 "), "{r:?}");
+        // A client that never finishes its request is cut off after the timeout, and
+        // the server then answers the next one.
+        let t0 = Instant::now();
+        let mut slow = TcpStream::connect(addr).expect("connect");
+        slow.write_all(b"GET /metr").expect("send");
+        let mut out = String::new();
+        slow.read_to_string(&mut out).expect("read");
+        assert!(out.starts_with("HTTP/1.1 400 "), "{out}");
+        assert!(t0.elapsed() < CLIENT_TIMEOUT + Duration::from_secs(2));
+        let r = get(addr, "GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 200 "), "{r}");
+    }
+}

@@ -1,0 +1,158 @@
+//! The per-node picture `status`, `top` and the metrics show: how busy each node's
+//! CPUs are with managed work, how much of its memory those processes hold, and the
+//! N-MASS LLC pressure on its caches. Computed from the managed processes only (what
+//! numasched places), so it reads as "numasched's view", not as system totals; the
+//! node's memory in use comes from sysfs, read by the caller.
+
+use serde::{Deserialize, Serialize};
+
+use super::status::ProcessView;
+use crate::topology::{CpuId, NodeId, Topology};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeView {
+    pub node: NodeId,
+    pub cpus: Vec<CpuId>,
+    /// CPUs' worth of managed processes' demand running on this node's CPUs (each
+    /// process's demand split evenly over the CPUs its threads last ran on).
+    pub load: f64,
+    /// Bytes of managed processes' memory on this node (numa_maps).
+    pub managed_memory_bytes: u64,
+    pub memory_total_bytes: u64,
+    /// Memory in use on the node (sysfs `MemUsed`), when readable.
+    pub memory_used_bytes: Option<u64>,
+    /// Σ MPKI of the managed processes on its LLCs, a process away from its memory
+    /// counting MPKI × NUMA penalty (SPEC §1.1), summed over the node's LLCs.
+    pub llc_pressure: f64,
+}
+
+/// One view per node, in topology order.
+pub fn node_views(topo: &Topology, procs: &[ProcessView]) -> Vec<NodeView> {
+    let mut out: Vec<NodeView> = topo
+        .nodes()
+        .iter()
+        .map(|n| NodeView {
+            node: n.id,
+            cpus: n.cpus.clone(),
+            load: 0.0,
+            managed_memory_bytes: 0,
+            memory_total_bytes: n.memory_bytes,
+            memory_used_bytes: None,
+            llc_pressure: 0.0,
+        })
+        .collect();
+    for p in procs {
+        for (node, bytes) in &p.memory_bytes {
+            if let Some(i) = topo.node_index(*node) {
+                out[i].managed_memory_bytes += bytes;
+            }
+        }
+        let on: Vec<usize> = p
+            .current_cpus
+            .iter()
+            .filter_map(|c| topo.cpu(*c).map(|cpu| cpu.node))
+            .collect();
+        if on.is_empty() {
+            continue;
+        }
+        let share = 1.0 / on.len() as f64;
+        let home = home_of(p);
+        let mpki = p.mpki.unwrap_or(0.0);
+        let np = p.numa_penalty.unwrap_or(1.0);
+        for i in on {
+            out[i].load += p.cpu_demand * share;
+            let remote = home.is_some_and(|h| h != topo.nodes()[i].id);
+            out[i].llc_pressure += share * if remote { mpki * np } else { mpki };
+        }
+    }
+    out
+}
+
+fn home_of(p: &ProcessView) -> Option<NodeId> {
+    p.memory_bytes
+        .iter()
+        .filter(|(_, b)| **b > 0)
+        .max_by_key(|(n, b)| (**b, std::cmp::Reverse(**n)))
+        .map(|(n, _)| *n)
+}
+
+/// `MemUsed` of `<sys>/devices/system/node/node<N>/meminfo`, in bytes.
+pub fn memory_used(sys: &std::path::Path, node: NodeId) -> Option<u64> {
+    let path = sys.join(format!("devices/system/node/node{node}/meminfo"));
+    let text = std::fs::read_to_string(path).ok()?;
+    let line = text.lines().find(|l| l.contains("MemUsed:"))?;
+    let kb: u64 = line.split_whitespace().rev().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::characterise::PenaltySource;
+    use std::collections::BTreeMap;
+
+    fn view(cpus: &[CpuId], home: NodeId, mpki: f64, np: f64) -> ProcessView {
+        ProcessView {
+            pid: 1,
+            start_time: 0,
+            program: "p".into(),
+            threads: 1,
+            cpu_demand: 1.0,
+            memory_bytes: BTreeMap::from([(home, 1 << 20)]),
+            memory_from: "numa_maps".into(),
+            local_fraction: None,
+            mpki: Some(mpki),
+            numa_penalty: Some(np),
+            source: PenaltySource::Profile,
+            bandwidth_gbps: None,
+            current_cpus: cpus.to_vec(),
+            planned_cpus: Vec::new(),
+            reason: String::new(),
+            allowed_cpus: None,
+            placement_changes: 0,
+        }
+    }
+
+    #[test]
+    fn load_memory_and_remote_weighted_pressure_per_node() {
+        let t = crate::topology::spec::parse("2n:1l:2c:1t").expect("spec");
+        let v = node_views(
+            &t,
+            &[
+                view(&[0], 0, 10.0, 1.5),
+                view(&[2], 0, 20.0, 1.5),
+                view(&[1, 3], 1, 4.0, 1.2),
+            ],
+        );
+        assert_eq!(v.len(), 2);
+        assert!((v[0].load - 1.5).abs() < 1e-12);
+        assert!((v[1].load - 1.5).abs() < 1e-12);
+        assert_eq!(v[0].managed_memory_bytes, 2 << 20);
+        assert_eq!(v[1].managed_memory_bytes, 1 << 20);
+        // Node 0: 10 local + half of 4 × 1.2 remote; node 1: 20 × 1.5 remote + 2 local.
+        assert!(
+            (v[0].llc_pressure - (10.0 + 2.4)).abs() < 1e-9,
+            "{}",
+            v[0].llc_pressure
+        );
+        assert!(
+            (v[1].llc_pressure - (30.0 + 2.0)).abs() < 1e-9,
+            "{}",
+            v[1].llc_pressure
+        );
+    }
+
+    #[test]
+    fn memused_is_read_from_the_nodes_meminfo() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let n = dir.path().join("devices/system/node/node1");
+        std::fs::create_dir_all(&n).expect("mkdir");
+        std::fs::write(
+            n.join("meminfo"),
+            "Node 1 MemTotal:  8000 kB\nNode 1 MemUsed:   2000 kB\n",
+        )
+        .expect("write");
+        assert_eq!(memory_used(dir.path(), 1), Some(2000 * 1024));
+        assert_eq!(memory_used(dir.path(), 0), None);
+    }
+}
