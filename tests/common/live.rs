@@ -14,11 +14,22 @@ pub struct Guard(pub Option<Child>);
 
 impl Guard {
     pub fn spawn(cmd: &mut Command) -> Option<Guard> {
-        match cmd.stdin(Stdio::null()).stdout(Stdio::null()).spawn() {
-            Ok(c) => Some(Guard(Some(c))),
-            Err(e) => {
-                eprintln!("skipped: cannot start {cmd:?}: {e}");
-                None
+        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+        // A binary this test copied a moment ago can fail to exec with ETXTBSY: a
+        // child that another test thread forked while the copy was open for writing
+        // holds that descriptor until its own exec. It passes; try again briefly.
+        let mut tries = 0;
+        loop {
+            match cmd.spawn() {
+                Ok(c) => return Some(Guard(Some(c))),
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => {
+                    eprintln!("skipped: cannot start {cmd:?}: {e}");
+                    return None;
+                }
             }
         }
     }
@@ -92,8 +103,10 @@ pub fn wait_for(f: impl FnMut() -> bool) -> bool {
     wait_secs(5, f)
 }
 
-/// A copy of a system binary under a name of our own, so that the daemon's
-/// `--include-comm` can select exactly this test's processes.
+/// A system binary under a name of our own, so that the daemon's `--include-comm` can
+/// select exactly this test's processes. A symlink, not a copy: the kernel takes
+/// `comm` from the name exec'd, and a copy would be a file open for writing that a
+/// child forked by another test thread could hold at exec time (ETXTBSY).
 pub fn named_copy(dir: &Path, system: &str, name: &str) -> PathBuf {
     let src = ["/usr/bin", "/bin"]
         .iter()
@@ -102,7 +115,7 @@ pub fn named_copy(dir: &Path, system: &str, name: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{system} not found in /usr/bin or /bin"));
     let dst = dir.join(name);
     if !dst.exists() {
-        std::fs::copy(&src, &dst).expect("copy binary");
+        std::os::unix::fs::symlink(&src, &dst).expect("link the binary");
     }
     dst
 }
