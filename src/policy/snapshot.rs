@@ -106,11 +106,17 @@ impl Process {
     }
 
     /// How many CPUs the group should be given: one per thread it can keep busy.
+    /// Demand just over a whole number does not earn another CPU: 1.05 CPUs' worth
+    /// measured live is one busy thread plus a reporting or housekeeping thread, and
+    /// rounding it up to two made the plan flip with sampling noise.
     pub fn slots(&self) -> usize {
-        let busy = self.cpu_demand.ceil().max(1.0) as usize;
+        let busy = (self.cpu_demand - SLOT_SLACK).ceil().max(1.0) as usize;
         busy.min(self.threads.max(1) as usize)
     }
 }
+
+/// CPUs' worth of demand above a whole number that is still counted as that number.
+pub const SLOT_SLACK: f64 = 0.1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -225,6 +231,21 @@ impl Snapshot {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn slots_count_busy_threads_not_sampling_noise() {
+        let with = |demand: f64, threads: u32| {
+            let mut p = Process::new(1, "p");
+            p.cpu_demand = demand;
+            p.threads = threads;
+            p.slots()
+        };
+        assert_eq!(with(1.05, 2), 1, "one busy thread and a reporter");
+        assert_eq!(with(1.2, 2), 2);
+        assert_eq!(with(3.0, 8), 3);
+        assert_eq!(with(3.5, 2), 2, "never more than its threads");
+        assert_eq!(with(0.0, 4), 1, "at least one");
+    }
+
     use super::*;
     use crate::topology;
 
