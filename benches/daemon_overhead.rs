@@ -13,18 +13,16 @@
 //! /proc before and after the measured window. Everything it starts is killed at the
 //! end, and the daemon restores every affinity on SIGTERM.
 
+#[path = "live/mod.rs"]
+mod live;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+use live::{env_or, rss_kib, Reaper};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_numasched");
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// utime + stime of a process, in seconds.
 fn cpu_seconds(pid: u32) -> f64 {
@@ -43,31 +41,6 @@ fn procfs_ticks() -> f64 {
         t as f64
     } else {
         100.0
-    }
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-struct Reaper(Vec<Child>);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-        }
-        for c in &mut self.0 {
-            let _ = c.wait();
-        }
     }
 }
 
@@ -124,7 +97,7 @@ fn main() {
     }
     let warm_cpu = cpu_seconds(pid);
     let warm_wall = t0.elapsed().as_secs_f64();
-    let rss_before = rss_kib(pid);
+    let rss_before = rss_kib(pid).unwrap_or(0);
 
     let start_cpu = cpu_seconds(pid);
     let start = Instant::now();
@@ -132,7 +105,7 @@ fn main() {
     let cpu = cpu_seconds(pid) - start_cpu;
     let wall = start.elapsed().as_secs_f64();
     let last = status(&socket);
-    let rss_after = rss_kib(pid);
+    let rss_after = rss_kib(pid).unwrap_or(0);
 
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid as i32),

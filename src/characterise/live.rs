@@ -135,14 +135,14 @@ impl Live {
         let mut notes = Notes::default();
         self.detach_gone(&obs.snapshot);
         let mut out = Vec::with_capacity(obs.snapshot.processes.len());
-        let topo = obs.snapshot.topology.clone();
         let bandwidth = self.bandwidth(obs, &mut notes);
+        let topo = &obs.snapshot.topology;
         for (p, info) in obs.snapshot.processes.iter_mut().zip(&obs.details) {
             let bw = bandwidth.get(&p.pid);
             if let Some(b) = bw {
                 p.bandwidth_gbps = Some(b.gbps);
             }
-            let memory_from = memory_source(p, info, &topo);
+            let memory_from = memory_source(p, info, topo);
             let sample = self.sample(p, info, &mut notes);
             let mut ev = self.stored(&p.program, &mut notes);
             ev.measured_mpki = sample.and_then(|s| s.mpki()).or(p.mpki);
@@ -151,7 +151,7 @@ impl Live {
             let known = c.source != PenaltySource::Unknown;
             p.mpki = known.then_some(c.mpki);
             p.numa_penalty = known.then_some(c.numa_penalty);
-            let local_fraction = local_fraction(p, &topo);
+            let local_fraction = local_fraction(p, topo);
             let cpi = sample.and_then(|s| s.cpi());
             if self.config.learn {
                 self.buffer(&p.program, ev.measured_mpki, cpi, local_fraction);

@@ -211,8 +211,8 @@ impl<K: Kernel> Engine<K> {
         if self.epoch % SWEEP_EVERY == 0 {
             self.actuator.forget_gone();
         }
-        let journal = self.actuator.journal().clone();
-        if let Err(e) = self.persist(&journal) {
+        let written = save_if_changed(&self.journal_file, &mut self.saved, self.actuator.journal());
+        if let Err(e) = written {
             rep.notes.push(e.to_string());
         }
         self.views = views(&obs, &chars, &self.last_plan, &self.changes);
@@ -232,8 +232,14 @@ impl<K: Kernel> Engine<K> {
         stabilise(&mut plan, &applied, &self.topology);
         // Journal on disk before changing anything: a crash in the pass must be
         // undoable by the next start. If it cannot be written, change nothing.
-        let intents = self.actuator.intents(&plan, snapshot);
-        if let Err(e) = self.persist(&intents) {
+        let intents = match &self.journal_file {
+            Some(_) => Some(self.actuator.intents(&plan, snapshot)),
+            None => None,
+        };
+        let written = intents.map_or(Ok(()), |j| {
+            save_if_changed(&self.journal_file, &mut self.saved, &j)
+        });
+        if let Err(e) = written {
             rep.notes.push(format!(
                 "{e}; not applying the plan: a crash could not be undone"
             ));
@@ -405,25 +411,12 @@ impl<K: Kernel> Engine<K> {
     pub fn restore_all(&mut self) -> (Vec<(u32, Restored)>, Option<RecoveryError>) {
         self.applied.clear();
         let restored = self.actuator.restore_all();
-        let journal = self.actuator.journal().clone();
+        let journal = self.actuator.journal();
         let err = match (&self.journal_file, journal.is_empty()) {
             (Some(f), true) => f.remove().err(),
-            _ => self.persist(&journal).err(),
+            _ => save_if_changed(&self.journal_file, &mut self.saved, journal).err(),
         };
         (restored, err)
-    }
-
-    /// Writes `journal` to the journal file if it differs from what is there.
-    fn persist(&mut self, journal: &Journal) -> Result<(), RecoveryError> {
-        let Some(f) = &self.journal_file else {
-            return Ok(());
-        };
-        if *journal == self.saved {
-            return Ok(());
-        }
-        f.save(journal)?;
-        self.saved = journal.clone();
-        Ok(())
     }
 
     /// Writes what characterisation buffered (shutdown).
@@ -451,6 +444,24 @@ impl<K: Kernel> Engine<K> {
         s.nodes = self.topology.nodes().len();
         s.cpus = self.topology.num_cpus();
     }
+}
+
+/// Writes `journal` to the journal file (if there is one) when it differs from what
+/// was last written; the comparison is in memory, the write only on change.
+fn save_if_changed(
+    file: &Option<JournalFile>,
+    saved: &mut Journal,
+    journal: &Journal,
+) -> Result<(), RecoveryError> {
+    let Some(f) = file else {
+        return Ok(());
+    };
+    if journal == saved {
+        return Ok(());
+    }
+    f.save(journal)?;
+    *saved = journal.clone();
+    Ok(())
 }
 
 fn start_of(s: &Snapshot, pid: u32) -> u64 {
