@@ -5,13 +5,20 @@
 //! Not a criterion benchmark: the quantity is a ratio of two clocks of another
 //! process over tens of seconds, so this is a bench command.
 //!
-//!     cargo bench --bench daemon_overhead            # 500 processes, 60 s
+//!     cargo bench --bench daemon_overhead            # 500 processes, 120 s
 //!     NS_BENCH_PROCS=100 NS_BENCH_SECS=30 cargo bench --bench daemon_overhead
+//!     NS_BENCH_FORKS=10 cargo bench --bench daemon_overhead   # 10 short commands/s
 //!
 //! It starts N copies of `sleep` under a name of its own, a daemon that selects exactly
-//! those, lets the first epochs place them, then reads the daemon's utime+stime from
-//! /proc before and after the measured window. Everything it starts is killed at the
-//! end, and the daemon restores every affinity on SIGTERM.
+//! those, lets the first epochs place them and waits `NS_BENCH_WARM` seconds more
+//! (default 60: an idle process has its stat read less often the longer it has been
+//! idle, up to every 8th epoch after 32), then reads the daemon's utime+stime from
+//! /proc before and after the measured window (default 120 s, two cycles of the idle
+//! processes' numa_maps re-reads). `NS_BENCH_FORKS` runs that many `true` commands a
+//! second meanwhile: a machine where processes come and go, so that the daemon lists
+//! /proc every epoch (on a quiet one it reuses the last listing, see
+//! `observe::pids`). Everything it starts is killed at the end, and the daemon
+//! restores every affinity on SIGTERM.
 
 #[path = "live/mod.rs"]
 mod live;
@@ -56,7 +63,9 @@ fn status(socket: &Path) -> Option<serde_json::Value> {
 fn main() {
     // `cargo bench` passes --bench; any other argument is a filter this bench ignores.
     let procs = env_or("NS_BENCH_PROCS", 500) as usize;
-    let secs = env_or("NS_BENCH_SECS", 60);
+    let secs = env_or("NS_BENCH_SECS", 120);
+    let warm = env_or("NS_BENCH_WARM", 60);
+    let forks = env_or("NS_BENCH_FORKS", 0);
     let dir = tempfile::tempdir().expect("tempdir");
     let sleep: PathBuf = dir.path().join("ns_idle");
     std::fs::copy("/bin/sleep", &sleep).expect("copy sleep");
@@ -97,6 +106,8 @@ fn main() {
     }
     let warm_cpu = cpu_seconds(pid);
     let warm_wall = t0.elapsed().as_secs_f64();
+    let forking = Forker::start(forks);
+    std::thread::sleep(Duration::from_secs(warm));
     let rss_before = rss_kib(pid).unwrap_or(0);
 
     let start_cpu = cpu_seconds(pid);
@@ -104,6 +115,7 @@ fn main() {
     std::thread::sleep(Duration::from_secs(secs));
     let cpu = cpu_seconds(pid) - start_cpu;
     let wall = start.elapsed().as_secs_f64();
+    let forked = forking.stop();
     let last = status(&socket);
     let rss_after = rss_kib(pid).unwrap_or(0);
 
@@ -115,7 +127,12 @@ fn main() {
 
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("daemon overhead: {procs} idle processes ({managed} managed), 1 s interval");
-    println!("  warm-up (placing them): {warm_cpu:.2} s CPU over {warm_wall:.1} s");
+    println!(
+        "  warm-up (placing them): {warm_cpu:.2} s CPU over {warm_wall:.1} s, then {warm} s idle"
+    );
+    if forks > 0 {
+        println!("  meanwhile {forked} short commands ({forks}/s asked)");
+    }
     println!(
         "  steady state: {cpu:.2} s CPU over {wall:.1} s wall = {:.3}% of one core (target <= 0.5%)",
         cpu / wall * 100.0
@@ -130,4 +147,38 @@ fn main() {
     }
     println!("  RSS {rss_before} KiB after warm-up, {rss_after} KiB at the end");
     println!("  load average during the run: {}", load.trim());
+}
+
+/// Runs `true` about `per_second` times a second in a thread until stopped.
+struct Forker {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Forker {
+    fn start(per_second: u64) -> Forker {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = (per_second > 0).then(|| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut n = 0;
+                let gap = Duration::from_secs_f64(1.0 / per_second as f64);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok(mut c) = Command::new("true").spawn() {
+                        let _ = c.wait();
+                        n += 1;
+                    }
+                    std::thread::sleep(gap);
+                }
+                n
+            })
+        });
+        Forker { stop, thread }
+    }
+
+    /// Commands run.
+    fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.and_then(|t| t.join().ok()).unwrap_or(0)
+    }
 }

@@ -329,7 +329,7 @@ fn test_status() -> numasched::daemon::Status {
         last_epoch_ms: 0.0,
         errors_total: 99,
         nodes_view: Vec::new(),
-        processes: Vec::new(),
+        processes: Default::default(),
         uncharacterised: Vec::new(),
         decisions: Vec::new(),
     }

@@ -9,6 +9,8 @@
 //! original affinity → set it. Threads created while the pass runs are caught by
 //! re-listing; threads created later inherit the set and are re-checked next pass.
 
+use std::collections::HashMap;
+
 use super::bucket::TokenBucket;
 use super::journal::Journal;
 use super::kernel::{Kernel, KernelError};
@@ -155,9 +157,17 @@ impl<K: Kernel> Actuator<K> {
         undo::restore_all(&self.kernel, &mut self.journal)
     }
 
-    /// Forgets processes that exited or whose pid was reused.
-    pub fn forget_gone(&mut self) -> Vec<u32> {
-        undo::forget_gone(&self.kernel, &mut self.journal)
+    /// Forgets processes that exited or whose pid was reused; those in `seen` (just
+    /// observed) with the start time journalled are taken as alive without asking.
+    pub fn forget_gone(&mut self, seen: &Snapshot) -> Vec<u32> {
+        let alive: HashMap<u32, u64> = seen
+            .processes
+            .iter()
+            .map(|p| (p.pid, p.start_time))
+            .collect();
+        undo::forget_gone(&self.kernel, &mut self.journal, |pid| {
+            alive.get(&pid).copied()
+        })
     }
 
     /// The parent's original affinity when `p`'s affinity (`main`) is exactly what
@@ -754,7 +764,7 @@ mod tests {
         assert_eq!(action(&r, 300), Action::Unchanged, "{r}");
         assert_eq!(action(&r, 400), Action::Gone, "{r}");
         assert_eq!(r.count(Action::Failed), 0, "{r}");
-        assert_eq!(a.forget_gone(), vec![300]);
+        assert_eq!(a.forget_gone(&snap(&[])), vec![300]);
     }
 
     #[test]

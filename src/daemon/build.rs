@@ -95,7 +95,7 @@ impl Built {
             last_epoch_ms: last_epoch.as_secs_f64() * 1e3,
             errors_total: 0,
             nodes_view: Vec::new(),
-            processes: Vec::new(),
+            processes: std::sync::Arc::default(),
             uncharacterised: Vec::new(),
             decisions: Vec::new(),
         };

@@ -22,7 +22,7 @@ use crate::apply::{Action, Actuator, ApplyReport, Journal, Kernel, Restored};
 use crate::characterise::live::{Characterised, Live};
 use crate::characterise::PenaltySource;
 use crate::observe::{Observation, ObserveError, Scanner};
-use crate::policy::{Plan, Policy, Snapshot};
+use crate::policy::{Plan, Policy, Process, Snapshot};
 use crate::topology::{CpuId, Topology};
 
 /// Decisions kept for `status`.
@@ -98,8 +98,10 @@ pub struct Engine<K: Kernel> {
     replans: u64,
     errors_total: u64,
     decisions: VecDeque<Decision>,
-    /// The last epoch's view, for `status`.
-    views: Vec<ProcessView>,
+    /// The last epoch's processes and their characterisation, kept (they were made
+    /// anyway) for [`Engine::views`] to describe when someone asks.
+    last_seen: Vec<Process>,
+    last_chars: Vec<Characterised>,
     last_plan: HashMap<u32, (Vec<CpuId>, String)>,
     journal_file: Option<JournalFile>,
     /// The journal as last written to `journal_file`.
@@ -135,7 +137,8 @@ impl<K: Kernel> Engine<K> {
             replans: 0,
             errors_total: 0,
             decisions: VecDeque::new(),
-            views: Vec::new(),
+            last_seen: Vec::new(),
+            last_chars: Vec::new(),
             last_plan: HashMap::new(),
             journal_file: stages.journal_file,
             saved: Journal::new(),
@@ -159,8 +162,13 @@ impl<K: Kernel> Engine<K> {
     }
 
     /// Every managed process as of the last epoch.
-    pub fn views(&self) -> &[ProcessView] {
-        &self.views
+    pub fn views(&self) -> Vec<ProcessView> {
+        views(
+            &self.last_seen,
+            &self.last_chars,
+            &self.last_plan,
+            &self.changes,
+        )
     }
 
     pub fn managed(&self) -> usize {
@@ -209,13 +217,14 @@ impl<K: Kernel> Engine<K> {
             }
         }
         if self.epoch % SWEEP_EVERY == 0 {
-            self.actuator.forget_gone();
+            self.actuator.forget_gone(&obs.snapshot);
         }
         let written = save_if_changed(&self.journal_file, &mut self.saved, self.actuator.journal());
         if let Err(e) = written {
             rep.notes.push(e.to_string());
         }
-        self.views = views(&obs, &chars, &self.last_plan, &self.changes);
+        self.last_seen = std::mem::take(&mut obs.snapshot.processes);
+        self.last_chars = chars;
         Ok(rep)
     }
 
@@ -429,14 +438,14 @@ impl<K: Kernel> Engine<K> {
     /// Fills what the engine knows into the status; the caller adds options,
     /// sensors and times.
     pub fn fill_status(&self, s: &mut Status) {
-        s.processes = self.views.clone();
-        s.nodes_view = super::nodes::node_views(&self.topology, &self.views);
-        s.uncharacterised = self
-            .views
+        let views = self.views();
+        s.nodes_view = super::nodes::node_views(&self.topology, &views);
+        s.uncharacterised = views
             .iter()
             .filter(|v| v.source == PenaltySource::Unknown)
             .map(|v| v.pid)
             .collect();
+        s.processes = Arc::new(views);
         s.decisions = self.decisions.iter().cloned().collect();
         s.epochs = self.epoch;
         s.replans = self.replans;
@@ -472,13 +481,12 @@ fn start_of(s: &Snapshot, pid: u32) -> u64 {
 }
 
 fn views(
-    obs: &Observation,
+    processes: &[Process],
     chars: &[Characterised],
     plan: &HashMap<u32, (Vec<CpuId>, String)>,
     changes: &HashMap<Key, u64>,
 ) -> Vec<ProcessView> {
-    obs.snapshot
-        .processes
+    processes
         .iter()
         .zip(chars)
         .map(|(p, c)| {

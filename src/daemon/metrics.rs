@@ -11,7 +11,6 @@
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
 use super::socket::Shared;
@@ -153,11 +152,7 @@ fn respond(head: &str, shared: &Shared) -> (u16, String) {
     if method != "GET" || path != "/metrics" {
         return (404, "not found; metrics are at GET /metrics\n".into());
     }
-    let status = shared
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
-    match status {
+    match shared.current(super::socket::STATUS_PATIENCE) {
         Some(s) => (200, render(&s)),
         None => (503, "no epoch has completed yet\n".into()),
     }
@@ -449,7 +444,8 @@ mod tests {
             processes: vec![
                 p(100, "mcf", Some(30.0), 2),
                 p(101, "we\"ird\\na\nme", None, 0),
-            ],
+            ]
+            .into(),
             uncharacterised: vec![101],
             decisions: Vec::new(),
         }
@@ -551,13 +547,15 @@ mod tests {
 
     #[test]
     fn serves_get_metrics_only_and_drops_slow_or_huge_requests() {
-        let shared: Shared = Shared::default();
+        let (wake, _loop) = std::sync::mpsc::channel();
+        let shared: Shared = Shared::new(super::super::board::Board::new(wake));
         let server = MetricsServer::start("127.0.0.1:0".parse().expect("addr"), shared.clone())
             .expect("bind");
         let addr = server.addr();
         let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 503 "), "{r}");
-        *shared.lock().expect("lock") = Some(status());
+        shared.epoch_done(1);
+        shared.put(status());
         let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
         assert!(r.contains("Content-Type: text/plain; version=0.0.4"), "{r}");

@@ -16,6 +16,7 @@
 //! - [`metrics`]: the same status for Prometheus (`--metrics ADDR`, off by default).
 //! - [`logging`]: structured logs through `tracing`.
 
+pub mod board;
 pub mod build;
 pub mod config;
 pub mod engine;

@@ -9,12 +9,14 @@
 use std::collections::HashSet;
 use std::process::{Child, ExitStatus};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use tracing::{debug, info, warn};
 
+use super::board::{Board, Wake};
 use super::build::Built;
 use super::config::Options;
 use super::engine::EpochReport;
@@ -70,17 +72,17 @@ pub fn serve(
 ) -> anyhow::Result<Ended> {
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD])?;
     let (tx, rx) = mpsc::channel();
+    let shared: Shared = Arc::new(Board::new(tx.clone()));
     std::thread::Builder::new()
         .name("numasched-signals".into())
         .spawn(move || {
             for sig in signals.forever() {
-                if tx.send(sig).is_err() {
+                if tx.send(Wake::Signal(sig)).is_err() {
                     break;
                 }
             }
         })?;
-    let shared: Shared = Shared::default();
-    let server = match socket {
+    let _server = match socket {
         Some(path) => {
             let s = Server::start(path, shared.clone())?;
             info!(socket = %s.path().display(), "control socket ready");
@@ -88,7 +90,7 @@ pub fn serve(
         }
         None => None,
     };
-    let metrics = match opts.metrics {
+    let _metrics = match opts.metrics {
         Some(addr) => {
             let m = super::metrics::MetricsServer::start(addr, shared.clone())?;
             if m.addr().ip().is_loopback() {
@@ -104,6 +106,7 @@ pub fn serve(
     let clock = Instant::now();
     let mut problems = Dedup::default();
     let mut notes = Dedup::default();
+    let mut epochs = 0;
     let ended = loop {
         let t0 = Instant::now();
         match built
@@ -114,15 +117,16 @@ pub fn serve(
             // procfs itself unreadable: nothing to decide on; try again next epoch.
             Err(e) => warn!("observation failed: {e}"),
         }
-        if server.is_some() || metrics.is_some() {
-            publish(&shared, &built, opts, started, t0.elapsed());
-        }
+        epochs += 1;
+        shared.epoch_done(epochs);
+        let took = t0.elapsed();
         if let Until::Exit(child) = &mut until {
             if let Some(status) = child.try_wait()? {
                 break Ended::Exited(status);
             }
         }
-        if let Some(e) = wait(&rx, t0 + opts.interval, &mut until)? {
+        let mut publish = || publish(&shared, &built, opts, started, took);
+        if let Some(e) = wait(&rx, t0 + opts.interval, &mut until, &mut publish)? {
             break e;
         }
     };
@@ -130,11 +134,13 @@ pub fn serve(
     Ok(ended)
 }
 
-/// Waits until `deadline`, handling signals; `Some` when the loop must end.
+/// Waits until `deadline`, handling signals and building the status when a reader
+/// asks (`publish`); `Some` when the loop must end.
 fn wait(
-    rx: &mpsc::Receiver<i32>,
+    rx: &mpsc::Receiver<Wake>,
     deadline: Instant,
     until: &mut Until,
+    publish: &mut dyn FnMut(),
 ) -> anyhow::Result<Option<Ended>> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -142,7 +148,11 @@ fn wait(
             return Ok(None);
         }
         let sig = match rx.recv_timeout(left) {
-            Ok(s) => s,
+            Ok(Wake::Signal(s)) => s,
+            Ok(Wake::Status) => {
+                publish();
+                continue;
+            }
             Err(RecvTimeoutError::Timeout) => return Ok(None),
             Err(RecvTimeoutError::Disconnected) => {
                 std::thread::sleep(left);
@@ -247,7 +257,12 @@ fn log_epoch(rep: &EpochReport, problems: &mut Dedup, notes: &mut Dedup, took: D
     }
 }
 
+/// Builds the status for the readers waiting on the board, unless an earlier wake
+/// of the same epoch already did.
 fn publish(shared: &Shared, built: &Built, opts: &Options, started: i64, took: Duration) {
+    if !shared.wanted() {
+        return;
+    }
     let s = built.status(
         opts.interval.as_secs_f64(),
         opts.dry_run,
@@ -255,7 +270,5 @@ fn publish(shared: &Shared, built: &Built, opts: &Options, started: i64, took: D
         started,
         took,
     );
-    *shared
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(s);
+    shared.put(s);
 }

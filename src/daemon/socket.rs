@@ -11,11 +11,12 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 
+use super::board::Board;
 use super::status::Status;
 
 /// How long a client may take to send its request, so a stuck client cannot hold the
@@ -38,8 +39,12 @@ pub enum SocketError {
     Protocol { path: PathBuf, what: String },
 }
 
-/// The shared status the epoch loop updates and the server reads.
-pub type Shared = Arc<Mutex<Option<Status>>>;
+/// The status board the epoch loop answers and the servers read.
+pub type Shared = Arc<Board>;
+
+/// How long a reader waits for the loop to build the status (it builds between
+/// epochs; an epoch in progress can take this long on a loaded machine).
+pub const STATUS_PATIENCE: Duration = Duration::from_secs(3);
 
 /// A bound control socket; the file is removed when dropped.
 pub struct Server {
@@ -136,15 +141,10 @@ fn answer(stream: UnixStream, shared: &Shared, allowed: bool) -> std::io::Result
         return writeln!(w, "{{\"error\":\"permission denied: only root may ask\"}}");
     }
     let reply = match line.trim() {
-        "status" => {
-            let s = shared.lock().unwrap_or_else(PoisonError::into_inner);
-            match s.as_ref() {
-                Some(st) => {
-                    serde_json::to_string(st).unwrap_or_else(|e| error_json(&e.to_string()))
-                }
-                None => error_json("starting: no epoch has run yet"),
-            }
-        }
+        "status" => match shared.current(STATUS_PATIENCE) {
+            Some(st) => serde_json::to_string(&st).unwrap_or_else(|e| error_json(&e.to_string())),
+            None => error_json("starting: no epoch has run yet"),
+        },
         other => error_json(&format!("unknown request {other:?} (known: status)")),
     };
     writeln!(w, "{reply}")
@@ -196,7 +196,8 @@ mod tests {
         assert!(matches!(prepare(&file), Err(SocketError::NotSocket { .. })));
 
         let path = dir.path().join("run/d.sock");
-        let shared: Shared = Arc::default();
+        let (wake, _loop) = std::sync::mpsc::channel();
+        let shared: Shared = Arc::new(Board::new(wake));
         let server = Server::start(&path, shared.clone()).expect("start");
         let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
         assert_eq!(mode & 0o777, 0o600);

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -36,7 +37,9 @@ pub struct Status {
     /// Per node, as numasched sees it (see [`super::nodes`]).
     #[serde(default)]
     pub nodes_view: Vec<super::nodes::NodeView>,
-    pub processes: Vec<ProcessView>,
+    /// Shared with the engine, which builds it once per epoch: the status published
+    /// every epoch would otherwise copy every process's view.
+    pub processes: Arc<Vec<ProcessView>>,
     /// Pids of managed processes with neither counters nor a profile: planned for
     /// locality only.
     pub uncharacterised: Vec<u32>,
@@ -150,7 +153,7 @@ impl Status {
             "\n{:>8}  {:<15} {:>3} {:>5} {:>6} {:>5} {:<10} {:>5} {:<8} {:<8} reason",
             "pid", "program", "thr", "cpu", "mpki", "np", "source", "local", "now", "planned"
         );
-        for p in &self.processes {
+        for p in self.processes.iter() {
             let _ = writeln!(
                 s,
                 "{:>8}  {:<15} {:>3} {:>5.2} {:>6} {:>5} {:<10} {:>5} {:<8} {:<8} {}",

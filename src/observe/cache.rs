@@ -46,6 +46,13 @@ pub(crate) struct Tally {
     pub reused: usize,
 }
 
+impl Tally {
+    pub fn add(&mut self, other: Tally) {
+        self.read += other.read;
+        self.reused += other.reused;
+    }
+}
+
 /// A part as read, with what stat said then: the baseline later passes compare with.
 #[derive(Debug, Clone)]
 struct Kept<T> {
@@ -57,6 +64,8 @@ struct Kept<T> {
     cpu_ticks: u64,
     rss_pages: u64,
     num_threads: u32,
+    /// The CPU the main thread last ran on, as stat said at the read.
+    processor: Option<u32>,
 }
 
 impl<T> Kept<T> {
@@ -68,6 +77,7 @@ impl<T> Kept<T> {
             cpu_ticks: stat.cpu_ticks,
             rss_pages: stat.rss_pages,
             num_threads: stat.num_threads,
+            processor: stat.processor,
         }
     }
 
@@ -103,8 +113,17 @@ fn due(pass: u64, max_age: u32, first: bool, phase: u64) -> u64 {
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
     start_time: u64,
-    /// stat's CPU ticks when last seen: the base of the next pass's `cpu_demand`.
+    /// stat's CPU ticks when last read: the base of the next read's `cpu_demand`.
     pub cpu_ticks: u64,
+    /// `<proc>/uptime` of the pass that last read stat: what `cpu_ticks` is a rate
+    /// over when stat is read again, however many passes later.
+    pub read_uptime: f64,
+    /// stat as last read: what a pass that does not read it describes the process by.
+    stat: Stat,
+    /// The pass of the last stat read that found CPU ticks used, or RSS or the thread
+    /// count changed, since the one before (or that met the process): idle since.
+    /// `u64::MAX` after [`Entry::invalidate`]: not known to be idle at all.
+    idle_from: u64,
     /// What the last pass's stat and filter said, to guess before reading stat
     /// whether this pass will need more than stat ([`Entry::likely_stat_only`]).
     num_threads: u32,
@@ -119,11 +138,14 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    pub fn new(stat: &Stat, phase: usize) -> Entry {
+    pub fn new(stat: &Stat, phase: usize, uptime: f64, pass: u64) -> Entry {
         Entry {
             phase: phase as u64,
             start_time: stat.start_time,
             cpu_ticks: stat.cpu_ticks,
+            read_uptime: uptime,
+            stat: stat.clone(),
+            idle_from: pass,
             num_threads: stat.num_threads,
             busy: false,
             kernel_thread: stat.is_kernel_thread(),
@@ -138,18 +160,36 @@ impl Entry {
         self.start_time
     }
 
-    /// Takes in this pass's stat (after `cpu_demand` was computed from the last one).
-    pub fn saw(&mut self, stat: &Stat) {
+    /// Takes in stat as read in `pass` at `uptime` (after `cpu_demand` was computed
+    /// from the last read).
+    pub fn saw(&mut self, stat: &Stat, uptime: f64, pass: u64) {
         self.busy = stat.cpu_ticks != self.cpu_ticks;
+        let moved = stat.rss_pages != self.stat.rss_pages || stat.num_threads != self.num_threads;
+        if self.busy || moved || self.idle_from == u64::MAX {
+            self.idle_from = pass;
+        }
         self.cpu_ticks = stat.cpu_ticks;
         self.num_threads = stat.num_threads;
+        self.read_uptime = uptime;
+        self.stat.clone_from(stat);
     }
 
-    /// Keeps the CPU ticks (a rate needs them) but nothing read from the costly files.
+    /// Keeps the CPU ticks (a rate needs them) but nothing read from the costly files,
+    /// and reads stat next pass whatever its idleness.
     fn invalidate(&mut self) {
         self.affinity = None;
         self.threads = None;
         self.memory = None;
+        self.idle_from = u64::MAX;
+    }
+
+    /// stat as last read, if this pass may take it instead of reading it: the
+    /// process has been idle long enough for its stat period ([`stat_period`]) to
+    /// exceed 1, and this is not one of its passes to be read (spread by phase).
+    pub fn unread_stat(&self, pass: u64, max_every: u32) -> Option<&Stat> {
+        let period = stat_period(pass.saturating_sub(self.idle_from), max_every);
+        let skip = period > 1 && (pass + self.phase) % period != 0;
+        skip.then_some(&self.stat)
     }
 
     /// A guess, before stat, that this pass will need nothing else: a kernel thread,
@@ -183,7 +223,7 @@ impl Entry {
     fn affinity_good(&self, stat: &Stat, pass: u64, factor: u32) -> bool {
         self.affinity
             .as_ref()
-            .is_some_and(|k| !k.expired(pass, stat, factor) && !strayed(stat, &k.value))
+            .is_some_and(|k| !k.expired(pass, stat, factor) && !strayed(stat, k))
     }
 
     fn threads_good(&self, stat: &Stat, pass: u64) -> bool {
@@ -209,6 +249,21 @@ impl Entry {
             && (!opts.threads || self.threads_good(stat, pass))
             && (!wants_memory(opts) || self.memory_good(stat, pass, cfg))
     }
+}
+
+/// Passes between two stat reads of a process idle for `idle` passes: the largest
+/// power of two up to `max_every` that is at most a quarter of `idle`. A process is
+/// thus never taken for idle on evidence older than a quarter of its idle time (8
+/// passes idle: every other pass; 32 and more: every 8th with the default), which
+/// keeps the ones that pause briefly fresh and reads the long sleepers, most of a
+/// machine's processes, seldom.
+fn stat_period(idle: u64, max_every: u32) -> u64 {
+    let max = u64::from(max_every.max(1));
+    let mut period = 1;
+    while period * 2 <= max && period * 2 * 4 <= idle {
+        period *= 2;
+    }
+    period
 }
 
 fn wants_memory(opts: &ReadOptions) -> bool {
@@ -247,6 +302,11 @@ impl Cache {
         self.entries.insert(pid, entry);
     }
 
+    /// Adds the entries of another part of the same pass.
+    pub fn extend(&mut self, other: Cache) {
+        self.entries.extend(other.entries);
+    }
+
     pub fn invalidate(&mut self, pid: u32) {
         if let Some(e) = self.entries.get_mut(&pid) {
             e.invalidate();
@@ -254,11 +314,19 @@ impl Cache {
     }
 }
 
-/// The main thread last ran on a CPU the remembered status does not allow: status is
-/// out of date, whatever its age.
-fn strayed(stat: &Stat, a: &Affinity) -> bool {
-    match (&a.cpus_allowed, stat.processor) {
-        (Some(allowed), Some(cpu)) => allowed.binary_search(&cpu).is_err(),
+/// The main thread has since run on a CPU the remembered status does not allow:
+/// status is out of date, whatever its age.
+///
+/// Only a move counts. A sleeping task keeps the CPU it last ran on in stat after its
+/// affinity changed (it is moved when it next wakes), so a process pinned away from
+/// that CPU (by this daemon, typically) shows a CPU outside its set until it runs;
+/// taking that for news re-read its status every pass, the better part of an idle
+/// process's cost.
+fn strayed(stat: &Stat, k: &Kept<Affinity>) -> bool {
+    match (&k.value.cpus_allowed, stat.processor) {
+        (Some(allowed), Some(cpu)) => {
+            k.processor != Some(cpu) && allowed.binary_search(&cpu).is_err()
+        }
         _ => false,
     }
 }
@@ -378,6 +446,7 @@ mod tests {
             exclude: HashSet::new(),
             ticks_per_second: TICKS,
             idle_age_factor: 1,
+            idle_stat_max_every: 1,
             ..ScanConfig::default()
         }
     }
@@ -528,6 +597,26 @@ mod tests {
     }
 
     #[test]
+    fn a_sleeping_process_left_on_a_cpu_outside_its_set_is_not_reread() {
+        let (_d, f) = fake();
+        // Pinned to 2-3 while asleep: stat still names CPU 0, where it last ran.
+        let mut p = FakeProcess::new(10, "sleeper").threads_on(&[0]);
+        p.cpus_allowed = "2-3".into();
+        f.add(&p).unwrap();
+        let mut s = Scanner::new(config(&f));
+        s.scan(&machine()).unwrap();
+        // Passes later, before status is due by age: all from the cache.
+        let obs = s.scan(&machine()).unwrap();
+        assert_eq!(obs.costly_reads, 0, "nothing moved, nothing re-read");
+        assert_eq!(obs.snapshot.processes[0].allowed_cpus, Some(vec![2, 3]));
+        // It wakes on CPU 1, outside the set read: a pin changed meanwhile.
+        p.cpus_allowed = "1".into();
+        f.add(&p.threads_on(&[1])).unwrap();
+        let obs = s.scan(&machine()).unwrap();
+        assert_eq!(obs.snapshot.processes[0].allowed_cpus, Some(vec![1]));
+    }
+
+    #[test]
     fn idle_threads_are_reused_and_busy_ones_reread() {
         let (_d, f) = fake();
         let mut p = FakeProcess::new(10, "app");
@@ -598,6 +687,56 @@ mod tests {
         }
         s.scan(&machine()).unwrap();
         assert_eq!(s.cached(), 0);
+    }
+
+    #[test]
+    fn a_first_pass_over_many_processes_is_whole_ordered_and_remembered() {
+        // Enough processes for several reader threads wherever there are cores.
+        let (_d, f) = fake();
+        let n = 1000u32;
+        for i in 0..n {
+            let pid = 100 + i * 3;
+            let p = if i % 10 == 0 {
+                FakeProcess::kernel_thread(pid, "kworker")
+            } else {
+                FakeProcess::new(pid, "p").pages(&[(i % 2, u64::from(i) + 1)])
+            };
+            f.add(&p).unwrap();
+        }
+        let mut cfg = config(&f);
+        // Ages longer than the pass is wide: no first read comes due early.
+        cfg.status_max_age = 2000;
+        cfg.numa_maps_max_age = 2000;
+        let mut s = Scanner::new(cfg);
+        let obs = s.scan(&machine()).unwrap();
+        assert_eq!(
+            (obs.kernel_threads, obs.snapshot.processes.len()),
+            (100, 900)
+        );
+        let pids: Vec<u32> = obs.snapshot.processes.iter().map(|p| p.pid).collect();
+        let want: Vec<u32> = (0..n)
+            .filter(|i| i % 10 != 0)
+            .map(|i| 100 + i * 3)
+            .collect();
+        assert_eq!(pids, want, "pid order, none lost or doubled");
+        for (p, info) in obs.snapshot.processes.iter().zip(&obs.details) {
+            let i = (p.pid - 100) / 3;
+            let page = procfs::page_size();
+            assert_eq!(p.pid, info.pid());
+            assert_eq!(
+                p.memory_bytes,
+                BTreeMap::from([(i % 2, (u64::from(i) + 1) * page)]),
+                "pid {}",
+                p.pid
+            );
+        }
+        // Every reader's entries were kept: the next pass reads nothing costly.
+        assert_eq!(s.cached(), n as usize);
+        let again = s.scan(&machine()).unwrap();
+        assert_eq!(
+            (again.costly_reads, again.snapshot.processes.len()),
+            (0, 900)
+        );
     }
 
     #[test]
@@ -672,6 +811,120 @@ mod tests {
         assert_eq!((obs.costly_reads, obs.reused), (2, 0));
         let demand = obs.snapshot.processes[0].cpu_demand;
         assert!((demand - 0.1).abs() < 1e-9, "{demand}");
+    }
+
+    /// Passes of one process under `cfg`, uptime one second apart from 101 s; its
+    /// CPU demand in each, after `before(pass)` changed the files.
+    fn demands(
+        f: &FakeProc,
+        cfg: ScanConfig,
+        passes: u64,
+        mut before: impl FnMut(u64),
+    ) -> Vec<f64> {
+        let mut s = Scanner::new(cfg);
+        (1..=passes)
+            .map(|pass| {
+                before(pass);
+                f.set_uptime(100.0 + pass as f64).unwrap();
+                let obs = s.scan(&machine()).unwrap();
+                assert_eq!(obs.snapshot.processes.len(), 1, "described in pass {pass}");
+                obs.snapshot.processes[0].cpu_demand
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_long_idle_process_has_stat_read_seldom_and_its_waking_seen_as_a_rate() {
+        let (_d, f) = fake();
+        let mut p = FakeProcess::new(10, "sleeper");
+        p.cpu_ticks = 50 * TICKS;
+        f.add(&p).unwrap();
+        let mut cfg = config(&f);
+        cfg.idle_stat_max_every = 4;
+        // Nothing else due meanwhile (a due part is read with stat).
+        cfg.status_max_age = 100;
+        cfg.numa_maps_max_age = 100;
+        // Met in pass 1 (phase 0). Idle 16 passes by pass 17: read every 4th pass,
+        // the 20th last. It wakes before pass 21 with 2 s of CPU: passes 21-23 do
+        // not read stat and say idle, pass 24 rates the 2 s over the 4 s since pass
+        // 20; pass 25 reads again (busy at 24) and finds nothing new.
+        let seen = demands(&f, cfg, 25, |pass| {
+            if pass == 21 {
+                p.cpu_ticks += 2 * TICKS;
+                f.write(10, "stat", &p.stat_line()).unwrap();
+            }
+        });
+        assert_eq!(&seen[20..], &[0.0, 0.0, 0.0, 0.5, 0.0], "{seen:?}");
+    }
+
+    #[test]
+    fn a_short_pause_or_a_max_of_one_keeps_stat_read_every_pass() {
+        for (max_every, busy_until) in [(8, 10), (1, 1)] {
+            let (_d, f) = fake();
+            let mut p = FakeProcess::new(10, "worker");
+            f.add(&p).unwrap();
+            let mut cfg = config(&f);
+            cfg.idle_stat_max_every = max_every;
+            // Busy until `busy_until`, then idle, then 1 s of CPU before pass 16:
+            // idle 5 passes (or none may be skipped): seen at once.
+            let seen = demands(&f, cfg, 16, |pass| {
+                if pass <= busy_until || pass == 16 {
+                    p.cpu_ticks += TICKS;
+                    f.write(10, "stat", &p.stat_line()).unwrap();
+                }
+            });
+            assert_eq!(seen[15], 1.0, "max {max_every}: {seen:?}");
+        }
+    }
+
+    #[test]
+    fn stat_period_is_a_quarter_of_the_idle_time_in_powers_of_two_up_to_the_max() {
+        let periods: Vec<u64> = [0, 7, 8, 15, 16, 31, 32, 1000]
+            .iter()
+            .map(|&idle| stat_period(idle, 8))
+            .collect();
+        assert_eq!(periods, [1, 1, 2, 2, 4, 4, 8, 8]);
+        assert_eq!(stat_period(1000, 1), 1);
+        assert_eq!(stat_period(1000, 0), 1);
+        assert_eq!(stat_period(1000, 6), 4, "powers of two only");
+    }
+
+    #[test]
+    fn an_exited_idle_process_is_gone_the_next_pass_and_invalidate_reads_stat() {
+        let (_d, f) = fake();
+        f.add(&FakeProcess::new(10, "a")).unwrap();
+        f.add(&FakeProcess::new(11, "b")).unwrap();
+        let mut cfg = config(&f);
+        cfg.idle_stat_max_every = 2;
+        cfg.status_max_age = 100;
+        cfg.numa_maps_max_age = 100;
+        let mut s = Scanner::new(cfg);
+        for _ in 0..12 {
+            s.scan(&machine()).unwrap();
+        }
+        // Pass 13: idle 12 passes, both on every other pass; 10 exits.
+        f.remove(10).unwrap();
+        let obs = s.scan(&machine()).unwrap();
+        let pids: Vec<u32> = obs.snapshot.processes.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, vec![11], "the listing is read every pass");
+        // 11 (phase 1) is read in odd passes: a new comm (as by exec) shows in pass
+        // 15, not 14; in pass 16 only because of invalidate.
+        let renamed = |comm: &str| {
+            let mut b = FakeProcess::new(11, comm);
+            b.start_time = FakeProcess::new(11, "b").start_time;
+            f.write(11, "stat", &b.stat_line()).unwrap();
+        };
+        let program = |s: &mut Scanner| {
+            s.scan(&machine()).unwrap().snapshot.processes[0]
+                .program
+                .clone()
+        };
+        renamed("b2");
+        assert_eq!(program(&mut s), "b", "pass 14 does not read it");
+        assert_eq!(program(&mut s), "b2", "pass 15 does");
+        renamed("b3");
+        s.invalidate(11);
+        assert_eq!(program(&mut s), "b3", "pass 16, invalidated");
     }
 
     #[test]

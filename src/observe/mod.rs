@@ -13,7 +13,9 @@
 //! - [`scan`]: a pass over all processes into a snapshot, with the previous pass kept
 //!   for CPU rates.
 //! - [`cache`]: what the scanner remembers of each process between passes, and when
-//!   a costly file must be read again; a steady-state pass reads little but stat.
+//!   a costly file must be read again; a steady-state pass reads little but stat,
+//!   and an idle process's stat seldom.
+//! - [`pids`]: the procfs root's pids, listed again only when the set can have changed.
 //! - [`counters`]: per-process hardware counter deltas behind a trait, for MPKI.
 //! - [`fakeproc`]: a fake procfs tree for tests and benchmarks.
 //! - [`resctrl`]: memory bandwidth per resctrl monitoring group (MBM), and per process.
@@ -43,6 +45,7 @@ pub mod counters;
 pub mod error;
 pub mod fakeproc;
 pub mod numa_maps;
+pub mod pids;
 pub mod proc;
 pub mod resctrl;
 pub mod scan;

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use procfs::FromRead;
 use serde::{Deserialize, Serialize};
@@ -133,7 +134,7 @@ pub struct ProcInfo {
     pub cpus_allowed: Option<Vec<CpuId>>,
     pub mems_allowed: Option<Vec<NodeId>>,
     pub rss_bytes: u64,
-    pub numa_maps: Option<NumaMaps>,
+    pub numa_maps: Option<Arc<NumaMaps>>,
     /// Empty when the kernel has no NUMA balancing or sched was not read.
     pub numa_faults: BTreeMap<NodeId, NumaFaults>,
     /// Optional files that could not be read for lack of permission (numa_maps, sched):
@@ -194,7 +195,7 @@ pub struct Affinity {
 /// kernel walk page tables.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Memory {
-    pub numa_maps: Option<NumaMaps>,
+    pub numa_maps: Option<Arc<NumaMaps>>,
     pub numa_faults: BTreeMap<NodeId, NumaFaults>,
     /// See [`ProcInfo::denied`].
     pub denied: Vec<PathBuf>,
@@ -389,7 +390,7 @@ impl ProcDir {
             let Some(maps) = permitted(self.numa_maps(), &mut m.denied)? else {
                 return Ok(None);
             };
-            m.numa_maps = maps;
+            m.numa_maps = maps.map(Arc::new);
         }
         if opts.sched {
             let Some(faults) = permitted(self.numa_faults(), &mut m.denied)? else {
@@ -509,20 +510,21 @@ pub(crate) fn assemble(
 /// short of the buffer after its newline got all of it, and the read that would only
 /// confirm the end is skipped: one of the four syscalls a stat file took, and most
 /// files a pass reads are stat files.
+///
+/// Reads go through a 4 KiB buffer on the stack and the file is copied out at its
+/// size: a heap buffer of that size per file went through the allocator's slow path
+/// (too big for its per-thread cache) and was a tenth of a steady-state pass.
 fn read_whole(
     file: &mut std::fs::File,
     path: &Path,
     one_line: bool,
 ) -> Result<Option<Vec<u8>>, ObserveError> {
-    let mut buf = vec![0u8; 4096];
-    let mut len = 0;
+    let mut chunk = [0u8; 4096];
+    let mut out: Vec<u8> = Vec::new();
     loop {
-        if len == buf.len() {
-            buf.resize(buf.len() * 2, 0);
-        }
-        match file.read(&mut buf[len..]) {
+        let n = match file.read(&mut chunk) {
             Ok(0) => break,
-            Ok(n) => len += n,
+            Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 return match classify(path, e) {
@@ -530,13 +532,13 @@ fn read_whole(
                     IoOutcome::Failed(e) => Err(e),
                 }
             }
-        }
-        if one_line && len < buf.len() && buf[..len].ends_with(b"\n") {
+        };
+        out.extend_from_slice(&chunk[..n]);
+        if one_line && n < chunk.len() && out.ends_with(b"\n") {
             break;
         }
     }
-    buf.truncate(len);
-    Ok(Some(buf))
+    Ok(Some(out))
 }
 
 /// A process's stat read by path, without a [`ProcDir`] handle: one open and one

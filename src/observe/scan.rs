@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use super::cache::{Cache, Cached, Entry, Tally};
 use super::error::ObserveError;
+use super::pids::PidLister;
 use super::proc::{assemble, read_stat_by_path, ProcDir, ProcInfo, ReadOptions, Stat};
 use crate::policy::{Process, Snapshot};
 use crate::topology::{CpuId, Topology};
@@ -68,6 +69,17 @@ pub struct ScanConfig {
     /// which reads the live affinity before every change. The saving is most of the
     /// daemon's cost on a machine of mostly idle processes.
     pub idle_age_factor: u32,
+    /// Most passes between two stat reads of an idle process (1: every pass).
+    /// Default 8. A process that used no CPU tick, and kept its RSS and thread count,
+    /// since some read has stat read every 2nd, 4th, ... pass, the period being at
+    /// most a quarter of the passes it has been idle, up to this; the passes between
+    /// describe it as last read, idle. stat is most of an idle process's cost and
+    /// says nothing new while it sleeps. The price: a process waking from a long
+    /// sleep shows its demand up to 7 passes late (then as a rate since its last
+    /// read); an exit shows at once (the pid listing is read every pass); a reused
+    /// pid is taken for the old process until its next stat read (the apply layer
+    /// checks identity before every change).
+    pub idle_stat_max_every: u32,
 }
 
 impl Default for ScanConfig {
@@ -82,6 +94,7 @@ impl Default for ScanConfig {
             numa_maps_max_age: 10,
             numa_maps_rss_change_pct: 10,
             idle_age_factor: 6,
+            idle_stat_max_every: 8,
         }
     }
 }
@@ -94,6 +107,7 @@ impl ScanConfig {
         self.threads_max_age = 1;
         self.numa_maps_max_age = 1;
         self.idle_age_factor = 1;
+        self.idle_stat_max_every = 1;
         self
     }
 }
@@ -106,7 +120,9 @@ pub enum DemandBasis {
     /// use); a long-idle process that just turned busy reads low until the next pass.
     Lifetime,
     /// CPU time used since the previous pass over the time between them, in seconds.
-    /// Processes started since then are measured over their life.
+    /// Processes started since then are measured over their life; an idle process
+    /// whose stat was not read in the last passes ([`ScanConfig::idle_stat_max_every`])
+    /// over the time since its last read.
     Interval(f64),
 }
 
@@ -145,14 +161,20 @@ pub struct Scanner {
     previous_uptime: Option<f64>,
     /// Passes so far: the clock the cache's ages are counted on.
     pass: u64,
+    lister: PidLister,
 }
+
+/// At most this many threads read a first pass ([`Scanner::observe_new`]).
+const FIRST_PASS_THREADS: usize = 8;
+/// ... and each gets at least this many processes: below that, starting a thread
+/// costs more than it saves.
+const FIRST_PASS_MIN_PER_THREAD: usize = 128;
 
 /// What a pass knows before it looks at any process.
 struct PassContext<'a> {
     topology: &'a Topology,
     machine: Vec<CpuId>,
     uptime: f64,
-    basis: DemandBasis,
     tps: f64,
 }
 
@@ -168,6 +190,7 @@ enum Outcome {
 impl Scanner {
     pub fn new(config: ScanConfig) -> Scanner {
         Scanner {
+            lister: PidLister::new(&config.proc_root),
             config,
             filter: None,
             cache: Cache::default(),
@@ -202,7 +225,7 @@ impl Scanner {
     pub fn scan(&mut self, topology: &Topology) -> Result<Observation, ObserveError> {
         let root = &self.config.proc_root;
         let uptime = read_uptime(root)?;
-        let pids = list_pids(root)?;
+        let pids = self.lister.pids()?;
         let basis = match self.previous_uptime {
             Some(prev) => DemandBasis::Interval((uptime - prev).max(0.0)),
             None => DemandBasis::Lifetime,
@@ -211,7 +234,6 @@ impl Scanner {
             topology,
             machine: topology.cpus().iter().map(|c| c.id).collect(),
             uptime,
-            basis,
             tps: self.config.ticks_per_second.max(1) as f64,
         };
         let mut obs = empty_observation(topology, uptime, basis);
@@ -219,8 +241,17 @@ impl Scanner {
         let mut old = std::mem::take(&mut self.cache);
         let mut next = Cache::with_capacity(old.len().max(pids.len()));
         let mut tally = Tally::default();
-        for pid in pids {
-            match self.observe(pid, &ctx, &mut old, &mut next, &mut tally) {
+        let outcomes = if old.len() == 0 {
+            self.observe_new(&pids, &ctx, &mut next, &mut tally)
+        } else {
+            pids.iter()
+                .map(|&pid| self.observe(pid, &ctx, &mut old, &mut next, &mut tally))
+                .collect()
+        };
+        obs.snapshot.processes.reserve(outcomes.len());
+        obs.details.reserve(outcomes.len());
+        for outcome in outcomes {
+            match outcome {
                 Outcome::Kept(b) => {
                     let (p, info) = *b;
                     obs.incomplete += usize::from(!info.denied.is_empty());
@@ -233,12 +264,66 @@ impl Scanner {
                 Outcome::Excluded => obs.excluded += 1,
             }
         }
+        self.lister.keep(pids);
         // Whatever was not carried over exited (or was not seen): forgotten here.
         self.cache = next;
         self.previous_uptime = Some(uptime);
         obs.costly_reads = tally.read;
         obs.reused = tally.reused;
         Ok(obs)
+    }
+
+    /// Processes met for the first time (the scanner's first pass, or one after
+    /// everything was forgotten), where every file must be read: in up to
+    /// [`FIRST_PASS_THREADS`] threads over contiguous runs of `pids`, so the
+    /// daemon's start, the one pass that reads everything about everyone, takes a
+    /// fraction of the time on a machine with cores to spare. Outcomes come back in
+    /// `pids` order, as sequentially.
+    fn observe_new(
+        &self,
+        pids: &[u32],
+        ctx: &PassContext<'_>,
+        next: &mut Cache,
+        tally: &mut Tally,
+    ) -> Vec<Outcome> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = cores
+            .min(FIRST_PASS_THREADS)
+            .min(pids.len() / FIRST_PASS_MIN_PER_THREAD)
+            .max(1);
+        let run = |chunk: &[u32]| {
+            let (mut old, mut next, mut tally) =
+                (Cache::default(), Cache::default(), Tally::default());
+            let outcomes: Vec<Outcome> = chunk
+                .iter()
+                .map(|&pid| self.observe(pid, ctx, &mut old, &mut next, &mut tally))
+                .collect();
+            (outcomes, next, tally)
+        };
+        if threads == 1 {
+            let (outcomes, n, t) = run(pids);
+            next.extend(n);
+            tally.add(t);
+            return outcomes;
+        }
+        let per = pids.len().div_ceil(threads);
+        let parts: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = pids
+                .chunks(per)
+                .map(|chunk| scope.spawn(move || run(chunk)))
+                .collect();
+            handles.into_iter().map(|h| h.join()).collect()
+        });
+        let mut outcomes = Vec::with_capacity(pids.len());
+        for part in parts {
+            // A panic in a reader thread is a bug; carry it on as the sequential pass
+            // would have.
+            let (o, n, t) = part.unwrap_or_else(|e| std::panic::resume_unwind(e));
+            outcomes.extend(o);
+            next.extend(n);
+            tally.add(t);
+        }
+        outcomes
     }
 
     /// One process: stat, the filter, then the costly parts from the files or `old`.
@@ -254,10 +339,51 @@ impl Scanner {
         if self.config.exclude.contains(&pid) {
             return Outcome::Excluded;
         }
+        if let Some(done) = self.observe_unread(pid, ctx, old, next, tally) {
+            return done;
+        }
         if let Some(done) = self.observe_by_stat(pid, ctx, old, next, tally) {
             return done;
         }
         self.observe_through_handle(pid, ctx, old, next, tally)
+    }
+
+    /// The cheapest way, for a process idle long enough that this pass need not read
+    /// even its stat ([`ScanConfig::idle_stat_max_every`]): described as last read, with
+    /// no CPU demand, if nothing else is due. `None`, with `old` as it was, otherwise.
+    fn observe_unread(
+        &self,
+        pid: u32,
+        ctx: &PassContext<'_>,
+        old: &mut Cache,
+        next: &mut Cache,
+        tally: &mut Tally,
+    ) -> Option<Outcome> {
+        let cfg = &self.config;
+        let known = old.peek(pid)?;
+        let stat = known.unread_stat(self.pass, cfg.idle_stat_max_every)?;
+        if known.wanted && !stat.is_kernel_thread() && !known.all_good(stat, self.pass, cfg) {
+            return None;
+        }
+        let stat = stat.clone();
+        let mut entry = old.take(&stat)?;
+        if stat.is_kernel_thread() || !entry.wanted {
+            let outcome = match stat.is_kernel_thread() {
+                true => Outcome::KernelThread,
+                false => Outcome::Excluded,
+            };
+            next.put(pid, entry);
+            return Some(outcome);
+        }
+        let mut src = Cached {
+            dir: None,
+            entry: &mut entry,
+            pass: self.pass,
+            config: cfg,
+            tally,
+        };
+        let read = assemble(stat, &cfg.read, &mut src);
+        Some(finish(pid, entry, read, 0.0, ctx, next))
     }
 
     /// The cheap way, for a process seen before that will likely need nothing but
@@ -287,16 +413,18 @@ impl Scanner {
         };
         let mut entry = old.take(&stat)?;
         if stat.is_kernel_thread() {
+            entry.saw(&stat, ctx.uptime, self.pass);
             next.put(pid, entry);
             return Some(Outcome::KernelThread);
         }
-        let demand = demand(&stat, Some(entry.cpu_ticks), ctx.basis, ctx.uptime, ctx.tps);
+        let before = Some((entry.cpu_ticks, entry.read_uptime));
+        let demand = demand(&stat, before, ctx.uptime, ctx.tps);
         let wanted = self.wanted(&stat, demand);
         if wanted && !entry.all_good(&stat, self.pass, cfg) {
             old.put(pid, entry);
             return None;
         }
-        entry.saw(&stat);
+        entry.saw(&stat, ctx.uptime, self.pass);
         entry.wanted = wanted;
         if !wanted {
             next.put(pid, entry);
@@ -329,14 +457,19 @@ impl Scanner {
             Err(e) => return Outcome::Problem(e),
         };
         let before = old.take(&stat);
-        let prev_ticks = before.as_ref().map(|e| e.cpu_ticks);
-        let mut entry = before.unwrap_or_else(|| Entry::new(&stat, next.len()));
+        let prev = before.as_ref().map(|e| (e.cpu_ticks, e.read_uptime));
+        let demand = demand(&stat, prev, ctx.uptime, ctx.tps);
+        let mut entry = match before {
+            Some(mut e) => {
+                e.saw(&stat, ctx.uptime, self.pass);
+                e
+            }
+            None => Entry::new(&stat, next.len(), ctx.uptime, self.pass),
+        };
         if stat.is_kernel_thread() {
             next.put(pid, entry);
             return Outcome::KernelThread;
         }
-        let demand = demand(&stat, prev_ticks, ctx.basis, ctx.uptime, ctx.tps);
-        entry.saw(&stat);
         entry.wanted = self.wanted(&stat, demand);
         if !entry.wanted {
             next.put(pid, entry);
@@ -421,15 +554,15 @@ fn finish(
     }
 }
 
-/// CPUs' worth of CPU time over the interval (see [`DemandBasis`]); never negative,
-/// never more than the process has threads.
-fn demand(stat: &Stat, before: Option<u64>, basis: DemandBasis, uptime: f64, tps: f64) -> f64 {
+/// CPUs' worth of CPU time since `before` (CPU ticks and uptime of the last read; see
+/// [`DemandBasis`]); never negative, never more than the process has threads.
+fn demand(stat: &Stat, before: Option<(u64, f64)>, uptime: f64, tps: f64) -> f64 {
     let started = stat.start_time as f64 / tps;
     let life = (uptime - started).max(0.0);
-    let (ticks, secs) = match (basis, before) {
-        (DemandBasis::Interval(dt), Some(t0)) => (stat.cpu_ticks.saturating_sub(t0), dt),
+    let (ticks, secs) = match before {
+        Some((t0, then)) => (stat.cpu_ticks.saturating_sub(t0), (uptime - then).max(0.0)),
         // First sight (new since the last pass, or unreadable then): its whole life.
-        _ => (stat.cpu_ticks, life),
+        None => (stat.cpu_ticks, life),
     };
     if secs <= 0.0 {
         return 0.0;
@@ -514,25 +647,4 @@ fn read_uptime(root: &Path) -> Result<f64, ObserveError> {
                 format!("{:?} is not an uptime", text.trim()),
             )
         })
-}
-
-/// Numeric entries of the procfs root, ascending.
-fn list_pids(root: &Path) -> Result<Vec<u32>, ObserveError> {
-    let io = |err| ObserveError::Io {
-        path: root.to_path_buf(),
-        err,
-    };
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir(root).map_err(io)? {
-        let entry = entry.map_err(io)?;
-        if let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        {
-            pids.push(pid);
-        }
-    }
-    pids.sort_unstable();
-    Ok(pids)
 }

@@ -525,7 +525,7 @@ mod tests {
         }))
         .expect("status");
         s.nodes_view = nodes_view;
-        s.processes = processes;
+        s.processes = processes.into();
         s
     }
 
