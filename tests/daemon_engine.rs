@@ -359,3 +359,86 @@ fn a_placed_process_is_not_frozen_by_its_own_narrowed_affinity() {
         "followed its memory to node 0: {now:?}"
     );
 }
+
+/// Fault injection through the observe seam (issue 7): a process whose /proc files
+/// turn unreadable or garbled mid-run is reported once per epoch, left out of the
+/// plan and put back as it was (it is no longer observed, so no longer managed);
+/// procfs unreadable as a whole fails that epoch, not the engine, and changes
+/// nothing; once the files read again the processes are managed again, and a
+/// shutdown restores everything.
+#[test]
+fn unreadable_or_garbled_proc_files_change_nothing_that_is_not_restored() {
+    let mut b = bed(everyone(), 0.0, 30);
+    b.add(100, "mcf", 0, 1000);
+    b.add(101, "milc", 1, 1000);
+    b.add(102, "lbm", 1, 1000);
+    b.epoch(0.0);
+    for pid in [100, 101, 102] {
+        assert_ne!(b.affinity(pid), Some(ALL.to_vec()), "pid {pid} placed");
+    }
+
+    // numa_maps of 100 becomes unreadable (a directory: reads fail with EISDIR);
+    // the stat of 101 is garbled.
+    let maps = b.fake.root().join("100/numa_maps");
+    std::fs::remove_file(&maps).expect("rm numa_maps");
+    std::fs::create_dir(&maps).expect("numa_maps as a directory");
+    b.fake
+        .write(101, "stat", "101 (milc) R garbage\n")
+        .expect("garble stat");
+    let r = b.epoch(1.0);
+    let problems = r.problems.join("\n");
+    assert!(problems.contains("100/numa_maps"), "{problems}");
+    assert!(problems.contains("101/stat"), "{problems}");
+    assert_eq!(r.problems.len(), 2, "{problems}");
+    assert!(
+        r.problems.iter().all(|p| !p.contains('\n')),
+        "one line each: {problems}"
+    );
+    for pid in [100, 101] {
+        assert_eq!(b.affinity(pid), Some(ALL.to_vec()), "pid {pid} put back");
+        assert!(
+            r.released.iter().any(|(p, _, _)| *p == pid),
+            "{:?}",
+            r.released
+        );
+    }
+    let healthy = b.affinity(102).expect("alive");
+    assert!(
+        healthy != ALL && healthy.iter().all(|c| *c >= 2),
+        "the healthy one stays managed, on its node 1: {healthy:?}"
+    );
+    let placed_102 = Some(healthy);
+
+    // procfs unreadable as a whole: the epoch fails, nothing changes.
+    let root = b.fake.root().to_path_buf();
+    let aside = root.with_extension("aside");
+    std::fs::rename(&root, &aside).expect("hide procfs");
+    let e = b.engine.epoch(2.0, 0).expect_err("no procfs");
+    assert!(e.to_string().contains(&*root.to_string_lossy()), "{e}");
+    assert_eq!(b.affinity(102), placed_102);
+    std::fs::rename(&aside, &root).expect("procfs back");
+
+    // Readable again: managed again.
+    std::fs::remove_dir(&maps).expect("rm dir");
+    b.add(100, "mcf", 0, 1000);
+    b.add(101, "milc", 1, 1000);
+    let r = b.epoch(3.0);
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    let mut arrived = r.arrived.clone();
+    arrived.sort_unstable();
+    assert_eq!(arrived, vec![100, 101]);
+    for pid in [100, 101] {
+        assert_ne!(
+            b.affinity(pid),
+            Some(ALL.to_vec()),
+            "pid {pid} placed again"
+        );
+    }
+
+    let (restored, err) = b.engine.restore_all();
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(restored.len(), 3);
+    for pid in [100, 101, 102] {
+        assert_eq!(b.affinity(pid), Some(ALL.to_vec()), "pid {pid} restored");
+    }
+}

@@ -272,7 +272,8 @@ fn journal_file(
 
 /// The daemon keeps running without its store (a full disk, a read-only or corrupt
 /// file): it then learns nothing that outlives it, and says so. `plan` only reads a
-/// store that already exists, so it never creates one as a side effect.
+/// store that already exists, so it never creates one as a side effect, nor the copy
+/// a managing run leaves at each start.
 fn open_store(opts: &Options, usage: Use) -> Option<Store> {
     if opts.no_db {
         return None;
@@ -280,8 +281,19 @@ fn open_store(opts: &Options, usage: Use) -> Option<Store> {
     if usage == Use::PlanOnly && !opts.db.exists() {
         return None;
     }
-    match Store::open(&opts.db) {
-        Ok(s) => Some(s),
+    let opened = match usage {
+        Use::Manage => Store::open(&opts.db),
+        Use::PlanOnly => Store::open_without_backup(&opts.db),
+    };
+    match opened {
+        Ok(s) => {
+            if let Some(w) = s.backup_warning() {
+                warn!("{w}; the store is used without a fresh copy to recover from");
+            } else if let Some(copy) = s.backup() {
+                info!(copy = %copy.display(), "copied the profile store to recover from");
+            }
+            Some(s)
+        }
         Err(e) => {
             warn!("{e:#}; continuing without the profile store (nothing learned is kept)");
             None

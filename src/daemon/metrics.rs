@@ -28,16 +28,45 @@ pub struct MetricsServer {
     addr: SocketAddr,
 }
 
+/// The endpoint bound but not yet answered: binding a port below 1024 needs a
+/// capability that serving does not, and a thread started before the daemon drops its
+/// capabilities would keep them all. So the daemon binds, drops, then serves.
+pub struct BoundMetrics {
+    listener: TcpListener,
+    addr: SocketAddr,
+}
+
 impl MetricsServer {
     /// Binds `addr` (an error if it cannot) and serves `shared` from a background
     /// thread for as long as the process lives.
     pub fn start(addr: SocketAddr, shared: Shared) -> anyhow::Result<MetricsServer> {
+        MetricsServer::bind(addr)?.serve(shared)
+    }
+
+    /// Binds `addr`, an error if it cannot; nothing answers until
+    /// [`BoundMetrics::serve`].
+    pub fn bind(addr: SocketAddr) -> anyhow::Result<BoundMetrics> {
         let listener = TcpListener::bind(addr).map_err(|e| {
             anyhow::anyhow!(
                 "cannot serve metrics on {addr}: {e} (pass --metrics IP:PORT to use another)"
             )
         })?;
-        let addr = listener.local_addr()?;
+        let addr = listener.local_addr().map_err(|e| {
+            anyhow::anyhow!("metrics on {addr}: cannot read the bound address: {e}")
+        })?;
+        Ok(BoundMetrics { listener, addr })
+    }
+
+    /// The address actually bound.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl BoundMetrics {
+    /// Serves `shared` from a background thread for as long as the process lives.
+    pub fn serve(self, shared: Shared) -> anyhow::Result<MetricsServer> {
+        let BoundMetrics { listener, addr } = self;
         std::thread::Builder::new()
             .name("numasched-metrics".into())
             .spawn(move || {
@@ -51,6 +80,9 @@ impl MetricsServer {
                         Err(e) => tracing::debug!("metrics accept: {e}"),
                     }
                 }
+            })
+            .map_err(|e| {
+                anyhow::anyhow!("metrics on {addr}: cannot start the server thread: {e}")
             })?;
         Ok(MetricsServer { addr })
     }

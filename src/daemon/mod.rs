@@ -15,6 +15,7 @@
 //! - [`nodes`]: the per-node picture (load, memory, LLC pressure) of `status`.
 //! - [`metrics`]: the same status for Prometheus (`--metrics ADDR`, off by default).
 //! - [`logging`]: structured logs through `tracing`.
+//! - [`privileges`]: once started, every capability the epochs do not use is dropped.
 
 pub mod board;
 pub mod build;
@@ -24,6 +25,7 @@ pub mod logging;
 pub mod metrics;
 pub mod nodes;
 pub mod pins;
+pub mod privileges;
 pub mod recovery;
 pub mod select;
 pub mod service;

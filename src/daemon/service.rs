@@ -5,6 +5,10 @@
 //! Signals are turned into messages by signal-hook's iterator thread, so the loop
 //! waits on a channel with a timeout instead of sleeping: SIGTERM ends a 1 s epoch at
 //! once, and `run` notices its command's exit through SIGCHLD without polling.
+//!
+//! Once its listeners are bound, the loop drops every capability it does not need
+//! ([`super::privileges`]); the command of `run` was started before, and keeps the
+//! caller's.
 
 use std::collections::HashSet;
 use std::process::{Child, ExitStatus};
@@ -20,6 +24,8 @@ use super::board::{Board, Wake};
 use super::build::Built;
 use super::config::Options;
 use super::engine::EpochReport;
+use super::metrics::MetricsServer;
+use super::privileges;
 use super::socket::{Server, Shared};
 use crate::apply::{Action, Restored};
 
@@ -73,6 +79,11 @@ pub fn serve(
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD])?;
     let (tx, rx) = mpsc::channel();
     let shared: Shared = Arc::new(Board::new(tx.clone()));
+    let socket = socket.map(Server::bind).transpose()?;
+    let metrics = opts.metrics.map(MetricsServer::bind).transpose()?;
+    // Start-up is done: what may need more (binding, the journal's recovery) is behind
+    // us. Before any thread starts, since each thread keeps its own capabilities.
+    privileges::drop_unneeded().log();
     std::thread::Builder::new()
         .name("numasched-signals".into())
         .spawn(move || {
@@ -83,16 +94,16 @@ pub fn serve(
             }
         })?;
     let _server = match socket {
-        Some(path) => {
-            let s = Server::start(path, shared.clone())?;
+        Some(bound) => {
+            let s = bound.serve(shared.clone())?;
             info!(socket = %s.path().display(), "control socket ready");
             Some(s)
         }
         None => None,
     };
-    let _metrics = match opts.metrics {
-        Some(addr) => {
-            let m = super::metrics::MetricsServer::start(addr, shared.clone())?;
+    let _metrics = match metrics {
+        Some(bound) => {
+            let m = bound.serve(shared.clone())?;
             if m.addr().ip().is_loopback() {
                 info!(address = %m.addr(), "metrics served at /metrics");
             } else {

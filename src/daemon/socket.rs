@@ -87,9 +87,37 @@ fn prepare(path: &Path) -> Result<(), SocketError> {
     Ok(())
 }
 
+/// A socket bound but not yet answered. The daemon binds, drops its capabilities, and
+/// only then starts the thread that answers: a thread started before the drop would
+/// keep every capability.
+pub struct Bound {
+    listener: UnixListener,
+    server: Server,
+}
+
+impl Bound {
+    /// Answers `shared` from a background thread.
+    pub fn serve(self, shared: Shared) -> Result<Server, SocketError> {
+        let Bound { listener, server } = self;
+        std::thread::Builder::new()
+            .name("numasched-socket".into())
+            .spawn(move || serve(listener, shared))
+            .map_err(|err| SocketError::Create {
+                path: server.path.clone(),
+                err,
+            })?;
+        Ok(server)
+    }
+}
+
 impl Server {
     /// Binds the socket and serves `shared` from a background thread.
     pub fn start(path: &Path, shared: Shared) -> Result<Server, SocketError> {
+        Server::bind(path)?.serve(shared)
+    }
+
+    /// Binds the socket, mode 0600; nothing answers until [`Bound::serve`].
+    pub fn bind(path: &Path) -> Result<Bound, SocketError> {
         prepare(path)?;
         let create = |err| SocketError::Create {
             path: path.into(),
@@ -103,12 +131,10 @@ impl Server {
         // SAFETY: as above, restoring the previous mask.
         unsafe { libc::umask(old) };
         let listener = bound.map_err(create)?;
+        // From here on the file is ours: dropping `server` on an error removes it.
+        let server = Server { path: path.into() };
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(create)?;
-        std::thread::Builder::new()
-            .name("numasched-socket".into())
-            .spawn(move || serve(listener, shared))
-            .map_err(create)?;
-        Ok(Server { path: path.into() })
+        Ok(Bound { listener, server })
     }
 
     pub fn path(&self) -> &Path {

@@ -95,8 +95,9 @@ pub fn parse_stat(bytes: &[u8], path: &Path) -> Result<Stat, ObserveError> {
             "not a stat line: `pid (comm) state ...` expected",
         ));
     }
-    let s = procfs::process::Stat::from_read(t.as_bytes())
-        .map_err(|e| ObserveError::parse(path, None, e.to_string()))?;
+    let s = procfs::process::Stat::from_read(t.as_bytes()).map_err(|e| {
+        ObserveError::parse(path, None, format!("not a valid stat line ({})", cause(&e)))
+    })?;
     let nonneg = |v: i64, what: &str| {
         u32::try_from(v)
             .map_err(|_| ObserveError::parse(path, None, format!("{what} {v} is negative")))
@@ -113,6 +114,23 @@ pub fn parse_stat(bytes: &[u8], path: &Path) -> Result<Stat, ObserveError> {
         rss_pages: s.rss,
         processor: s.processor.and_then(|c| u32::try_from(c).ok()),
     })
+}
+
+/// The cause in a procfs-core error, on one line. Its messages for a malformed field
+/// span lines ("Internal error: bug at <its source file>:<line> (please report this
+/// procfs bug)", then the cause): the location is procfs's, not the user's problem,
+/// and an error here must stay one line naming our file.
+fn cause(e: &impl std::fmt::Display) -> String {
+    let text = e.to_string();
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    last.trim()
+        .trim_start_matches("Internal Unwrap Error:")
+        .trim()
+        .to_string()
 }
 
 /// One thread's line of `task/<tid>/stat`.

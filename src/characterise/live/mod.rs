@@ -8,7 +8,9 @@
 //! remote epochs becomes the program's NUMA penalty (SPEC §1.1's definition), MPKI a
 //! running mean. Writes are buffered and flushed per program every
 //! [`LiveConfig::flush_every`] epochs, so a daemon managing hundreds of processes does
-//! not commit to SQLite hundreds of times a second.
+//! not commit to SQLite hundreds of times a second. A batch the store refuses (a full
+//! disk, a filesystem remounted read-only) is kept and written at a later flush, within
+//! [`MAX_PENDING_EPOCHS`] and [`MAX_PENDING_PROGRAMS`].
 //!
 //! Without counters and without a profile a process cannot be characterised; it is
 //! then planned for locality alone (its memory from numa_maps, or from the kernel's
@@ -18,11 +20,24 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::store::{LearnParams, Quantity, Store};
+use super::store::{LearnParams, Quantity, Store, StoreError};
 use super::{resolve, Evidence, PenaltySource};
 use crate::observe::resctrl::{bandwidth_by_process, Resctrl};
 use crate::observe::{CounterError, CounterSource, Observation, ProcInfo};
 use crate::policy::{Process, Snapshot};
+
+/// Epochs of one program kept while the store cannot be written (a full disk, a
+/// filesystem remounted read-only). Ten minutes at the default one-second interval:
+/// time for an operator to free space or remount without anything learned being lost,
+/// while a store that never recovers costs at most this many samples per program
+/// instead of memory growing for as long as the daemon runs. The oldest go first: the
+/// store's estimate lets old epochs fade anyway ([`LearnParams::max_samples`]).
+pub const MAX_PENDING_EPOCHS: usize = 600;
+
+/// Programs whose unwritten samples are kept, for the same reason: with both bounds a
+/// store that never recovers holds about 10 MB at most, however many distinct programs
+/// come and go. The programs seen least recently are dropped first.
+pub const MAX_PENDING_PROGRAMS: usize = 1024;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveConfig {
@@ -73,6 +88,14 @@ struct Pending {
     epochs: Vec<(f64, f64)>,
     mpki_sum: f64,
     mpki_n: u64,
+    /// The last epoch a sample was buffered: which programs to drop first.
+    last_epoch: u64,
+}
+
+impl Pending {
+    fn samples(&self) -> u64 {
+        self.epochs.len() as u64 + self.mpki_n
+    }
 }
 
 /// Problems the caller should log once; none stops characterisation.
@@ -174,29 +197,108 @@ impl Live {
         (out, notes)
     }
 
-    /// Writes every buffered sample (also called on shutdown).
+    /// Writes every buffered sample (also called on shutdown). A write the store
+    /// refuses for a reason that may pass (full, read-only, locked) keeps its samples
+    /// for the next flush, merged with those buffered meanwhile; the note says so.
     pub fn flush(&mut self, now: i64, notes: &mut Notes) {
         let Some(store) = self.store.as_mut() else {
             self.pending.clear();
             return;
         };
-        for (program, p) in self.pending.drain() {
+        // One note per distinct error, with the number of programs it held back: a
+        // full disk fails every program's write the same way.
+        let mut held: BTreeMap<String, usize> = BTreeMap::new();
+        // Set by a failure every other write would meet too: the rest is then kept
+        // untried, rather than, for a locked store, waiting out the lock per program.
+        let mut stalled: Option<String> = None;
+        for (program, p) in std::mem::take(&mut self.pending) {
+            if let Some(e) = &stalled {
+                *held.entry(e.clone()).or_default() += 1;
+                self.pending.insert(program, p);
+                continue;
+            }
+            let mut keep = Pending {
+                last_epoch: p.last_epoch,
+                ..Pending::default()
+            };
+            let mut errors: Vec<String> = Vec::new();
             if p.mpki_n > 0 {
                 let mean = p.mpki_sum / p.mpki_n as f64;
                 if let Err(e) = store.learn(&program, Quantity::Mpki, mean, now) {
-                    notes.store_errors.push(e.to_string());
+                    if failed_write(e, notes, &mut errors, &mut stalled) {
+                        keep.mpki_sum = p.mpki_sum;
+                        keep.mpki_n = p.mpki_n;
+                    }
                 }
             }
             if !p.epochs.is_empty() {
-                match store.observe_epochs(&program, &p.epochs, now, &self.config.learn_params) {
-                    Ok(_) => {
-                        // Re-read next epoch: a penalty may just have been learned.
-                        self.profiles.remove(&program);
+                if stalled.is_some() {
+                    keep.epochs = p.epochs;
+                } else {
+                    match store.observe_epochs(&program, &p.epochs, now, &self.config.learn_params)
+                    {
+                        Ok(_) => {
+                            // Re-read next epoch: a penalty may just have been learned.
+                            self.profiles.remove(&program);
+                        }
+                        Err(e) => {
+                            if failed_write(e, notes, &mut errors, &mut stalled) {
+                                keep.epochs = p.epochs;
+                            }
+                        }
                     }
-                    Err(e) => notes.store_errors.push(e.to_string()),
+                }
+            }
+            errors.dedup();
+            for e in errors {
+                *held.entry(e).or_default() += 1;
+            }
+            if keep.samples() > 0 {
+                self.pending.insert(program, keep);
+            }
+        }
+        for (e, programs) in held {
+            let s = if programs == 1 { "" } else { "s" };
+            notes.store_errors.push(format!(
+                "{e}; kept the unwritten samples of {programs} program{s} in memory for another try"
+            ));
+        }
+        let path = store.path().to_path_buf();
+        let dropped = self.bound_pending();
+        if dropped > 0 {
+            notes.store_errors.push(format!(
+                "{}: the profile store has not taken writes for a while; dropped the {dropped} oldest unwritten samples (at most {MAX_PENDING_EPOCHS} epochs for each of {MAX_PENDING_PROGRAMS} programs are kept)",
+                path.display()
+            ));
+        }
+    }
+
+    /// Trims what is kept for a store that cannot be written to the bounds; returns
+    /// the number of samples dropped.
+    fn bound_pending(&mut self) -> u64 {
+        let mut dropped = 0;
+        for p in self.pending.values_mut() {
+            let excess = p.epochs.len().saturating_sub(MAX_PENDING_EPOCHS);
+            if excess > 0 {
+                p.epochs.drain(..excess);
+                dropped += excess as u64;
+            }
+        }
+        let excess = self.pending.len().saturating_sub(MAX_PENDING_PROGRAMS);
+        if excess > 0 {
+            let mut by_age: Vec<(u64, String)> = self
+                .pending
+                .iter()
+                .map(|(program, p)| (p.last_epoch, program.clone()))
+                .collect();
+            by_age.sort();
+            for (_, program) in by_age.into_iter().take(excess) {
+                if let Some(p) = self.pending.remove(&program) {
+                    dropped += p.samples();
                 }
             }
         }
+        dropped
     }
 
     /// This epoch's bandwidth per pid from resctrl; the time base is the pass's
@@ -304,12 +406,42 @@ impl Live {
             return;
         }
         let p = self.pending.entry(program.to_string()).or_default();
+        p.last_epoch = self.epoch;
         if let Some(m) = mpki.filter(|m| m.is_finite() && *m >= 0.0) {
             p.mpki_sum += m;
             p.mpki_n += 1;
         }
         if let (Some(c), Some(f)) = (cpi.filter(|c| c.is_finite() && *c > 0.0), local_fraction) {
             p.epochs.push((c, f));
+        }
+    }
+}
+
+/// Sorts out a write the store refused; `true` when its samples are to be kept for
+/// another try. A value the store refuses ([`StoreError::Invalid`]) would be refused
+/// again: reported, dropped. Anything else (full, read-only, locked, failing) may pass;
+/// a full, read-only or locked store fails every write alike, so it also stalls the
+/// rest of the flush.
+fn failed_write(
+    e: StoreError,
+    notes: &mut Notes,
+    errors: &mut Vec<String>,
+    stalled: &mut Option<String>,
+) -> bool {
+    let line = e.to_string();
+    match e {
+        StoreError::Invalid { .. } | StoreError::File(_) => {
+            notes.store_errors.push(line);
+            false
+        }
+        StoreError::Full { .. } | StoreError::NotWritable { .. } | StoreError::Locked { .. } => {
+            *stalled = Some(line.clone());
+            errors.push(line);
+            true
+        }
+        _ => {
+            errors.push(line);
+            true
         }
     }
 }
@@ -360,200 +492,4 @@ fn local_fraction(p: &Process, topo: &crate::topology::Topology) -> Option<f64> 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::observe::fakeproc::{FakeProc, FakeProcess};
-    use crate::observe::{CounterSample, ScanConfig, Scanner};
-    use crate::topology::Topology;
-    use std::sync::{Arc, Mutex};
-
-    /// Counters whose deltas the test sets per pid.
-    #[derive(Clone, Default)]
-    struct Scripted(Arc<Mutex<HashMap<u32, CounterSample>>>);
-
-    impl CounterSource for Scripted {
-        fn attach(&mut self, _: u32, _: u64, _: &[u32]) -> Result<(), CounterError> {
-            Ok(())
-        }
-        fn detach(&mut self, pid: u32) {
-            self.0.lock().expect("lock").remove(&pid);
-        }
-        fn delta(&mut self, pid: u32) -> Result<CounterSample, CounterError> {
-            self.0
-                .lock()
-                .expect("lock")
-                .get(&pid)
-                .copied()
-                .ok_or(CounterError::Gone { pid })
-        }
-        fn attached(&self) -> usize {
-            0
-        }
-    }
-
-    fn topo() -> Topology {
-        crate::topology::spec::parse("2n:1l:2c:1t").expect("spec")
-    }
-
-    fn scan(fake: &FakeProc) -> Observation {
-        let mut s = Scanner::new(ScanConfig {
-            proc_root: fake.root().to_path_buf(),
-            exclude: Default::default(),
-            ..ScanConfig::default()
-        });
-        s.scan(&topo()).expect("scan")
-    }
-
-    #[test]
-    fn counters_then_store_then_regression_then_unknown() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let fake = FakeProc::new(&dir.path().join("proc")).expect("fake");
-        fake.add(&FakeProcess::new(100, "measured").pages(&[(0, 100)]))
-            .expect("add");
-        fake.add(&FakeProcess::new(101, "profiled").pages(&[(0, 100)]))
-            .expect("add");
-        fake.add(&FakeProcess::new(102, "stranger").pages(&[(1, 100)]))
-            .expect("add");
-        let mut store = Store::open(&dir.path().join("p.db")).expect("store");
-        store
-            .set_given(
-                "profiled",
-                &super::super::store::GivenProfile {
-                    mpki: Some(20.0),
-                    numa_penalty: Some(1.4),
-                    ..Default::default()
-                },
-                1,
-            )
-            .expect("set");
-        let counts = Scripted::default();
-        counts.0.lock().expect("lock").insert(
-            100,
-            CounterSample {
-                instructions: 1_000_000,
-                cycles: 2_000_000,
-                llc_misses: 10_000,
-            },
-        );
-        let mut live = Live::new(LiveConfig::default(), Some(Box::new(counts)), Some(store));
-        let mut obs = scan(&fake);
-        let (first, _) = live.characterise(&mut obs, 10);
-        assert_eq!(first[0].source, PenaltySource::Unknown, "attach only");
-        let mut obs = scan(&fake);
-        let (c, notes) = live.characterise(&mut obs, 11);
-        assert!(notes.store_errors.is_empty() && notes.counter_errors.is_empty());
-        assert_eq!(c[0].source, PenaltySource::Regression);
-        assert_eq!(c[0].mpki, Some(10.0));
-        assert_eq!(c[0].cpi, Some(2.0));
-        assert_eq!(obs.snapshot.processes[0].mpki, Some(10.0));
-        assert_eq!(c[1].source, PenaltySource::Profile);
-        assert_eq!(obs.snapshot.processes[1].numa_penalty, Some(1.4));
-        assert_eq!(c[2].source, PenaltySource::Unknown);
-        assert_eq!(obs.snapshot.processes[2].mpki, None);
-        assert_eq!(c[2].memory_from, "numa_maps");
-    }
-
-    #[test]
-    fn learned_samples_reach_the_store_in_batches() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let fake = FakeProc::new(&dir.path().join("proc")).expect("fake");
-        fake.add(
-            &FakeProcess::new(100, "milc")
-                .threads_on(&[0])
-                .pages(&[(0, 100)]),
-        )
-        .expect("add");
-        let db = dir.path().join("p.db");
-        let counts = Scripted::default();
-        counts.0.lock().expect("lock").insert(
-            100,
-            CounterSample {
-                instructions: 1000,
-                cycles: 1000,
-                llc_misses: 20,
-            },
-        );
-        let mut live = Live::new(
-            LiveConfig {
-                flush_every: 4,
-                ..LiveConfig::default()
-            },
-            Some(Box::new(counts)),
-            Some(Store::open(&db).expect("store")),
-        );
-        for now in 0..3 {
-            let mut obs = scan(&fake);
-            live.characterise(&mut obs, now);
-        }
-        let peek = Store::open(&db).expect("reopen");
-        assert!(peek.get("milc").expect("get").is_none(), "not yet flushed");
-        let mut obs = scan(&fake);
-        live.characterise(&mut obs, 3);
-        let h = peek.numa_history("milc").expect("history").expect("some");
-        assert_eq!(h.local.n, 3, "three local epochs with counts, one batch");
-        let p = peek.get("milc").expect("get").expect("some");
-        assert_eq!(p.mpki.best().map(|(v, _)| v), Some(20.0));
-    }
-
-    #[test]
-    fn hinting_faults_stand_in_for_unreadable_numa_maps() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let fake = FakeProc::new(&dir.path().join("proc")).expect("fake");
-        let mut p = FakeProcess::new(100, "x").threads_on(&[2]);
-        p.rss_pages = 1000; // resident, but numa_maps (empty here) says nothing
-        fake.add(&p).expect("add");
-        fake.write(
-            100,
-            "sched",
-            "numa_faults node=0 task_private=30 task_shared=0 group_private=0 group_shared=0\n\
-             numa_faults node=1 task_private=90 task_shared=0 group_private=0 group_shared=0\n",
-        )
-        .expect("write");
-        let mut obs = scan(&fake);
-        assert!(obs.snapshot.processes[0].memory_bytes.is_empty());
-        let mut live = Live::new(LiveConfig::default(), None, None);
-        let (c, _) = live.characterise(&mut obs, 1);
-        let p = &obs.snapshot.processes[0];
-        assert_eq!(c[0].memory_from, "hinting faults");
-        assert_eq!(p.home_node(), Some(1));
-        let m = &p.memory_bytes;
-        assert_eq!(m[&1], 3 * m[&0], "split 1:3 like the faults");
-        assert_eq!(c[0].local_fraction, Some(1.0), "runs on CPU 2, node 1");
-    }
-
-    #[test]
-    fn resctrl_bandwidth_reaches_the_snapshot() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let fake = FakeProc::new(&dir.path().join("proc")).expect("fake");
-        fake.add(&FakeProcess::new(100, "lbm").pages(&[(0, 100)]))
-            .expect("add");
-        let rc = dir.path().join("resctrl");
-        let group = rc.join("mon_groups/lbm");
-        let domain = group.join("mon_data/mon_L3_00");
-        std::fs::create_dir_all(&domain).expect("mkdir");
-        std::fs::create_dir_all(rc.join("info")).expect("mkdir");
-        std::fs::write(rc.join("tasks"), "1\n").expect("write");
-        std::fs::write(group.join("tasks"), "100\n").expect("write");
-        let counters = |total: u64, local: u64| {
-            std::fs::write(domain.join("mbm_total_bytes"), total.to_string()).expect("w");
-            std::fs::write(domain.join("mbm_local_bytes"), local.to_string()).expect("w");
-        };
-        counters(0, 0);
-        let mut live = Live::new(LiveConfig::default(), None, None).with_resctrl(Resctrl::new(&rc));
-        let mut obs = scan(&fake);
-        let (c, notes) = live.characterise(&mut obs, 1);
-        assert!(
-            notes.counter_errors.is_empty(),
-            "{:?}",
-            notes.counter_errors
-        );
-        assert_eq!(c[0].bandwidth_gbps, None, "a rate needs two readings");
-        fake.set_uptime(102.0).expect("uptime");
-        counters(8_000_000_000, 6_000_000_000); // 8 GB in 2 s, a quarter remote
-        let mut obs = scan(&fake);
-        let (c, _) = live.characterise(&mut obs, 2);
-        assert_eq!(c[0].bandwidth_gbps, Some(4.0));
-        assert_eq!(c[0].remote_fraction, Some(0.25));
-        assert_eq!(obs.snapshot.processes[0].bandwidth_gbps, Some(4.0));
-    }
-}
+mod tests;

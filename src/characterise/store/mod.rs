@@ -12,6 +12,16 @@
 //! ([`Store::observe_epoch`]); epochs that were clearly local or clearly remote are
 //! accumulated apart and, once both sides have enough of them, their mean CPIs give
 //! `np = CPI_remote / CPI_local` ([`estimate_penalty`]), the definition of SPEC §1.1.
+//!
+//! The file is the only place what the daemon learned survives, so it is handled with
+//! care: a damaged file is reported and never replaced; each healthy open leaves a copy
+//! next to it (`<db>.bak`, see [`Store::open`]) that a damaged store can be recovered
+//! from; and no symbolic link at the file or its SQLite companions (`-wal`, `-shm`,
+//! `-journal`) is ever followed, since the daemon runs as root and a link planted there
+//! would make it create or overwrite a file of the planter's choosing.
+//!
+//! The file on disk (its path, the links refused there, the copy) is handled in
+//! `files.rs`, the tables and their version in `schema.rs`.
 
 use std::path::{Path, PathBuf};
 
@@ -20,13 +30,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::sim::profiles::{Profile, ProfileError, ProfileSet};
 
+mod files;
+mod schema;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_files;
+
+pub use files::{backup_path, BACKUP_SUFFIX};
+pub use schema::SCHEMA_VERSION;
+
+use files::{locate, recovery_hint, symlink_refusal};
+use schema::migrate;
+
 /// Where the daemon keeps the store unless told otherwise (`--db`).
 pub const DEFAULT_PATH: &str = "/var/lib/numasched/profiles.db";
-
-/// Layout version, kept in `PRAGMA user_version`. Bump it with a migration in
-/// [`migrate`] whenever the tables change; a file from a newer numasched is refused
-/// rather than misread.
-pub const SCHEMA_VERSION: i32 = 1;
 
 /// How long to wait for another process (the daemon, a second CLI) holding the write
 /// lock before reporting [`StoreError::Locked`]. Writes are tiny, so a longer wait means
@@ -40,8 +58,18 @@ const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 pub enum StoreError {
     #[error("{}: cannot create or write the profile store ({what}); check permissions or pass --db", path.display())]
     NotWritable { path: PathBuf, what: String },
-    #[error("{}: not a valid profile store, the file is corrupt or not SQLite ({what}); it was left untouched — move it aside to start a new store", path.display())]
-    Corrupt { path: PathBuf, what: String },
+    #[error("{}: not a valid profile store, the file is corrupt or not SQLite ({what}); it was left untouched — move it aside to start a new store{}", path.display(), recovery_hint(backup.as_deref()))]
+    Corrupt {
+        path: PathBuf,
+        what: String,
+        /// The copy made at the last healthy open, when there is one.
+        backup: Option<PathBuf>,
+    },
+    #[error("{}: the profile store cannot grow, the disk or filesystem is full ({what}); free some space", path.display())]
+    Full { path: PathBuf, what: String },
+    /// `link` is the store's path or one of its companions (`-wal`, `-shm`, `-journal`).
+    #[error("{}: {}", path.display(), symlink_refusal(path, link))]
+    Symlink { path: PathBuf, link: PathBuf },
     #[error("{}: an SQLite database of something else (tables: {tables}); refusing to use it as the profile store", path.display())]
     Foreign { path: PathBuf, tables: String },
     #[error("{}: the profile store is locked by another process (is the daemon writing?); try again", path.display())]
@@ -369,29 +397,74 @@ pub fn estimate_penalty(h: &NumaHistory, min_samples: u64) -> Option<f64> {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// The copy written at open, if one was.
+    backup: Option<PathBuf>,
+    /// Why no copy could be written at open, for the caller to log.
+    backup_warning: Option<String>,
 }
 
 impl Store {
-    /// Opens the store at `path`, creating it (and its directory) if missing. An
-    /// existing file that is not a valid store is reported, never replaced: it may hold
-    /// a user's only copy of their profiles.
+    /// Opens the store at `path`, creating it (and its directory, private to the owner)
+    /// if missing. An existing file that is not a valid store is reported, never
+    /// replaced: it may hold a user's only copy of their profiles. A symbolic link at
+    /// the file or at one of SQLite's companion files is refused, not followed.
+    ///
+    /// Once the store has passed its checks it is copied to `<path>.bak`, so that a
+    /// file damaged later (a disk error, a crash of the filesystem) can be recovered
+    /// from the state at its last healthy open; the error for a corrupt file then names
+    /// the copy. A copy that cannot be written (no space, say) does not fail the open:
+    /// see [`Store::backup_warning`]. An empty store is not copied, so that a fresh
+    /// store started after a corrupt one never overwrites the copy of the old one.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        Store::open_inner(path, true)
+    }
+
+    /// [`Store::open`] without the copy, for one-shot readers (`plan`) that promise to
+    /// leave no trace beyond what opening requires.
+    pub fn open_without_backup(path: &Path) -> Result<Store, StoreError> {
+        Store::open_inner(path, false)
+    }
+
+    fn open_inner(path: &Path, backup: bool) -> Result<Store, StoreError> {
+        let real = locate(path)?;
         let path = path.to_path_buf();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if !dir.exists() {
-                std::fs::create_dir_all(dir).map_err(|e| StoreError::NotWritable {
-                    path: path.clone(),
-                    what: e.to_string(),
-                })?;
-            }
-        }
+        // NOFOLLOW also covers a link planted between the check in `locate` and here.
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&path, flags).map_err(|e| classify(&path, e))?;
-        let mut store = Store { conn, path };
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let conn = Connection::open_with_flags(&real, flags).map_err(|e| classify(&path, e))?;
+        let mut store = Store {
+            conn,
+            path,
+            backup: None,
+            backup_warning: None,
+        };
         store.init()?;
+        if backup {
+            match store.write_backup(&real) {
+                Ok(copy) => store.backup = copy,
+                Err(w) => store.backup_warning = Some(w),
+            }
+        }
         Ok(store)
+    }
+
+    /// The copy written when the store was opened; `None` when the store was empty or
+    /// the copy failed.
+    pub fn backup(&self) -> Option<&Path> {
+        self.backup.as_deref()
+    }
+
+    /// One line saying why no copy could be written at open (the store itself works).
+    pub fn backup_warning(&self) -> Option<&str> {
+        self.backup_warning.as_deref()
+    }
+
+    /// Writes the copy at `<real>.bak` (see [`files::write_backup`]); `real` is the
+    /// path SQLite opened.
+    fn write_backup(&self, real: &Path) -> Result<Option<PathBuf>, String> {
+        files::write_backup(&self.conn, &self.path, real)
     }
 
     pub fn path(&self) -> &Path {
@@ -416,10 +489,7 @@ impl Store {
             .query_row("PRAGMA quick_check", [], |r| r.get(0))
             .map_err(e)?;
         if check != "ok" {
-            return Err(StoreError::Corrupt {
-                path,
-                what: one_line(&check),
-            });
+            return Err(corrupt(&path, one_line(&check)));
         }
         if version > SCHEMA_VERSION {
             return Err(StoreError::TooNew {
@@ -515,10 +585,10 @@ impl Store {
         let mut out: Vec<StoredProgram> = Vec::new();
         for (program, q, o, value, samples, updated) in rows {
             let (Some(q), Some(o)) = (Quantity::parse(&q), Origin::parse(&o)) else {
-                return Err(StoreError::Corrupt {
-                    path: self.path.clone(),
-                    what: format!("unknown quantity or origin '{q}'/'{o}' for '{program}'"),
-                });
+                return Err(corrupt(
+                    &self.path,
+                    format!("unknown quantity or origin '{q}'/'{o}' for '{program}'"),
+                ));
             };
             if out.last().is_none_or(|p| p.program != program) {
                 out.push(StoredProgram {
@@ -904,54 +974,39 @@ fn read_history(c: &Connection, program: &str) -> rusqlite::Result<Option<NumaHi
     .optional()
 }
 
-/// Brings a store from `from` to [`SCHEMA_VERSION`], in one transaction.
-fn migrate(conn: &mut Connection, from: i32) -> rusqlite::Result<()> {
-    if from >= SCHEMA_VERSION {
-        return Ok(());
-    }
-    let tx = conn.transaction()?;
-    if from < 1 {
-        tx.execute_batch(
-            "CREATE TABLE facts (
-                 program  TEXT NOT NULL,
-                 quantity TEXT NOT NULL
-                     CHECK (quantity IN ('mpki', 'numa_penalty', 'cache_reuse', 'bandwidth_gbps')),
-                 origin   TEXT NOT NULL CHECK (origin IN ('given', 'learned')),
-                 value    REAL NOT NULL,
-                 samples  INTEGER NOT NULL,
-                 updated  INTEGER NOT NULL,
-                 PRIMARY KEY (program, quantity, origin)
-             ) WITHOUT ROWID;
-             CREATE TABLE numa_history (
-                 program    TEXT PRIMARY KEY,
-                 local_n    INTEGER NOT NULL,
-                 local_sum  REAL NOT NULL,
-                 remote_n   INTEGER NOT NULL,
-                 remote_sum REAL NOT NULL,
-                 updated    INTEGER NOT NULL
-             ) WITHOUT ROWID;",
-        )?;
-    }
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    tx.commit()
-}
-
 /// Turns SQLite's codes into errors an operator can act on.
 fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
-    let path = path.to_path_buf();
     let what = one_line(&e.to_string());
+    if e.sqlite_error()
+        .is_some_and(|f| f.extended_code == rusqlite::ffi::SQLITE_CANTOPEN_SYMLINK)
+    {
+        return StoreError::Symlink {
+            path: path.to_path_buf(),
+            link: path.to_path_buf(),
+        };
+    }
+    let path = path.to_path_buf();
     match e.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
-            StoreError::Corrupt { path, what }
-        }
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => corrupt(&path, what),
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Locked { path },
-        Some(
-            ErrorCode::ReadOnly
-            | ErrorCode::CannotOpen
-            | ErrorCode::PermissionDenied
-            | ErrorCode::DiskFull,
-        ) => StoreError::NotWritable { path, what },
+        Some(ErrorCode::DiskFull) => StoreError::Full { path, what },
+        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => {
+            StoreError::NotWritable { path, what }
+        }
         _ => StoreError::Sqlite { path, what },
+    }
+}
+
+/// A corrupt store, with its copy when there is one to recover from.
+fn corrupt(path: &Path, what: String) -> StoreError {
+    let copy = backup_path(path);
+    let backup = std::fs::symlink_metadata(&copy)
+        .is_ok_and(|m| m.is_file())
+        .then_some(copy);
+    StoreError::Corrupt {
+        path: path.to_path_buf(),
+        what,
+        backup,
     }
 }
 
@@ -959,393 +1014,40 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Faults a test puts on a store's connection, to get SQLite's own errors for a full
+/// disk or a read-only file on the next write (connection settings: the file and other
+/// connections are unaffected).
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::characterise::{resolve, PenaltySource};
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// SQLITE_FULL as soon as the file would need another page.
+    Full,
+    /// SQLITE_READONLY on any write.
+    ReadOnly,
+    /// Lifts either.
+    Lifted,
+}
 
-    fn temp() -> tempfile::TempDir {
-        tempfile::tempdir().expect("tempdir")
-    }
-
-    fn given(mpki: f64, np: Option<f64>) -> GivenProfile {
-        GivenProfile {
-            mpki: Some(mpki),
-            numa_penalty: np,
-            ..GivenProfile::default()
-        }
-    }
-
-    #[test]
-    fn creates_a_versioned_wal_store_and_its_directory() {
-        let dir = temp();
-        let path = dir.path().join("var/lib/numasched/profiles.db");
-        let s = Store::open(&path).unwrap();
-        assert_eq!(s.path(), path);
-        let v: i32 = s
-            .conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(v, SCHEMA_VERSION);
-        let mode: String = s
-            .conn
-            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(mode, "wal");
-        assert!(s.list().unwrap().is_empty());
-        drop(s);
-        // Reopening an existing store is not a migration.
-        assert!(Store::open(&path).unwrap().list().unwrap().is_empty());
-    }
-
-    #[test]
-    fn set_get_list_and_replace_keep_learned_numbers() {
-        let dir = temp();
-        let path = dir.path().join("p.db");
-        let mut s = Store::open(&path).unwrap();
-        let g = GivenProfile {
-            mpki: Some(30.0),
-            numa_penalty: Some(1.15),
-            cache_reuse: Some(0.3),
-            bandwidth_gbps: Some(4.0),
-        };
-        s.set_given("mcf", &g, 100).unwrap();
-        s.set_given("lbm", &given(22.0, None), 101).unwrap();
-        s.learn("mcf", Quantity::Mpki, 28.0, 102).unwrap();
-        let f = s.learn("mcf", Quantity::Mpki, 32.0, 103).unwrap();
-        assert_eq!((f.value, f.samples, f.updated), (30.0, 2, 103));
-
-        let names: Vec<_> = s.list().unwrap().into_iter().map(|p| p.program).collect();
-        assert_eq!(names, ["lbm", "mcf"]);
-        let mcf = s.get("mcf").unwrap().unwrap();
-        assert_eq!(mcf.mpki.best(), Some((30.0, Origin::Learned)));
-        assert_eq!(mcf.mpki.given.unwrap().value, 30.0);
-        assert_eq!(mcf.numa_penalty.best(), Some((1.15, Origin::Given)));
-        assert_eq!(mcf.cache_reuse.given.unwrap().updated, 100);
-        assert_eq!(mcf.bandwidth_gbps.best(), Some((4.0, Origin::Given)));
-        assert!(s.get("nothing").unwrap().is_none());
-
-        // A new given profile replaces the old one whole; what was learned stays.
-        s.set_given("mcf", &given(31.0, None), 200).unwrap();
-        let mcf = s.get("mcf").unwrap().unwrap();
-        assert_eq!(mcf.mpki.given.unwrap().value, 31.0);
-        assert!(mcf.mpki.learned.is_some());
-        assert!(mcf.numa_penalty.given.is_none() && mcf.cache_reuse.given.is_none());
-
-        // Survives a restart.
-        drop(s);
-        let s = Store::open(&path).unwrap();
-        assert_eq!(s.list().unwrap().len(), 2);
-    }
-
-    #[test]
-    fn out_of_range_values_are_refused_by_field() {
-        let dir = temp();
-        let mut s = Store::open(&dir.path().join("p.db")).unwrap();
-        for (g, field) in [
-            (given(-1.0, None), "mpki"),
-            (given(f64::NAN, None), "mpki"),
-            (given(1.0, Some(0.9)), "numa_penalty"),
-            (given(1.0, Some(f64::INFINITY)), "numa_penalty"),
-            (
-                GivenProfile {
-                    cache_reuse: Some(1.5),
-                    ..given(1.0, None)
-                },
-                "cache_reuse",
+#[cfg(test)]
+impl Store {
+    pub(crate) fn inject(&self, fault: Fault) {
+        let c = &self.conn;
+        let unlimited = i64::from(u32::MAX) - 1;
+        let (max_pages, query_only) = match fault {
+            Fault::Full => (
+                c.query_row("PRAGMA page_count", [], |r| r.get::<_, i64>(0))
+                    .expect("page_count"),
+                false,
             ),
-            (
-                GivenProfile {
-                    bandwidth_gbps: Some(-0.1),
-                    ..given(1.0, None)
-                },
-                "bandwidth_gbps",
-            ),
-        ] {
-            let e = s.set_given("x", &g, 0).unwrap_err().to_string();
-            assert!(e.starts_with(&format!("{field}: ")), "{e}");
-        }
-        assert!(s.set_given(" ", &given(1.0, None), 0).is_err());
-        assert!(s.list().unwrap().is_empty());
-    }
-
-    #[test]
-    fn export_then_import_round_trips_in_both_formats() {
-        let dir = temp();
-        let mut a = Store::open(&dir.path().join("a.db")).unwrap();
-        a.set_given(
-            "mcf",
-            &GivenProfile {
-                mpki: Some(30.0),
-                numa_penalty: Some(1.15),
-                cache_reuse: Some(0.75),
-                bandwidth_gbps: Some(2.5),
-            },
-            1,
-        )
-        .unwrap();
-        a.set_given("gcc", &given(1.5, None), 1).unwrap();
-        // No MPKI: the file format cannot hold it.
-        a.learn("orphan", Quantity::BandwidthGbps, 1.0, 1).unwrap();
-        let (programs, skipped) = a.export().unwrap();
-        assert_eq!(skipped, ["orphan"]);
-        for (ext, toml) in [("toml", true), ("json", false)] {
-            let file = dir.path().join(format!("out.{ext}"));
-            std::fs::write(&file, render_profiles(&programs, toml).unwrap()).unwrap();
-            // The simulator reads it too.
-            let set = ProfileSet::load(&file).unwrap();
-            assert_eq!(set.get("mcf").unwrap().bandwidth_gbps, Some(2.5));
-            let mut b = Store::open(&dir.path().join(format!("b-{ext}.db"))).unwrap();
-            assert_eq!(b.import_file(&file, 1).unwrap(), 2);
-            let (back, _) = b.export().unwrap();
-            assert_eq!(back, programs, "{ext}");
-            // A reuse the file did not state is not invented from the format's default.
-            assert!(b.get("gcc").unwrap().unwrap().cache_reuse.given.is_none());
-        }
-    }
-
-    #[test]
-    fn import_errors_name_file_and_field_and_change_nothing() {
-        let dir = temp();
-        let mut s = Store::open(&dir.path().join("p.db")).unwrap();
-        let file = dir.path().join("bad.toml");
-        std::fs::write(
-            &file,
-            "[[profiles]]\nname='a'\nmpki=1\n[[profiles]]\nname='b'\nmpki=2\nnuma_penalty=0.5\n",
-        )
-        .unwrap();
-        let e = s.import_file(&file, 0).unwrap_err().to_string();
-        assert!(e.starts_with(&file.display().to_string()), "{e}");
-        assert!(e.contains("profiles[1].numa_penalty"), "{e}");
-        assert!(!e.contains('\n'));
-        assert!(s.list().unwrap().is_empty(), "all or nothing");
-        let missing = dir.path().join("missing.json");
-        let e = s.import_file(&missing, 0).unwrap_err().to_string();
-        assert!(e.starts_with(&missing.display().to_string()), "{e}");
-    }
-
-    #[test]
-    fn a_corrupt_file_is_reported_and_left_alone() {
-        let dir = temp();
-        let path = dir.path().join("p.db");
-        let junk = b"this is not a database, it is someone's notes\n".repeat(100);
-        std::fs::write(&path, &junk).unwrap();
-        let e = Store::open(&path).unwrap_err();
-        assert!(matches!(e, StoreError::Corrupt { .. }), "{e:?}");
-        let msg = e.to_string();
-        assert!(msg.starts_with(&path.display().to_string()), "{msg}");
-        assert!(msg.contains("corrupt"), "{msg}");
-        assert_eq!(std::fs::read(&path).unwrap(), junk, "never replaced");
-    }
-
-    #[test]
-    fn a_damaged_store_is_reported() {
-        let dir = temp();
-        let path = dir.path().join("p.db");
-        {
-            let mut s = Store::open(&path).unwrap();
-            for i in 0..200 {
-                s.set_given(&format!("prog{i}"), &given(i as f64, None), 0)
-                    .unwrap();
-            }
-            // Fold the WAL into the main file so the damage below hits real pages.
-            s.conn
-                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-                .unwrap();
-        }
-        let mut bytes = std::fs::read(&path).unwrap();
-        assert!(bytes.len() > 8192);
-        // Scribble over the second page (the first table's b-tree), keep the header.
-        for b in &mut bytes[4096..8192] {
-            *b = 0xA5;
-        }
-        std::fs::write(&path, &bytes).unwrap();
-        let e = Store::open(&path).unwrap_err();
-        assert!(matches!(e, StoreError::Corrupt { .. }), "{e:?}");
-    }
-
-    #[test]
-    fn another_programs_database_or_a_newer_schema_is_refused() {
-        let dir = temp();
-        let foreign = dir.path().join("other.db");
-        Connection::open(&foreign)
-            .unwrap()
-            .execute_batch("CREATE TABLE invoices (id INTEGER);")
-            .unwrap();
-        let e = Store::open(&foreign).unwrap_err();
-        assert!(matches!(e, StoreError::Foreign { .. }), "{e:?}");
-        assert!(e.to_string().contains("invoices"));
-
-        let newer = dir.path().join("newer.db");
-        drop(Store::open(&newer).unwrap());
-        Connection::open(&newer)
-            .unwrap()
-            .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
-            .unwrap();
-        let e = Store::open(&newer).unwrap_err();
-        assert!(matches!(e, StoreError::TooNew { found, .. } if found == SCHEMA_VERSION + 1));
-    }
-
-    #[test]
-    fn an_unwritable_place_is_reported_with_its_path() {
-        let dir = temp();
-        // A directory that cannot be created: its parent is a file.
-        let blocker = dir.path().join("file");
-        std::fs::write(&blocker, "x").unwrap();
-        let path = blocker.join("sub/p.db");
-        let e = Store::open(&path).unwrap_err();
-        assert!(matches!(e, StoreError::NotWritable { .. }), "{e:?}");
-        assert!(e.to_string().starts_with(&path.display().to_string()));
-    }
-
-    #[test]
-    fn a_read_only_file_is_reported() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = temp();
-        let path = dir.path().join("p.db");
-        drop(Store::open(&path).unwrap());
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
-        if std::fs::OpenOptions::new().write(true).open(&path).is_ok() {
-            eprintln!("skipped: permissions do not bind this user (root)");
-            return;
-        }
-        let e = Store::open(&path).unwrap_err();
-        assert!(matches!(e, StoreError::NotWritable { .. }), "{e:?}");
-        assert!(e.to_string().starts_with(&path.display().to_string()));
-    }
-
-    #[test]
-    fn a_writer_holding_the_lock_is_reported_as_locked() {
-        let dir = temp();
-        let path = dir.path().join("p.db");
-        let mut s = Store::open(&path).unwrap();
-        let other = Connection::open(&path).unwrap();
-        other
-            .execute_batch("BEGIN IMMEDIATE; INSERT INTO numa_history VALUES ('x', 0, 0, 0, 0, 0);")
-            .unwrap();
-        let e = s.set_given("mcf", &given(1.0, None), 0).unwrap_err();
-        assert!(matches!(e, StoreError::Locked { .. }), "{e:?}");
-        assert!(e.to_string().contains("locked"));
-        other.execute_batch("ROLLBACK").unwrap();
-        s.set_given("mcf", &given(1.0, None), 0).unwrap();
-    }
-
-    fn learn_series(h: NumaHistory, series: &[(f64, f64)], p: &LearnParams) -> NumaHistory {
-        series
-            .iter()
-            .fold(h, |h, &(cpi, f)| h.observe(cpi, f, p).unwrap_or(h))
-    }
-
-    #[test]
-    fn penalty_is_remote_over_local_cpi_once_both_sides_have_enough() {
-        let p = LearnParams {
-            min_samples: 3,
-            ..LearnParams::default()
+            Fault::ReadOnly => (unlimited, true),
+            Fault::Lifted => (unlimited, false),
         };
-        // Local CPI 1.0 ± noise, remote 1.3 ± noise: np ≈ 1.3.
-        let local: Vec<(f64, f64)> = [0.98, 1.02, 1.0, 0.99, 1.01]
-            .iter()
-            .map(|&c| (c, 1.0))
-            .collect();
-        let remote: Vec<(f64, f64)> = [1.28, 1.32, 1.3].iter().map(|&c| (c, 0.0)).collect();
-        let h = learn_series(NumaHistory::default(), &local, &p);
-        assert_eq!(
-            estimate_penalty(&h, p.min_samples),
-            None,
-            "no remote side yet"
-        );
-        let h = learn_series(h, &remote[..2], &p);
-        assert_eq!(
-            estimate_penalty(&h, p.min_samples),
-            None,
-            "two are not enough"
-        );
-        let h = learn_series(h, &remote[2..], &p);
-        let np = estimate_penalty(&h, p.min_samples).unwrap();
-        assert!((np - 1.3).abs() < 1e-12, "{np}");
-    }
-
-    #[test]
-    fn mixed_epochs_are_ignored_and_noise_below_one_is_clamped() {
-        let p = LearnParams {
-            min_samples: 1,
-            ..LearnParams::default()
-        };
-        let h = NumaHistory::default();
-        assert_eq!(h.observe(5.0, 0.5, &p), None);
-        let h = learn_series(h, &[(1.0, 0.95), (2.0, 0.5), (0.9, 0.05)], &p);
-        assert_eq!((h.local.n, h.remote.n), (1, 1));
-        assert_eq!(estimate_penalty(&h, 1), Some(1.0));
-        assert_eq!(estimate_penalty(&NumaHistory::default(), 0), None);
-    }
-
-    #[test]
-    fn old_epochs_fade_so_the_estimate_follows_a_changed_program() {
-        let p = LearnParams {
-            min_samples: 2,
-            max_samples: 8,
-            ..LearnParams::default()
-        };
-        let mut h = NumaHistory::default();
-        for _ in 0..20 {
-            h = learn_series(h, &[(1.0, 1.0), (1.5, 0.0)], &p);
-        }
-        assert!((estimate_penalty(&h, 2).unwrap() - 1.5).abs() < 1e-9);
-        assert!(h.local.n < 8 && h.remote.n < 8);
-        // The program changes: remote now costs 1.1×. A long run pulls the estimate there.
-        for _ in 0..40 {
-            h = learn_series(h, &[(1.0, 1.0), (1.1, 0.0)], &p);
-        }
-        let np = estimate_penalty(&h, 2).unwrap();
-        assert!((np - 1.1).abs() < 0.01, "{np}");
-    }
-
-    #[test]
-    fn observed_epochs_persist_and_the_learned_penalty_wins() {
-        let dir = temp();
-        let path = dir.path().join("p.db");
-        let p = LearnParams {
-            min_samples: 2,
-            ..LearnParams::default()
-        };
-        let mut s = Store::open(&path).unwrap();
-        s.set_given("milc", &given(20.0, Some(1.35)), 0).unwrap();
-        assert_eq!(s.observe_epoch("milc", 1.0, 1.0, 1, &p).unwrap(), None);
-        assert_eq!(s.observe_epoch("milc", 1.2, 0.0, 2, &p).unwrap(), None);
-        drop(s);
-        let mut s = Store::open(&path).unwrap();
-        assert_eq!(s.observe_epoch("milc", 1.0, 0.97, 3, &p).unwrap(), None);
-        let np = s.observe_epoch("milc", 1.2, 0.02, 4, &p).unwrap().unwrap();
-        assert!((np - 1.2).abs() < 1e-12);
-        // A mixed epoch changes nothing but still reports the estimate.
-        assert_eq!(s.observe_epoch("milc", 9.0, 0.5, 5, &p).unwrap(), Some(np));
-        let h = s.numa_history("milc").unwrap().unwrap();
-        assert_eq!((h.local.n, h.remote.n), (2, 2));
-
-        let milc = s.get("milc").unwrap().unwrap();
-        let learned = milc.numa_penalty.learned.unwrap();
-        assert_eq!((learned.samples, learned.updated), (2, 4));
-        let c = resolve(&milc.evidence());
-        assert_eq!(c.source, PenaltySource::Learned);
-        assert!((c.numa_penalty - 1.2).abs() < 1e-12);
-        assert_eq!(c.mpki, 20.0);
-
-        // Forgetting what was learned brings the user's profile back.
-        s.forget_learned("milc").unwrap();
-        let c = resolve(&s.get("milc").unwrap().unwrap().evidence());
-        assert_eq!((c.numa_penalty, c.source), (1.35, PenaltySource::Profile));
-        assert!(s.numa_history("milc").unwrap().is_none());
-
-        for (cpi, f, field) in [
-            (f64::NAN, 1.0, "cpi"),
-            (0.0, 1.0, "cpi"),
-            (1.0, 1.5, "ran_local"),
-        ] {
-            let e = s
-                .observe_epoch("milc", cpi, f, 6, &p)
-                .unwrap_err()
-                .to_string();
-            assert!(e.starts_with(field), "{e}");
-        }
+        let _now_max: i64 = c
+            .query_row(&format!("PRAGMA max_page_count = {max_pages}"), [], |r| {
+                r.get(0)
+            })
+            .expect("max_page_count");
+        c.pragma_update(None, "query_only", query_only)
+            .expect("query_only");
     }
 }
