@@ -578,3 +578,70 @@ fn the_control_socket_answers_only_root_even_if_its_mode_is_opened() {
     assert!(d.status().is_some(), "root is still answered");
     assert_eq!(d.stop(Signal::SIGTERM), 0);
 }
+
+/// Issue 7: a corrupt profile store, or a link planted where the store should be, is
+/// reported on one line and left exactly as it was (the link's target neither read
+/// nor written); the daemon runs on without the store, places, and restores on exit.
+#[test]
+fn a_corrupt_or_linked_profile_store_is_reported_left_alone_and_the_daemon_runs_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = named_copy(dir.path(), "sleep", "nsd_store");
+    let Some(p) = Guard::spawn(Command::new(&bin).arg("60")) else {
+        return;
+    };
+    let corrupt = dir.path().join("corrupt.db");
+    let junk = b"someone's notes, not a database\n".repeat(100);
+    std::fs::write(&corrupt, &junk).expect("write junk");
+    let target = dir.path().join("precious.txt");
+    std::fs::write(&target, "precious").expect("write target");
+    let linked = dir.path().join("linked.db");
+    std::os::unix::fs::symlink(&target, &linked).expect("plant link");
+    let before = allowed(p.pid());
+    for (name, db, what) in [("c", &corrupt, "corrupt"), ("l", &linked, "symbolic link")] {
+        let sub = dir.path().join(name);
+        std::fs::create_dir(&sub).expect("subdir");
+        let db = db.display().to_string();
+        let mut d = Daemon::start(&sub, &["--include-comm", "nsd_store", "--db", &db]);
+        d.wait_managed(p.pid(), 2);
+        let warned: Vec<String> = d
+            .complaints()
+            .into_iter()
+            .filter(|l| l.contains(&db) && l.contains(what))
+            .collect();
+        assert_eq!(warned.len(), 1, "{:?}", d.complaints());
+        assert!(
+            warned[0].contains("continuing without the profile store"),
+            "{}",
+            warned[0]
+        );
+        assert_eq!(d.stop(Signal::SIGTERM), 0, "{}", d.log());
+        assert_eq!(allowed(p.pid()), before, "restored ({name})");
+    }
+    assert_eq!(
+        std::fs::read(&corrupt).expect("read"),
+        junk,
+        "left untouched"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("read"),
+        "precious",
+        "the link was not followed"
+    );
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "c",
+            "corrupt.db",
+            "l",
+            "linked.db",
+            "nsd_store",
+            "precious.txt"
+        ],
+        "nothing created beside them (no -wal, -shm or copy)"
+    );
+}

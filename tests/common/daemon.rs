@@ -1,5 +1,6 @@
 //! A real `numasched daemon` under test: its own socket, journal and JSON log in the
-//! test's directory, no profile store, every process selected by the test's flags.
+//! test's directory, no profile store (unless the test passes `--db`), every process
+//! selected by the test's flags.
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::fs::File;
@@ -39,10 +40,14 @@ impl Daemon {
             .args(["--interval", interval, "--min-replan-interval", interval])
             .arg("--journal")
             .arg(dir.join("journal.json"))
-            .args(["--no-db", "--min-cpu", "0", "--log-format", "json"])
+            .args(["--min-cpu", "0", "--log-format", "json"])
             .args(extra)
             .env("NUMASCHED_LOG", "debug")
             .stderr(File::create(&log).expect("log file"));
+        // No profile store unless the test names one.
+        if !extra.contains(&"--db") {
+            cmd.arg("--no-db");
+        }
         let guard = Guard::spawn(&mut cmd).expect("start the daemon");
         Daemon { guard, log, socket }
     }
