@@ -61,6 +61,12 @@ impl<T: Clone> Board<T> {
         self.lock().epoch = n;
     }
 
+    /// The last epoch that ran (0: none yet), for a reader that got no status to
+    /// tell "starting" from "busy".
+    pub fn epochs(&self) -> u64 {
+        self.lock().epoch
+    }
+
     /// The loop: whether a reader waits for a status newer than the board's.
     pub fn wanted(&self) -> bool {
         let s = self.lock();
@@ -121,6 +127,7 @@ mod tests {
         assert!(b.current(Duration::from_millis(10)).is_none());
         assert!(rx.try_recv().is_err());
         assert!(!b.wanted());
+        assert_eq!(b.epochs(), 0);
     }
 
     #[test]
@@ -147,9 +154,14 @@ mod tests {
         assert_eq!(b.current(Duration::ZERO), Some(1));
         assert!(rx.try_recv().is_err());
         // A new epoch makes it stale; a loop that does not answer in time leaves the
-        // reader with the older one.
+        // reader with the older one (and with none on a board never answered).
         b.epoch_done(2);
         assert_eq!(b.current(Duration::from_millis(20)), Some(1));
         assert_eq!(rx.try_recv(), Ok(Wake::Status));
+        let (tx, _rx) = mpsc::channel();
+        let busy = Board::<u64>::new(tx);
+        busy.epoch_done(3);
+        assert_eq!(busy.current(Duration::from_millis(20)), None);
+        assert_eq!(busy.epochs(), 3);
     }
 }

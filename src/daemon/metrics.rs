@@ -186,7 +186,11 @@ fn respond(head: &str, shared: &Shared) -> (u16, String) {
     }
     match shared.current(super::socket::STATUS_PATIENCE) {
         Some(s) => (200, render(&s)),
-        None => (503, "no epoch has completed yet\n".into()),
+        None if shared.epochs() == 0 => (503, "no epoch has completed yet\n".into()),
+        None => (
+            503,
+            "busy: the daemon is in a long epoch; try again\n".into(),
+        ),
     }
 }
 

@@ -169,7 +169,13 @@ fn answer(stream: UnixStream, shared: &Shared, allowed: bool) -> std::io::Result
     let reply = match line.trim() {
         "status" => match shared.current(STATUS_PATIENCE) {
             Some(st) => serde_json::to_string(&st).unwrap_or_else(|e| error_json(&e.to_string())),
-            None => error_json("starting: no epoch has run yet"),
+            None => match shared.epochs() {
+                0 => error_json("starting: no epoch has run yet"),
+                n => error_json(&format!(
+                    "busy: the epoch after epoch {n} has taken over {} s; try again",
+                    STATUS_PATIENCE.as_secs()
+                )),
+            },
         },
         other => error_json(&format!("unknown request {other:?} (known: status)")),
     };
