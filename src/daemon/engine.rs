@@ -431,7 +431,7 @@ impl<K: Kernel> Engine<K> {
     /// Writes what characterisation buffered (shutdown).
     pub fn flush(&mut self, unix: i64) -> Vec<String> {
         let mut notes = crate::characterise::live::Notes::default();
-        self.live.flush(unix, &mut notes);
+        self.live.flush_final(unix, &mut notes);
         notes.store_errors
     }
 

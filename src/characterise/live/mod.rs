@@ -201,6 +201,17 @@ impl Live {
     /// refuses for a reason that may pass (full, read-only, locked) keeps its samples
     /// for the next flush, merged with those buffered meanwhile; the note says so.
     pub fn flush(&mut self, now: i64, notes: &mut Notes) {
+        self.flush_with(now, notes, false);
+    }
+
+    /// The last flush, at shutdown: what the store refuses now has no next try, and
+    /// the note says it is lost rather than kept.
+    pub fn flush_final(&mut self, now: i64, notes: &mut Notes) {
+        self.flush_with(now, notes, true);
+        self.pending.clear();
+    }
+
+    fn flush_with(&mut self, now: i64, notes: &mut Notes, last: bool) {
         let Some(store) = self.store.as_mut() else {
             self.pending.clear();
             return;
@@ -259,9 +270,14 @@ impl Live {
         }
         for (e, programs) in held {
             let s = if programs == 1 { "" } else { "s" };
-            notes.store_errors.push(format!(
-                "{e}; kept the unwritten samples of {programs} program{s} in memory for another try"
-            ));
+            notes.store_errors.push(if last {
+                format!("{e}; the daemon is stopping, so the unwritten samples of {programs} program{s} are lost")
+            } else {
+                format!("{e}; kept the unwritten samples of {programs} program{s} in memory for another try")
+            });
+        }
+        if last {
+            return;
         }
         let path = store.path().to_path_buf();
         let dropped = self.bound_pending();

@@ -264,6 +264,28 @@ fn a_full_store_keeps_the_samples_for_the_next_flush() {
 }
 
 #[test]
+fn the_last_flush_says_what_a_refusing_store_loses() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("p.db");
+    let store = Store::open(&db).expect("store");
+    store.inject(Fault::ReadOnly);
+    let mut live = Live::new(manual_flush(), None, Some(store));
+    live.epoch += 1;
+    live.buffer("milc", Some(20.0), Some(1.0), Some(1.0));
+    let mut notes = Notes::default();
+    live.flush_final(1, &mut notes);
+    assert_eq!(notes.store_errors.len(), 1, "{:?}", notes.store_errors);
+    let note = &notes.store_errors[0];
+    assert!(note.starts_with(&db.display().to_string()), "{note}");
+    assert!(
+        note.contains("the daemon is stopping, so the unwritten samples of 1 program are lost"),
+        "{note}"
+    );
+    assert!(!note.contains("another try"), "{note}");
+    assert!(live.pending.is_empty());
+}
+
+#[test]
 fn a_store_that_never_recovers_holds_bounded_samples() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("p.db");
