@@ -170,3 +170,32 @@ fn export_then_import_round_trips() {
     let set = numasched::sim::profiles::ProfileSet::load(&file).expect("loads");
     assert_eq!(set.len(), 3);
 }
+
+/// Writers leave the copy a damaged store can be recovered from; readers change
+/// nothing on disk, not even the copy.
+#[test]
+fn set_leaves_a_copy_and_list_and_export_touch_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let bak = dir.path().join("p.db.bak");
+    let (code, _, err) = numasched(&["profile", "set", "mcf", "--mpki", "30", "--db", s(&db)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !bak.exists(),
+        "the store was empty when opened: nothing to copy"
+    );
+    let (code, _, err) = numasched(&["profile", "set", "lbm", "--mpki", "40", "--db", s(&db)]);
+    assert_eq!(code, 0, "{err}");
+    let copy = std::fs::read(&bak).expect("a copy after a healthy open with content");
+    std::fs::remove_file(&bak).unwrap();
+    let out = dir.path().join("out.json");
+    for args in [
+        vec!["profile", "list", "--db", s(&db)],
+        vec!["profile", "export", s(&out), "--db", s(&db)],
+    ] {
+        let (code, _, err) = numasched(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(!bak.exists(), "{args:?} wrote a copy");
+    }
+    assert!(!copy.is_empty());
+}

@@ -57,6 +57,17 @@ pub struct SetArgs {
     pub bandwidth_gbps: Option<f64>,
 }
 
+/// The store for a command that changes it: opened with the copy a healthy store
+/// leaves beside itself (`<db>.bak`), whose failure is worth a line but not an error.
+/// Commands that only read (`list`, `export`) open it without, and so change nothing.
+fn open_to_write(path: &std::path::Path) -> Result<Store, store::StoreError> {
+    let s = Store::open(path)?;
+    if let Some(w) = s.backup_warning() {
+        eprintln!("numasched: warning: {w}");
+    }
+    Ok(s)
+}
+
 pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
     let path = args
         .db
@@ -71,10 +82,10 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
             };
             // Validate before touching the file: a typo must not create a store.
             given.validate()?;
-            Store::open(&path)?.set_given(&a.program, &given, now())?;
+            open_to_write(&path)?.set_given(&a.program, &given, now())?;
         }
         ProfileCommand::List { json } => {
-            let programs = Store::open(&path)?.list()?;
+            let programs = Store::open_without_backup(&path)?.list()?;
             if json {
                 let text = serde_json::to_string_pretty(&programs).context("encoding the list")?;
                 println!("{text}");
@@ -83,11 +94,11 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
             }
         }
         ProfileCommand::Import { file } => {
-            let n = Store::open(&path)?.import_file(&file, now())?;
+            let n = open_to_write(&path)?.import_file(&file, now())?;
             eprintln!("imported {n} profiles from {}", file.display());
         }
         ProfileCommand::Export { file } => {
-            let (programs, skipped) = Store::open(&path)?.export()?;
+            let (programs, skipped) = Store::open_without_backup(&path)?.export()?;
             for name in &skipped {
                 eprintln!(
                     "numasched: {name}: skipped, no MPKI known (the profile format needs one)"
