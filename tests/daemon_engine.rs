@@ -304,34 +304,15 @@ fn a_quiet_process_is_released_after_release_after_epochs_not_before() {
 
 fn test_status() -> numasched::daemon::Status {
     numasched::daemon::Status {
-        version: String::new(),
-        pid: 0,
-        started_unix: 0,
-        now_unix: 0,
-        policy: String::new(),
-        interval_s: 1.0,
-        dry_run: false,
-        migrate_pages: false,
-        sensors: numasched::observe::Sensors::detect_with(
+        errors_total: 99,
+        ..numasched::daemon::Status::new(numasched::observe::Sensors::detect_with(
             &numasched::observe::sensors::Roots {
                 proc: "/nonexistent".into(),
                 sys: "/nonexistent".into(),
                 probe_pid: 1,
             },
             Ok(()),
-        ),
-        sensors_in_use: Vec::new(),
-        store: None,
-        nodes: 0,
-        cpus: 0,
-        epochs: 0,
-        replans: 0,
-        last_epoch_ms: 0.0,
-        errors_total: 99,
-        nodes_view: Vec::new(),
-        processes: Default::default(),
-        uncharacterised: Vec::new(),
-        decisions: Vec::new(),
+        ))
     }
 }
 

@@ -72,32 +72,15 @@ impl Built {
         last_epoch: std::time::Duration,
     ) -> Status {
         let mut s = Status {
-            version: env!("CARGO_PKG_VERSION").into(),
-            pid: std::process::id(),
             started_unix,
             now_unix: super::service::unix_now(),
             policy: self.policy.clone(),
             interval_s,
             dry_run,
             migrate_pages,
-            sensors: self.sensors.clone(),
-            sensors_in_use: self
-                .sensors
-                .in_use()
-                .into_iter()
-                .map(String::from)
-                .collect(),
             store: self.store.as_ref().map(|p| p.display().to_string()),
-            nodes: 0,
-            cpus: 0,
-            epochs: 0,
-            replans: 0,
             last_epoch_ms: last_epoch.as_secs_f64() * 1e3,
-            errors_total: 0,
-            nodes_view: Vec::new(),
-            processes: std::sync::Arc::default(),
-            uncharacterised: Vec::new(),
-            decisions: Vec::new(),
+            ..Status::new(self.sensors.clone())
         };
         self.engine.fill_status(&mut s);
         for n in &mut s.nodes_view {

@@ -161,6 +161,11 @@ impl<K: Kernel> Engine<K> {
         &self.topology
     }
 
+    /// Epochs begun so far, failed ones included.
+    pub fn epochs(&self) -> u64 {
+        self.epoch
+    }
+
     /// Every managed process as of the last epoch.
     pub fn views(&self) -> Vec<ProcessView> {
         views(

@@ -435,22 +435,10 @@ mod tests {
         Status {
             version: "0.1.0".into(),
             pid: 42,
-            started_unix: 0,
             now_unix: 10,
             policy: "auto".into(),
             interval_s: 1.0,
-            dry_run: false,
-            migrate_pages: false,
-            sensors: Sensors::detect_with(
-                &crate::observe::sensors::Roots {
-                    proc: "/nonexistent".into(),
-                    sys: "/nonexistent".into(),
-                    probe_pid: 1,
-                },
-                Ok(()),
-            ),
             sensors_in_use: Vec::new(),
-            store: None,
             nodes: 2,
             cpus: 4,
             epochs: 17,
@@ -483,7 +471,14 @@ mod tests {
             ]
             .into(),
             uncharacterised: vec![101],
-            decisions: Vec::new(),
+            ..Status::new(Sensors::detect_with(
+                &crate::observe::sensors::Roots {
+                    proc: "/nonexistent".into(),
+                    sys: "/nonexistent".into(),
+                    probe_pid: 1,
+                },
+                Ok(()),
+            ))
         }
     }
 

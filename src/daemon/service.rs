@@ -117,7 +117,6 @@ pub fn serve(
     let clock = Instant::now();
     let mut problems = Dedup::default();
     let mut notes = Dedup::default();
-    let mut epochs = 0;
     let ended = loop {
         let t0 = Instant::now();
         match built
@@ -128,8 +127,7 @@ pub fn serve(
             // procfs itself unreadable: nothing to decide on; try again next epoch.
             Err(e) => warn!("observation failed: {e}"),
         }
-        epochs += 1;
-        shared.epoch_done(epochs);
+        shared.epoch_done(built.engine.epochs());
         let took = t0.elapsed();
         if let Until::Exit(child) = &mut until {
             if let Some(status) = child.try_wait()? {

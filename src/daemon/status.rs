@@ -97,6 +97,35 @@ fn opt(v: Option<f64>, prec: usize) -> String {
 }
 
 impl Status {
+    /// This process's status before the engine and the options fill it in
+    /// ([`super::Engine::fill_status`], [`super::build::Built::status`]): counts at
+    /// zero, nothing managed, nothing decided.
+    pub fn new(sensors: Sensors) -> Status {
+        Status {
+            version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+            started_unix: 0,
+            now_unix: 0,
+            policy: String::new(),
+            interval_s: 0.0,
+            dry_run: false,
+            migrate_pages: false,
+            sensors_in_use: sensors.in_use().into_iter().map(String::from).collect(),
+            sensors,
+            store: None,
+            nodes: 0,
+            cpus: 0,
+            epochs: 0,
+            replans: 0,
+            last_epoch_ms: 0.0,
+            errors_total: 0,
+            nodes_view: Vec::new(),
+            processes: Arc::default(),
+            uncharacterised: Vec::new(),
+            decisions: Vec::new(),
+        }
+    }
+
     /// The human-readable form of `numasched status`.
     pub fn render(&self) -> String {
         let mut s = String::new();

@@ -366,7 +366,7 @@ impl Scanner {
             return None;
         }
         let stat = stat.clone();
-        let mut entry = old.take(&stat)?;
+        let entry = old.take(&stat)?;
         if stat.is_kernel_thread() || !entry.wanted {
             let outcome = match stat.is_kernel_thread() {
                 true => Outcome::KernelThread,
@@ -375,15 +375,7 @@ impl Scanner {
             next.put(pid, entry);
             return Some(outcome);
         }
-        let mut src = Cached {
-            dir: None,
-            entry: &mut entry,
-            pass: self.pass,
-            config: cfg,
-            tally,
-        };
-        let read = assemble(stat, &cfg.read, &mut src);
-        Some(finish(pid, entry, read, 0.0, ctx, next))
+        Some(self.describe(pid, entry, stat, None, 0.0, ctx, next, tally))
     }
 
     /// The cheap way, for a process seen before that will likely need nothing but
@@ -430,15 +422,7 @@ impl Scanner {
             next.put(pid, entry);
             return Some(Outcome::Excluded);
         }
-        let mut src = Cached {
-            dir: None,
-            entry: &mut entry,
-            pass: self.pass,
-            config: cfg,
-            tally,
-        };
-        let read = assemble(stat, &cfg.read, &mut src);
-        Some(finish(pid, entry, read, demand, ctx, next))
+        Some(self.describe(pid, entry, stat, None, demand, ctx, next, tally))
     }
 
     /// The full way: a handle on the process, stat through it, then whatever is due.
@@ -475,14 +459,32 @@ impl Scanner {
             next.put(pid, entry);
             return Outcome::Excluded;
         }
+        self.describe(pid, entry, stat, Some(&dir), demand, ctx, next, tally)
+    }
+
+    /// The common end of every way: a wanted process described from `stat`, its
+    /// entry and, where they are due, files read through `dir` (only the full way has
+    /// one; the others checked that nothing is due).
+    #[allow(clippy::too_many_arguments)]
+    fn describe(
+        &self,
+        pid: u32,
+        mut entry: Entry,
+        stat: Stat,
+        dir: Option<&ProcDir>,
+        demand: f64,
+        ctx: &PassContext<'_>,
+        next: &mut Cache,
+        tally: &mut Tally,
+    ) -> Outcome {
         let mut src = Cached {
-            dir: Some(&dir),
+            dir,
             entry: &mut entry,
             pass: self.pass,
-            config: cfg,
+            config: &self.config,
             tally,
         };
-        let read = assemble(stat, &cfg.read, &mut src);
+        let read = assemble(stat, &self.config.read, &mut src);
         finish(pid, entry, read, demand, ctx, next)
     }
 
