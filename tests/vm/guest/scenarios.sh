@@ -428,7 +428,15 @@ run_case() {
     numad)
       [ -n "$mpid" ] && CASE_CPU_S=$(cpu_seconds "$mpid") CASE_USER_S=$(cpu_seconds "$mpid" user)
       numad -i 0 >/dev/null 2>&1   # asks the running numad to exit
-      sleep 1; [ -n "$mpid" ] && kill "$mpid" 2>/dev/null ;;
+      sleep 1; [ -n "$mpid" ] && kill "$mpid" 2>/dev/null
+      # Gone before the next case: a numad still inside a migrate_pages of 320 MiB
+      # (seconds under TCG) takes the signal only when that returns, and could act on
+      # the next case's load meanwhile. (Once, the next load did not get its memory
+      # within 60 s, right after a numad that had moved the previous load twice.)
+      if [ -n "$mpid" ]; then
+        i=0; while [ -d "/proc/$mpid" ] && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
+        kill -9 "$mpid" 2>/dev/null
+      fi ;;
   esac
   stop_pids $pid $hogs
   return 0
