@@ -30,9 +30,29 @@ fn cpus(v: &Value) -> Vec<u64> {
         .unwrap_or_default()
 }
 
+/// A busy single-threaded process named `name`: numasched places only processes that
+/// use CPU (an idle one keeps every CPU it may use), so tests of placement and undo
+/// need load. The daemons here pin hard (`--pin cpu`), so that on this one-LLC
+/// machine placement narrows at all.
 fn sleeper(dir: &Path, name: &str) -> Guard {
-    let bin = named_copy(dir, "sleep", name);
-    Guard::spawn(Command::new(bin).arg("60")).expect("start sleeper")
+    let bin = dir.join(name);
+    if !bin.exists() {
+        std::os::unix::fs::symlink(BIN, &bin).expect("link numasched");
+    }
+    Guard::spawn(
+        Command::new(bin)
+            .args(["workload", "cpu", "--seconds", "60"])
+            .stdout(Stdio::null()),
+    )
+    .expect("start a busy load")
+}
+
+/// `--pin cpu` with the test's own flags: narrowing to single CPUs, as placement tests
+/// need on this machine.
+fn pinned(dir: &Path, extra: &[&str]) -> Daemon {
+    let mut args = vec!["--pin", "cpu"];
+    args.extend_from_slice(extra);
+    Daemon::start(dir, &args)
 }
 
 fn stop_restores(sig: Signal, name: &str) {
@@ -43,7 +63,7 @@ fn stop_restores(sig: Signal, name: &str) {
     let a = sleeper(dir.path(), name);
     let b = sleeper(dir.path(), name);
     assert_eq!(allowed(a.pid()), vec![0, 1]);
-    let mut d = Daemon::start(dir.path(), &["--include-comm", name]);
+    let mut d = pinned(dir.path(), &["--include-comm", name]);
     let s = d.wait_managed(b.pid(), 2);
     for g in [&a, &b] {
         assert!(
@@ -131,7 +151,7 @@ fn dry_run_changes_nothing() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let p = sleeper(dir.path(), "nsd_dry");
-    let mut d = Daemon::start(dir.path(), &["--include-comm", "nsd_dry", "--dry-run"]);
+    let mut d = pinned(dir.path(), &["--include-comm", "nsd_dry", "--dry-run"]);
     let s = d.wait_managed(p.pid(), 4);
     assert_eq!(s["dry_run"], true);
     assert_eq!(allowed(p.pid()), vec![0, 1], "nothing changed");
@@ -206,13 +226,15 @@ fn run_places_its_command_and_restores_what_outlives_it() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let bin = named_copy(dir.path(), "sleep", "nsd_orphan");
+    let bin = dir.path().join("nsd_orphan");
+    std::os::unix::fs::symlink(BIN, &bin).expect("link numasched");
     let pidfile = dir.path().join("orphan.pid");
-    // The command starts a sleeper that outlives it (its output elsewhere, so that
-    // `output()` need not wait for it), reports its own affinity once
-    // numasched has had time to place it, and exits 3.
+    // The command starts a busy load that outlives it (its output elsewhere, so that
+    // `output()` need not wait for it), reports the load's affinity once numasched
+    // has had time to place it, and exits 3.
     let script = format!(
-        "{bin} 30 >/dev/null 2>&1 & echo $! > {pf}; sleep 1.5; grep Cpus_allowed_list /proc/$$/status; exit 3",
+        "{bin} workload cpu --seconds 30 >/dev/null 2>&1 & echo $! > {pf}; sleep 1.5; \
+         grep Cpus_allowed_list /proc/$!/status; exit 3",
         bin = bin.display(),
         pf = pidfile.display()
     );
@@ -220,6 +242,8 @@ fn run_places_its_command_and_restores_what_outlives_it() {
         .args([
             "run",
             "--no-db",
+            "--pin",
+            "cpu",
             "--interval",
             "100ms",
             "--min-replan-interval",
@@ -275,10 +299,14 @@ fn plan_on_this_machine_is_valid_names_the_missing_sensors_and_replays() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let p = sleeper(dir.path(), "nsd_plan");
+    // A second of running, so that its demand is measured over more than a few ticks.
+    std::thread::sleep(Duration::from_millis(1500));
     let (code, out, err) = numasched(&[
         "plan",
         "--json",
         "--no-db",
+        "--pin",
+        "cpu",
         "--min-cpu",
         "0",
         "--include-comm",
@@ -397,6 +425,8 @@ fn without_root_placement_fails_per_process_and_the_daemon_keeps_running() {
     .args([
         "--interval",
         "200ms",
+        "--pin",
+        "cpu",
         "--min-cpu",
         "0",
         "--include-comm",
@@ -482,7 +512,7 @@ fn a_cpuset_restricted_process_is_planned_inside_its_cpuset() {
     };
     cs.add(p.pid());
     assert_eq!(allowed(p.pid()), vec![1], "the cpuset applies");
-    let mut d = Daemon::start(dir.path(), &["--include-comm", "nsd_cpuset"]);
+    let mut d = pinned(dir.path(), &["--include-comm", "nsd_cpuset"]);
     let s = d.wait_managed(p.pid(), 3);
     let v = view(&s, p.pid()).expect("managed");
     assert_eq!(cpus(&v["allowed_cpus"]), vec![1], "{v}");
@@ -505,7 +535,7 @@ fn after_kill_9_the_next_start_restores_what_the_killed_daemon_changed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let a = sleeper(dir.path(), "nsd_crash");
     let b = sleeper(dir.path(), "nsd_crash");
-    let mut d = Daemon::start(dir.path(), &["--include-comm", "nsd_crash"]);
+    let mut d = pinned(dir.path(), &["--include-comm", "nsd_crash"]);
     d.wait_managed(b.pid(), 2);
     assert!(wait_secs(10, || allowed(a.pid()).len() == 1
         && allowed(b.pid()).len() == 1));
@@ -529,6 +559,8 @@ fn after_kill_9_the_next_start_restores_what_the_killed_daemon_changed() {
         "{}",
         next.log()
     );
+    // Recovery runs before the daemon's signal handlers exist: wait until it serves.
+    assert!(wait_secs(10, || next.status().is_some()), "{}", next.log());
     assert_eq!(next.stop(Signal::SIGTERM), 0);
     assert!(!journal.exists(), "clean stop");
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use prometheus_parse::{Sample, Scrape, Value};
 
-use common::daemon::Daemon;
+use common::daemon::{Daemon, BIN};
 use common::live::{named_copy, two_cpus, wait_secs, Guard};
 use common::numasched;
 
@@ -88,12 +88,26 @@ fn tcp_listeners_of(pid: u32) -> usize {
 fn metrics_are_served_and_parse_as_prometheus_text() {
     let dir = tempfile::tempdir().expect("tempdir");
     let name = "nsmetrics";
-    let bin = named_copy(dir.path(), "sleep", name);
-    let a = Guard::spawn(Command::new(&bin).arg("60")).expect("sleeper");
-    let b = Guard::spawn(Command::new(&bin).arg("60")).expect("sleeper");
+    // Busy loads, hard-pinned: on this one-LLC machine numasched changes nothing
+    // under the default `--pin llc`, and idle processes are never placed.
+    let bin = dir.path().join(name);
+    std::os::unix::fs::symlink(BIN, &bin).expect("link numasched");
+    let load = || {
+        Guard::spawn(
+            Command::new(&bin)
+                .args(["workload", "cpu", "--seconds", "60"])
+                .stdout(std::process::Stdio::null()),
+        )
+        .expect("load")
+    };
+    let a = load();
+    let b = load();
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let mut d = Daemon::start(dir.path(), &["--include-comm", name, "--metrics", &addr]);
+    let mut d = Daemon::start(
+        dir.path(),
+        &["--include-comm", name, "--metrics", &addr, "--pin", "cpu"],
+    );
 
     let pid_a = a.pid().to_string();
     let pid_b = b.pid().to_string();

@@ -37,6 +37,9 @@ pub struct EvalArgs {
     /// Worker threads.
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub jobs: usize,
+    /// Granularity plans are applied at, as the daemon's --pin (llc, node, core, cpu).
+    #[arg(long, value_name = "UNIT", default_value = "llc", value_parser = crate::daemon::config::parse_pin)]
+    pub pin: crate::policy::Pin,
 }
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
@@ -46,7 +49,8 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         bridge::facts(topo, &crate::sim::params_for(topo), &profiles, p)
     })
     .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let runner = bridge::runner_for(&suite, profiles).context("the suite has no cases")?;
+    let mut runner = bridge::runner_for(&suite, profiles).context("the suite has no cases")?;
+    runner.pin = args.pin;
     let names: Vec<String> = match &args.policies {
         Some(list) => list.clone(),
         None => suite.policies.iter().map(|s| s.to_string()).collect(),

@@ -11,7 +11,7 @@ use clap::Args;
 use crate::daemon::build::LiveRoots;
 use crate::daemon::config::{
     self, parse_bytes, parse_duration, parse_glob, parse_metrics_addr, parse_non_negative,
-    parse_policy, parse_positive, FileConfig, LogFormat, Options,
+    parse_pin, parse_policy, parse_positive, FileConfig, LogFormat, Options,
 };
 
 /// What `daemon` and `run` take beyond [`SelectArgs`].
@@ -88,6 +88,10 @@ pub struct SelectArgs {
     /// Resident memory needed to be managed, e.g. 64M [default: 0].
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub min_rss: Option<u64>,
+    /// What a process is given: every CPU of the LLCs (or nodes) chosen for it, or
+    /// hard pinning to the chosen cores or CPUs (llc, node, core, cpu) [default: llc].
+    #[arg(long, value_name = "UNIT", value_parser = parse_pin)]
+    pub pin: Option<crate::policy::Pin>,
     /// Profile store [default: /var/lib/numasched/profiles.db].
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
@@ -155,6 +159,7 @@ impl SelectArgs {
         let mut o = file.into_options();
         set!(o.select.min_cpu, self.min_cpu);
         set!(o.select.min_rss, self.min_rss);
+        set!(o.pin, self.pin);
         set!(o.db, self.db);
         o.no_db |= self.no_db;
         let lists = [

@@ -58,7 +58,10 @@ struct ProcReport {
     program: String,
     home: NodeId,
     node: NodeId,
+    /// Where the model's load balancer settled its (first) thread inside `cpus`.
     cpu: CpuId,
+    /// The CPU set it is given, as applied (`--pin` granularity).
+    cpus: Vec<CpuId>,
     /// Effective MPKI with the cache share it gets.
     mpki: f64,
     slowdown: f64,
@@ -109,13 +112,18 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             .iter()
             .zip(&plan.placements)
             .zip(&out.processes)
-            .map(|((p, pl), o)| {
-                let cpu = pl.cpus.first().copied().unwrap_or_default();
+            .zip(&procs)
+            .map(|(((p, pl), o), sp)| {
+                let cpu = sp.cpus.first().map_or_else(
+                    || pl.cpus.first().copied().unwrap_or_default(),
+                    |&i| topo.cpus()[i].id,
+                );
                 ProcReport {
                     program: p.program.clone(),
                     home: p.home_node().unwrap_or_default(),
                     node: pl.nodes.first().copied().unwrap_or_default(),
                     cpu,
+                    cpus: pl.cpus.clone(),
                     mpki: o.effective_mpki,
                     slowdown: o.slowdown,
                     speed: o.speed,

@@ -168,7 +168,7 @@ pub fn build(
         live = live.with_resctrl(Resctrl::new(&roots.sys.join("fs/resctrl")));
     }
     let name = effective_policy(opts);
-    let policy = policy::by_name(&name)?;
+    let policy = Box::new(policy::Granular::new(policy::by_name(&name)?, opts.pin));
     let kernel = LinuxKernel::with_proc_root(&roots.proc);
     let (journal_file, journal_lock) = if usage == Use::Manage && !opts.dry_run {
         journal_file(opts, &kernel)?.unzip()

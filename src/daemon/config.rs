@@ -24,6 +24,9 @@ pub const DEFAULT_SOCKET: &str = "/run/numasched/numasched.sock";
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Options {
     pub policy: String,
+    /// What a planned CPU widens to when applied: the LLC by default; `core`/`cpu`
+    /// are hard pinning.
+    pub pin: policy::Pin,
     #[serde(with = "humantime_serde_secs")]
     pub interval: Duration,
     pub dry_run: bool,
@@ -83,6 +86,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             policy: "auto".into(),
+            pin: policy::Pin::Llc,
             interval: Duration::from_secs(1),
             dry_run: false,
             migrate_pages: false,
@@ -109,6 +113,7 @@ impl Default for Options {
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub policy: Option<PolicyName>,
+    pub pin: Option<policy::Pin>,
     pub interval: Option<Seconds>,
     pub dry_run: Option<bool>,
     pub migrate_pages: Option<bool>,
@@ -181,6 +186,7 @@ impl FileConfig {
         };
         Options {
             policy: self.policy.map(|p| p.0).unwrap_or(d.policy),
+            pin: self.pin.unwrap_or(d.pin),
             interval: self.interval.map(|s| s.0).unwrap_or(d.interval),
             dry_run: self.dry_run.unwrap_or(d.dry_run),
             migrate_pages: self.migrate_pages.unwrap_or(d.migrate_pages),
@@ -224,6 +230,11 @@ impl TryFrom<String> for PolicyName {
     fn try_from(s: String) -> Result<Self, String> {
         parse_policy(&s).map(PolicyName)
     }
+}
+
+/// `--pin`'s value: `llc`, `node`, `core` or `cpu`.
+pub fn parse_pin(s: &str) -> Result<policy::Pin, String> {
+    s.parse()
 }
 
 pub fn parse_policy(s: &str) -> Result<String, String> {

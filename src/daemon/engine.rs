@@ -13,6 +13,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::need::{Need, Needs, Reading};
 use super::recovery::{JournalFile, RecoveryError};
 use super::select::{self, Key, Managed, Selector, Tree};
 use super::stabilise::stabilise;
@@ -21,7 +22,7 @@ use super::trigger::{self, Trigger, TriggerParams};
 use crate::apply::{Action, Actuator, ApplyReport, Journal, Kernel, Restored};
 use crate::characterise::live::{Characterised, Live};
 use crate::characterise::PenaltySource;
-use crate::observe::{Observation, ObserveError, Scanner};
+use crate::observe::{Observation, ObserveError, ProcDir, Scanner};
 use crate::policy::{Plan, Policy, Process, Snapshot};
 use crate::topology::{CpuId, Topology};
 
@@ -102,7 +103,13 @@ pub struct Engine<K: Kernel> {
     /// anyway) for [`Engine::views`] to describe when someone asks.
     last_seen: Vec<Process>,
     last_chars: Vec<Characterised>,
-    last_plan: HashMap<u32, (Vec<CpuId>, String)>,
+    last_plan: HashMap<Key, (Vec<CpuId>, String)>,
+    /// Recent demand and run-queue delay per managed process, for sizing its set.
+    needs: Needs,
+    /// Threads waiting for a CPU per process, as of the last epoch (for `status`).
+    waiting: HashMap<Key, f64>,
+    /// Harms seen while releasing processes this epoch (their CPUs are free now).
+    freed: Vec<String>,
     journal_file: Option<JournalFile>,
     /// The journal as last written to `journal_file`.
     saved: Journal,
@@ -140,6 +147,9 @@ impl<K: Kernel> Engine<K> {
             last_seen: Vec::new(),
             last_chars: Vec::new(),
             last_plan: HashMap::new(),
+            needs: Needs::default(),
+            waiting: HashMap::new(),
+            freed: Vec::new(),
             journal_file: stages.journal_file,
             saved: Journal::new(),
         }
@@ -173,6 +183,7 @@ impl<K: Kernel> Engine<K> {
             &self.last_chars,
             &self.last_plan,
             &self.changes,
+            &self.waiting,
         )
     }
 
@@ -210,9 +221,11 @@ impl<K: Kernel> Engine<K> {
         }
 
         super::pins::unpin_own(&mut obs.snapshot, self.actuator.journal());
+        let mut urgent = std::mem::take(&mut self.freed);
+        urgent.extend(self.size(&mut obs, now));
         match self
             .trigger
-            .decide(&obs.snapshot, now, &self.config.trigger)
+            .decide(&obs.snapshot, now, &self.config.trigger, urgent)
         {
             trigger::Decision::Quiet => {}
             trigger::Decision::Wait(r) => rep.waiting = r,
@@ -231,6 +244,56 @@ impl<K: Kernel> Engine<K> {
         self.last_seen = std::mem::take(&mut obs.snapshot.processes);
         self.last_chars = chars;
         Ok(rep)
+    }
+
+    /// Sizes every managed process from its recent peak demand and, where numasched
+    /// narrowed it, its run-queue delay (see [`super::need`]); the snapshot's
+    /// `cpu_demand` becomes that size. Returns the harms that must be undone now.
+    fn size(&mut self, obs: &mut Observation, now: f64) -> Vec<String> {
+        let proc_root = self.scanner.config().proc_root.clone();
+        let machine = self.topology.num_cpus();
+        let mut urgent = Vec::new();
+        self.waiting.clear();
+        for (p, info) in obs.snapshot.processes.iter_mut().zip(&obs.details) {
+            let key = (p.pid, p.start_time);
+            let may_use = p.allowed_cpus.as_ref().map_or(machine, Vec::len);
+            let narrowed_to = self
+                .applied
+                .get(&key)
+                .map(Vec::len)
+                .filter(|&n| n < may_use);
+            let delay = match narrowed_to {
+                Some(_) => ProcDir::open(&proc_root, p.pid)
+                    .ok()
+                    .flatten()
+                    .and_then(|d| d.run_delay().ok().flatten()),
+                None => None,
+            };
+            let Need {
+                demand,
+                waiting,
+                urgent: why,
+            } = self.needs.update(
+                key,
+                Reading {
+                    demand: p.cpu_demand,
+                    threads: info.stat.num_threads.max(p.threads),
+                    stopped: matches!(info.stat.state, 'T' | 't'),
+                    narrowed_to,
+                    delay,
+                },
+                now,
+            );
+            p.cpu_demand = demand;
+            p.threads = p.threads.max(info.stat.num_threads);
+            if waiting > 0.0 {
+                self.waiting.insert(key, waiting);
+            }
+            urgent.extend(why);
+        }
+        let managed = lock(&self.managed).clone();
+        self.needs.retain(|k| managed.contains(k));
+        urgent
     }
 
     fn replan(&mut self, snapshot: &Snapshot, now: f64, unix: i64, rep: &mut EpochReport) {
@@ -262,8 +325,16 @@ impl<K: Kernel> Engine<K> {
             return;
         }
         let report = self.actuator.apply_at(&plan, snapshot, now);
-        for (line, p) in report.placements.iter().zip(&snapshot.processes) {
-            let key = (p.pid, p.start_time);
+        let starts: HashMap<u32, u64> = snapshot
+            .processes
+            .iter()
+            .map(|p| (p.pid, p.start_time))
+            .collect();
+        for line in &report.placements {
+            let Some(&start) = starts.get(&line.pid) else {
+                continue;
+            };
+            let key = (line.pid, start);
             match line.action {
                 Action::Done | Action::Unchanged => {
                     if let crate::apply::Subject::Affinity { cpus } = &line.subject {
@@ -295,7 +366,10 @@ impl<K: Kernel> Engine<K> {
         self.last_plan = plan
             .placements
             .iter()
-            .map(|pl| (pl.pid, (pl.cpus.clone(), pl.reason.clone())))
+            .filter_map(|pl| {
+                let start = starts.get(&pl.pid)?;
+                Some(((pl.pid, *start), (pl.cpus.clone(), pl.reason.clone())))
+            })
             .collect();
         self.trigger.planned(snapshot, now);
         self.replans += 1;
@@ -376,7 +450,13 @@ impl<K: Kernel> Engine<K> {
     }
 
     fn release(&mut self, key: Key, why: &str, unix: i64, rep: &mut EpochReport) {
-        self.applied.remove(&key);
+        if let Some(cpus) = self.applied.remove(&key) {
+            if cpus.len() < self.topology.num_cpus() {
+                self.freed
+                    .push(format!("pid {}: {why}; its CPUs are free", key.0));
+            }
+        }
+        self.last_plan.remove(&key);
         self.quiet.remove(&key);
         self.changes.remove(&key);
         self.told_uncharacterised.remove(&key);
@@ -488,14 +568,16 @@ fn start_of(s: &Snapshot, pid: u32) -> u64 {
 fn views(
     processes: &[Process],
     chars: &[Characterised],
-    plan: &HashMap<u32, (Vec<CpuId>, String)>,
+    plan: &HashMap<Key, (Vec<CpuId>, String)>,
     changes: &HashMap<Key, u64>,
+    waiting: &HashMap<Key, f64>,
 ) -> Vec<ProcessView> {
     processes
         .iter()
         .zip(chars)
         .map(|(p, c)| {
-            let (planned, reason) = plan.get(&p.pid).cloned().unwrap_or_default();
+            let key = (p.pid, p.start_time);
+            let (planned, reason) = plan.get(&key).cloned().unwrap_or_default();
             ProcessView {
                 pid: p.pid,
                 start_time: p.start_time,
@@ -513,7 +595,8 @@ fn views(
                 planned_cpus: planned,
                 reason,
                 allowed_cpus: p.allowed_cpus.clone(),
-                placement_changes: changes.get(&(p.pid, p.start_time)).copied().unwrap_or(0),
+                placement_changes: changes.get(&key).copied().unwrap_or(0),
+                waiting: waiting.get(&key).copied().unwrap_or(0.0),
             }
         })
         .collect()

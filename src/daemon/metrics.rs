@@ -431,6 +431,7 @@ mod tests {
             reason: String::new(),
             allowed_cpus: None,
             placement_changes: changes,
+            waiting: 0.0,
         };
         Status {
             version: "0.1.0".into(),

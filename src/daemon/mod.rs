@@ -5,7 +5,8 @@
 //! - [`select`]: which processes are managed (names, pids, cgroups, thresholds, or the
 //!   process tree of `run`).
 //! - [`trigger`]: when to re-plan (MPKI moved > 20%, arrivals, departures), with
-//!   hysteresis; [`stabilise`]: not moving a process between equivalent cores;
+//!   hysteresis, at once when numasched's own set holds a process back; [`need`]: how
+//!   many CPUs a process needs (peak demand, run-queue delay); [`stabilise`]: not moving a process between equivalent cores;
 //!   [`pins`]: numasched's own narrowing is not someone else's pin.
 //! - [`recovery`]: the journal on disk, so a restart after SIGKILL undoes what the
 //!   killed daemon changed.
@@ -23,6 +24,7 @@ pub mod config;
 pub mod engine;
 pub mod logging;
 pub mod metrics;
+pub mod need;
 pub mod nodes;
 pub mod pins;
 pub mod privileges;

@@ -110,6 +110,7 @@ mod tests {
             reason: String::new(),
             allowed_cpus: None,
             placement_changes: 0,
+            waiting: 0.0,
         }
     }
 

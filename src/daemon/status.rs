@@ -72,6 +72,10 @@ pub struct ProcessView {
     /// How often numasched changed its affinity (`done` decisions) while managing it.
     #[serde(default)]
     pub placement_changes: u64,
+    /// Its threads that waited for a CPU, on average over the last epoch (read only
+    /// while numasched narrows it): above about half a thread, its set is too small.
+    #[serde(default)]
+    pub waiting: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,9 +9,16 @@
 //! and re-plans are at least `min_interval` apart — whatever triggered inside it waits
 //! and is taken at the end of the interval, so a churning machine is re-planned at a
 //! bounded rate. Pure: the caller passes the clock.
+//!
+//! The interval holds back only re-plans that would improve a placement. One that
+//! undoes a harm numasched did is made at once: a process that needs more CPUs than
+//! the last plan sized it for (demand rose by a whole CPU, a new thread, a throttled
+//! set: see [`super::need`]), or CPUs a stopped, idle or exited process no longer
+//! uses while others could. A process that needs fewer CPUs is an improvement.
 
 use std::collections::HashMap;
 
+use crate::policy::granularity::IDLE_DEMAND;
 use crate::policy::Snapshot;
 use crate::topology::NodeId;
 
@@ -32,6 +39,10 @@ pub struct TriggerParams {
 struct Baseline {
     mpki: Option<f64>,
     home: Option<NodeId>,
+    /// CPUs it was planned for.
+    slots: usize,
+    /// Too idle to be placed at all (see [`IDLE_DEMAND`]).
+    idle: bool,
 }
 
 /// What was true at the last plan.
@@ -53,14 +64,27 @@ pub enum Decision {
 }
 
 impl Trigger {
-    pub fn decide(&self, snapshot: &Snapshot, now: f64, p: &TriggerParams) -> Decision {
-        let reasons = self.reasons(snapshot, p);
-        if reasons.is_empty() {
+    /// `urgent` are harms the caller saw (a process stopped or exited holding CPUs
+    /// numasched gave it, a throttled set): they re-plan at once, with the rest.
+    pub fn decide(
+        &self,
+        snapshot: &Snapshot,
+        now: f64,
+        p: &TriggerParams,
+        urgent: Vec<String>,
+    ) -> Decision {
+        let (mut harms, improves) = self.reasons(snapshot, p);
+        harms.extend(urgent);
+        if !harms.is_empty() {
+            harms.extend(improves);
+            return Decision::Replan(harms);
+        }
+        if improves.is_empty() {
             return Decision::Quiet;
         }
         match self.last_plan {
-            Some(t) if now - t < p.min_interval => Decision::Wait(reasons),
-            _ => Decision::Replan(reasons),
+            Some(t) if now - t < p.min_interval => Decision::Wait(improves),
+            _ => Decision::Replan(improves),
         }
     }
 
@@ -76,16 +100,20 @@ impl Trigger {
                     Baseline {
                         mpki: p.mpki,
                         home: p.home_node(),
+                        slots: p.slots(),
+                        idle: p.cpu_demand < IDLE_DEMAND,
                     },
                 )
             })
             .collect();
     }
 
-    fn reasons(&self, snapshot: &Snapshot, p: &TriggerParams) -> Vec<String> {
+    /// Reasons to re-plan: (undoing a harm, improving).
+    fn reasons(&self, snapshot: &Snapshot, p: &TriggerParams) -> (Vec<String>, Vec<String>) {
         if self.last_plan.is_none() {
-            return vec!["first epoch".into()];
+            return (vec!["first epoch".into()], Vec::new());
         }
+        let mut harms = Vec::new();
         let mut out = Vec::new();
         let mut arrived = Vec::new();
         let mut seen = 0;
@@ -95,6 +123,25 @@ impl Trigger {
                 continue;
             };
             seen += 1;
+            let slots = proc.slots();
+            let idle = proc.cpu_demand < IDLE_DEMAND;
+            if idle != b.idle {
+                out.push(format!(
+                    "pid {} {}",
+                    proc.pid,
+                    if idle { "went idle" } else { "became busy" }
+                ));
+            } else if slots > b.slots {
+                harms.push(format!(
+                    "pid {} needs {slots} CPUs, planned for {}",
+                    proc.pid, b.slots
+                ));
+            } else if slots < b.slots {
+                out.push(format!(
+                    "pid {} needs {slots} CPUs, planned for {}",
+                    proc.pid, b.slots
+                ));
+            }
             if mpki_moved(b.mpki, proc.mpki, p.mpki_change) {
                 out.push(format!(
                     "pid {} MPKI {} -> {}",
@@ -119,7 +166,7 @@ impl Trigger {
         if left > 0 {
             out.insert(0, format!("{left} left"));
         }
-        out
+        (harms, out)
     }
 }
 
@@ -188,15 +235,15 @@ mod tests {
     fn plans_first_then_only_on_change() {
         let mut t = Trigger::default();
         let s = snap(&[(1, Some(10.0), 0), (2, None, 1)]);
-        assert!(matches!(t.decide(&s, 0.0, &P), Decision::Replan(_)));
+        assert!(matches!(t.decide(&s, 0.0, &P, vec![]), Decision::Replan(_)));
         t.planned(&s, 0.0);
-        assert_eq!(t.decide(&s, 100.0, &P), Decision::Quiet);
+        assert_eq!(t.decide(&s, 100.0, &P, vec![]), Decision::Quiet);
         // Drift: each step under 20%, but measured from the plan it adds up.
         let drift = snap(&[(1, Some(11.5), 0), (2, None, 1)]);
-        assert_eq!(t.decide(&drift, 100.0, &P), Decision::Quiet);
+        assert_eq!(t.decide(&drift, 100.0, &P, vec![]), Decision::Quiet);
         let drift = snap(&[(1, Some(12.5), 0), (2, None, 1)]);
         assert!(
-            matches!(t.decide(&drift, 100.0, &P), Decision::Replan(r) if r[0].contains("pid 1 MPKI 10.0 -> 12.5"))
+            matches!(t.decide(&drift, 100.0, &P, vec![]), Decision::Replan(r) if r[0].contains("pid 1 MPKI 10.0 -> 12.5"))
         );
     }
 
@@ -205,7 +252,7 @@ mod tests {
         let mut t = Trigger::default();
         let s = snap(&[(1, Some(10.0), 0), (2, None, 1)]);
         t.planned(&s, 0.0);
-        let Decision::Replan(r) = t.decide(&snap(&[(1, Some(10.0), 0)]), 10.0, &P) else {
+        let Decision::Replan(r) = t.decide(&snap(&[(1, Some(10.0), 0)]), 10.0, &P, vec![]) else {
             panic!("departure must re-plan")
         };
         assert_eq!(r, vec!["1 left"]);
@@ -213,11 +260,13 @@ mod tests {
             &snap(&[(1, Some(10.0), 0), (2, None, 1), (3, None, 0)]),
             10.0,
             &P,
+            vec![],
         ) else {
             panic!("arrival must re-plan")
         };
         assert_eq!(r, vec!["1 arrived (3)"]);
-        let Decision::Replan(r) = t.decide(&snap(&[(1, Some(10.0), 1), (2, None, 1)]), 10.0, &P)
+        let Decision::Replan(r) =
+            t.decide(&snap(&[(1, Some(10.0), 1), (2, None, 1)]), 10.0, &P, vec![])
         else {
             panic!("moved memory must re-plan")
         };
@@ -230,7 +279,36 @@ mod tests {
         let s = snap(&[(1, Some(10.0), 0)]);
         t.planned(&s, 100.0);
         let churn = snap(&[(1, Some(10.0), 0), (9, None, 0)]);
-        assert!(matches!(t.decide(&churn, 102.0, &P), Decision::Wait(_)));
-        assert!(matches!(t.decide(&churn, 105.0, &P), Decision::Replan(_)));
+        assert!(matches!(
+            t.decide(&churn, 102.0, &P, vec![]),
+            Decision::Wait(_)
+        ));
+        assert!(matches!(
+            t.decide(&churn, 105.0, &P, vec![]),
+            Decision::Replan(_)
+        ));
+    }
+
+    #[test]
+    fn harms_do_not_wait_for_the_interval_improvements_do() {
+        let mut t = Trigger::default();
+        let s = snap(&[(1, Some(10.0), 0), (2, Some(10.0), 0)]);
+        t.planned(&s, 100.0);
+        // A second busy thread: the process needs two CPUs now, one second after.
+        let mut grown = s.clone();
+        grown.processes[0].threads = 2;
+        grown.processes[0].cpu_demand = 2.0;
+        let Decision::Replan(r) = t.decide(&grown, 101.0, &P, vec![]) else {
+            panic!("a process that needs more CPUs must not wait")
+        };
+        assert_eq!(r, vec!["pid 1 needs 2 CPUs, planned for 1"]);
+        // The caller's harm (a stop) re-plans at once too.
+        assert!(matches!(
+            t.decide(&s, 101.0, &P, vec!["pid 2 stopped".into()]),
+            Decision::Replan(_)
+        ));
+        // Needing fewer CPUs is an improvement: it waits.
+        t.planned(&grown, 200.0);
+        assert!(matches!(t.decide(&s, 201.0, &P, vec![]), Decision::Wait(_)));
     }
 }

@@ -15,6 +15,8 @@
 //! - [`cache`]: what the scanner remembers of each process between passes, and when
 //!   a costly file must be read again; a steady-state pass reads little but stat,
 //!   and an idle process's stat seldom.
+//! - [`schedstat`]: run-queue delay per process, the sign of a CPU set that is too
+//!   small.
 //! - [`pids`]: the procfs root's pids, listed again only when the set can have changed.
 //! - [`counters`]: per-process hardware counter deltas behind a trait, for MPKI.
 //! - [`fakeproc`]: a fake procfs tree for tests and benchmarks.
@@ -50,6 +52,7 @@ pub mod proc;
 pub mod resctrl;
 pub mod scan;
 pub mod sched;
+pub mod schedstat;
 pub mod sensors;
 pub mod status;
 

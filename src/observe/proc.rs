@@ -334,9 +334,8 @@ impl ProcDir {
         sched::parse(&text_of(&bytes), &self.path.join("sched")).map(Some)
     }
 
-    /// The live threads. A thread that exits between the listing and its stat is left
-    /// out; `Ok(None)` only if the whole process is gone.
-    pub fn threads(&self) -> Result<Option<Vec<ThreadStat>>, ObserveError> {
+    /// Thread ids in `task/`, as listed (unsorted); `Ok(None)` if the process is gone.
+    fn task_ids(&self) -> Result<Option<Vec<u32>>, ObserveError> {
         let dir = self.path.join("task");
         let entries = match std::fs::read_dir(&dir) {
             Ok(e) => e,
@@ -347,7 +346,7 @@ impl ProcDir {
                 }
             }
         };
-        let mut out = Vec::new();
+        let mut tids = Vec::new();
         for entry in entries {
             let entry = match entry {
                 Ok(e) => e,
@@ -356,18 +355,37 @@ impl ProcDir {
                     IoOutcome::Failed(e) => return Err(e),
                 },
             };
-            let Some(tid) = entry
+            if let Some(tid) = entry
                 .file_name()
                 .to_str()
                 .and_then(|s| s.parse::<u32>().ok())
-            else {
+            {
+                tids.push(tid);
+            }
+        }
+        Ok(Some(tids))
+    }
+
+    /// One thread's stat; `Ok(None)` if it exited.
+    fn thread_stat(&self, tid: u32) -> Result<Option<Stat>, ObserveError> {
+        let name = format!("task/{tid}/stat");
+        let Some(bytes) = self.read(&name)? else {
+            return Ok(None);
+        };
+        parse_stat(&bytes, &self.path.join(&name)).map(Some)
+    }
+
+    /// The live threads. A thread that exits between the listing and its stat is left
+    /// out; `Ok(None)` only if the whole process is gone.
+    pub fn threads(&self) -> Result<Option<Vec<ThreadStat>>, ObserveError> {
+        let Some(tids) = self.task_ids()? else {
+            return Ok(None);
+        };
+        let mut out = Vec::new();
+        for tid in tids {
+            let Some(s) = self.thread_stat(tid)? else {
                 continue;
             };
-            let name = format!("task/{tid}/stat");
-            let Some(bytes) = self.read(&name)? else {
-                continue;
-            };
-            let s = parse_stat(&bytes, &self.path.join(&name))?;
             out.push(ThreadStat {
                 tid,
                 cpu_ticks: s.cpu_ticks,
@@ -378,6 +396,35 @@ impl ProcDir {
             return Ok(None);
         }
         out.sort_unstable_by_key(|t| t.tid);
+        Ok(Some(out))
+    }
+
+    /// Run-queue delay summed over the live threads (see [`schedstat`](super::schedstat));
+    /// `Ok(None)` if the process is gone.
+    pub fn run_delay(&self) -> Result<Option<super::schedstat::RunDelay>, ObserveError> {
+        let Some(tids) = self.task_ids()? else {
+            return Ok(None);
+        };
+        let mut out = super::schedstat::RunDelay::default();
+        for tid in tids {
+            let name = format!("task/{tid}/schedstat");
+            // A thread that exited in between is simply not counted.
+            let Some(bytes) = self.read(&name)? else {
+                continue;
+            };
+            let wait = super::schedstat::parse(&text_of(&bytes), &self.path.join(&name))?;
+            let Some(stat) = self.thread_stat(tid)? else {
+                continue;
+            };
+            if stat.state == 'R' {
+                out.runnable += 1;
+            }
+            out.wait_ns = out.wait_ns.saturating_add(wait);
+            out.threads += 1;
+        }
+        if out.threads == 0 && !self.alive() {
+            return Ok(None);
+        }
         Ok(Some(out))
     }
 

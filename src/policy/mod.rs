@@ -7,6 +7,7 @@
 pub mod alloc;
 pub mod auto;
 pub mod cmload;
+pub mod granularity;
 pub mod linux;
 pub mod locality;
 pub mod maxlocal;
@@ -19,6 +20,7 @@ pub mod snapshot;
 #[cfg(test)]
 pub(crate) mod testkit;
 
+pub use granularity::{Granular, Pin};
 pub use plan::{follow_memory, PageMove, Placement, Plan};
 pub use snapshot::{Process, Snapshot, SnapshotError};
 

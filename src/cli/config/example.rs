@@ -57,6 +57,7 @@ pub fn entries(opts: &Options) -> Vec<(&'static str, toml::Value)> {
     // until it is rendered, so the example cannot silently lack a key.
     let Options {
         policy,
+        pin,
         interval,
         dry_run,
         migrate_pages,
@@ -91,6 +92,7 @@ pub fn entries(opts: &Options) -> Vec<(&'static str, toml::Value)> {
     let path = |p: &std::path::Path| s(&p.to_string_lossy());
     vec![
         ("policy", s(policy)),
+        ("pin", s(&pin.to_string())),
         ("interval", dur(interval)),
         ("dry_run", V::Boolean(*dry_run)),
         ("migrate_pages", V::Boolean(*migrate_pages)),
@@ -261,6 +263,7 @@ mod tests {
             mpki_change: 0.35,
             min_replan_interval: Duration::from_secs(90),
             release_after: 7,
+            pin: crate::policy::Pin::Core,
             log_format: LogFormat::Json,
             metrics: Some("[::1]:9477".parse().expect("address")),
         }

@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::policy::linux::balanced_schedules;
 use crate::policy::oracle::Oracle;
 use crate::policy::{
-    self, follow_memory, PageMove, Placement, Plan, Policy, Snapshot, UnknownPolicy,
+    self, follow_memory, Granular, PageMove, Pin, Placement, Plan, Policy, Snapshot, UnknownPolicy,
 };
 
 /// Per-process run time, normalised to running alone and local on the idle machine
@@ -79,6 +79,9 @@ pub struct Runner {
     /// Whether plans may move pages. Off, memory stays where the allocation map put it
     /// (the published evaluation) and page moves in plans are dropped.
     pub allow_migration: bool,
+    /// The granularity plans are applied at, as the daemon would (`--pin`): what is
+    /// simulated is what would be applied, the kernel balancing inside each set.
+    pub pin: Pin,
 }
 
 /// Times of one policy on one case before they are turned into a row.
@@ -96,6 +99,7 @@ impl Runner {
             start_limit: 70,
             max_rounds: 8,
             allow_migration: false,
+            pin: Pin::default(),
         }
     }
 
@@ -126,13 +130,19 @@ impl Runner {
         })
     }
 
-    /// A policy by name; `oracle` is this model's oracle.
+    /// A policy by name, applied at [`Runner::pin`] granularity; `oracle` is this
+    /// model's oracle. `linux` is the kernel's own placement and is left as it is.
     pub fn policy(&self, name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
-        if name == ORACLE {
-            Ok(self.oracle())
+        let inner = if name == ORACLE {
+            self.oracle()
         } else {
-            policy::by_name(name)
-        }
+            policy::by_name(name)?
+        };
+        Ok(if name == LINUX {
+            inner
+        } else {
+            Box::new(Granular::new(inner, self.pin))
+        })
     }
 
     /// Evaluates `policies` (by name, built by `build`) on `case`. `linux` is always

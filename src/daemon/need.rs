@@ -1,0 +1,331 @@
+//! How many CPUs each managed process needs, so that a CPU set numasched gave it is
+//! never what holds it back.
+//!
+//! One epoch's average demand is the wrong size for a set: a load that just started,
+//! a bursty one caught idle, a process whose second thread starts after placement.
+//! So a process is sized from
+//! - its *peak* demand over the last few epochs (a burst keeps its CPUs between
+//!   bursts), and
+//! - when numasched narrowed it, its run-queue delay ([`schedstat`]): threads that
+//!   were runnable but waited for a CPU of its set are demand the set hid. With more
+//!   runnable threads than CPUs in its set, that is the sign of a throttled process,
+//!   and it makes the trigger re-plan at once. (One runnable thread that waits is
+//!   waiting for co-runners, which a wider set of its own would not change.)
+//!
+//! The first reading of a process is its lifetime average (the scanner has nothing
+//! earlier): a load that just started can read well above what it keeps busy, so it
+//! is replaced, not kept in the peak, once a measured epoch arrives.
+//!
+//! A process that is stopped (SIGSTOP, a debugger) needs nothing; one that stopped or
+//! went idle while holding a narrowed set has CPUs to give back, which is also a reason
+//! to re-plan at once. Pure: the engine passes what it read.
+//!
+//! [`schedstat`]: crate::observe::schedstat
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::observe::schedstat::{waiting_threads, RunDelay};
+use crate::policy::granularity::IDLE_DEMAND;
+use crate::policy::snapshot::SLOT_SLACK;
+
+use super::select::Key;
+
+/// Epochs of demand the peak is taken over: a load busy 1 s in 2 keeps its CPUs at
+/// 1 s epochs, and a process that really quietened returns them within this many.
+pub const PEAK_EPOCHS: usize = 5;
+
+/// Average waiting threads that count as throttled: half a thread waiting all the time.
+pub const THROTTLED_WAITING: f64 = 0.5;
+
+/// Share of its set a process must keep busy to be throttled by it: a process that
+/// leaves its CPUs idle part of the time is not held back by their number (its
+/// threads wait for co-runners, or wake in turn).
+pub const SATURATED: f64 = 0.8;
+
+/// What was read about one process this epoch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reading {
+    /// CPUs' worth measured over the last epoch.
+    pub demand: f64,
+    /// Threads alive now (stat's count, always fresh).
+    pub threads: u32,
+    /// Stopped or traced (state `T`/`t`).
+    pub stopped: bool,
+    /// CPUs numasched gave it when narrower than what it may use; `None` otherwise.
+    pub narrowed_to: Option<usize>,
+    /// Run-queue delay, read only for narrowed processes.
+    pub delay: Option<RunDelay>,
+}
+
+/// The answer for one process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Need {
+    /// CPUs' worth to plan it for.
+    pub demand: f64,
+    /// Threads that waited for a CPU, on average, over the last epoch (narrowed only).
+    pub waiting: f64,
+    /// Why it must be re-planned now, if it must.
+    pub urgent: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Track {
+    demands: VecDeque<f64>,
+    delay: Option<(RunDelay, f64)>,
+    stopped: bool,
+    /// Its peak demand was at least [`IDLE_DEMAND`] last epoch: going idle is a change
+    /// only after having been busy.
+    busy: bool,
+    /// Readings so far (saturating): the first is a lifetime average.
+    seen: u8,
+}
+
+/// Per managed process, the recent past that sizing needs.
+#[derive(Debug, Default)]
+pub struct Needs {
+    tracks: HashMap<Key, Track>,
+}
+
+impl Needs {
+    /// Sizes one process from this epoch's reading at `now` (seconds, monotonic).
+    pub fn update(&mut self, key: Key, r: Reading, now: f64) -> Need {
+        let t = self.tracks.entry(key).or_default();
+        let was_stopped = std::mem::replace(&mut t.stopped, r.stopped);
+        let waiting = match (r.delay, t.delay) {
+            (Some(d), Some((before, at))) => waiting_threads(before, d, now - at),
+            _ => 0.0,
+        };
+        t.delay = r.delay.map(|d| (d, now));
+        if r.stopped {
+            t.demands.clear();
+            let urgent = (!was_stopped && r.narrowed_to.is_some())
+                .then(|| format!("pid {} stopped; its CPUs are free", key.0));
+            return Need {
+                demand: 0.0,
+                waiting: 0.0,
+                urgent,
+            };
+        }
+        t.seen = t.seen.saturating_add(1);
+        if t.seen == 2 {
+            t.demands.clear();
+        }
+        if t.demands.len() == PEAK_EPOCHS {
+            t.demands.pop_front();
+        }
+        t.demands.push_back(r.demand);
+        let peak = t.demands.iter().copied().fold(0.0, f64::max);
+        let was_busy = std::mem::replace(&mut t.busy, peak >= IDLE_DEMAND);
+        let threads = f64::from(r.threads.max(1));
+        let mut need = Need {
+            demand: peak.min(threads),
+            waiting,
+            urgent: None,
+        };
+        if let Some(cpus) = r.narrowed_to {
+            let runnable = r.delay.map_or(0, |d| d.runnable) as usize;
+            let wanted = (r.demand + waiting).max(runnable as f64).min(threads);
+            let saturated = r.demand >= SATURATED * cpus as f64;
+            if waiting >= THROTTLED_WAITING && saturated && runnable > cpus && slots(wanted) > cpus
+            {
+                need.demand = need.demand.max(wanted);
+                // Kept for the peak window, so the wider set is not taken back at once.
+                if let Some(last) = t.demands.back_mut() {
+                    *last = last.max(wanted);
+                }
+                need.urgent = Some(format!(
+                    "pid {} throttled by its {cpus} CPU(s): {:.1} CPUs busy, {waiting:.1} \
+                     thread(s) waiting",
+                    key.0, r.demand
+                ));
+            } else if was_busy && peak < IDLE_DEMAND && cpus > 0 {
+                need.urgent = Some(format!("pid {} went idle; its CPUs are free", key.0));
+            }
+        }
+        need
+    }
+
+    /// Forgets processes no longer managed.
+    pub fn retain(&mut self, keep: impl Fn(&Key) -> bool) {
+        self.tracks.retain(|k, _| keep(k));
+    }
+}
+
+/// CPUs a demand keeps busy, as [`Process::slots`](crate::policy::Process::slots)
+/// counts them.
+fn slots(demand: f64) -> usize {
+    (demand - SLOT_SLACK).ceil().max(1.0) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(demand: f64, threads: u32) -> Reading {
+        Reading {
+            demand,
+            threads,
+            stopped: false,
+            narrowed_to: None,
+            delay: None,
+        }
+    }
+
+    fn delay(wait_s: f64) -> Option<RunDelay> {
+        Some(RunDelay {
+            wait_ns: (wait_s * 1e9) as u64,
+            threads: 2,
+            runnable: 2,
+        })
+    }
+
+    #[test]
+    fn a_burst_keeps_its_cpus_for_the_peak_window() {
+        let mut n = Needs::default();
+        let k = (10, 1);
+        n.update(k, reading(1.0, 2), 0.0);
+        assert_eq!(n.update(k, reading(2.0, 2), 1.0).demand, 2.0);
+        for e in 0..PEAK_EPOCHS - 1 {
+            let d = n.update(k, reading(0.0, 2), 2.0 + e as f64).demand;
+            assert_eq!(d, 2.0, "epoch {e} after the burst");
+        }
+        assert_eq!(n.update(k, reading(0.0, 2), 9.0).demand, 0.0);
+    }
+
+    #[test]
+    fn the_first_lifetime_reading_gives_way_to_the_first_measured_epoch() {
+        let mut n = Needs::default();
+        let k = (10, 1);
+        assert_eq!(n.update(k, reading(1.8, 2), 0.0).demand, 1.8);
+        assert_eq!(n.update(k, reading(1.0, 2), 1.0).demand, 1.0);
+    }
+
+    #[test]
+    fn one_runnable_thread_waiting_for_co_runners_is_not_throttled() {
+        // A busy worker beside a sleeping main thread, sharing its CPU with another
+        // process: it waits, but a second CPU of its own would not be used.
+        let mut n = Needs::default();
+        let mut r = reading(0.5, 2);
+        r.narrowed_to = Some(1);
+        let one = |wait_s: f64| {
+            Some(RunDelay {
+                wait_ns: (wait_s * 1e9) as u64,
+                threads: 2,
+                runnable: 1,
+            })
+        };
+        r.delay = one(0.0);
+        n.update((1, 1), r, 0.0);
+        r.delay = one(0.9);
+        let need = n.update((1, 1), r, 1.0);
+        assert!(need.urgent.is_none(), "{need:?}");
+    }
+
+    #[test]
+    fn a_process_that_leaves_its_set_idle_is_not_throttled() {
+        let mut n = Needs::default();
+        let mut r = reading(0.3, 2);
+        r.narrowed_to = Some(1);
+        r.delay = delay(0.0);
+        n.update((1, 1), r, 0.0);
+        r.delay = delay(0.7);
+        assert!(n.update((1, 1), r, 1.0).urgent.is_none());
+    }
+
+    #[test]
+    fn a_widened_set_is_kept_for_the_peak_window() {
+        let mut n = Needs::default();
+        let k = (10, 1);
+        let mut r = reading(1.0, 2);
+        r.narrowed_to = Some(1);
+        r.delay = delay(0.0);
+        n.update(k, r, 0.0);
+        n.update(k, r, 0.5);
+        r.delay = delay(1.0);
+        assert_eq!(n.update(k, r, 1.5).demand, 2.0);
+        // Widened now: no longer narrowed, one CPU's worth measured (the kernel is
+        // still spreading it): the set is not taken back.
+        r.narrowed_to = None;
+        r.delay = None;
+        assert_eq!(n.update(k, r, 2.5).demand, 2.0);
+    }
+
+    #[test]
+    fn demand_is_capped_by_threads() {
+        let mut n = Needs::default();
+        assert_eq!(n.update((1, 1), reading(1.5, 1), 1.0).demand, 1.0);
+    }
+
+    #[test]
+    fn a_late_second_thread_on_one_cpu_is_throttled() {
+        let mut n = Needs::default();
+        let k = (10, 1);
+        let mut r = reading(1.0, 2);
+        r.narrowed_to = Some(1);
+        r.delay = delay(0.0);
+        assert!(n.update(k, r, 0.0).urgent.is_none());
+        // One second later: one CPU busy, a second thread waited the whole second.
+        r.delay = delay(1.0);
+        let need = n.update(k, r, 1.0);
+        assert!((need.waiting - 1.0).abs() < 1e-9);
+        assert_eq!(need.demand, 2.0);
+        assert!(need
+            .urgent
+            .as_deref()
+            .is_some_and(|u| u.contains("throttled")));
+    }
+
+    #[test]
+    fn waiting_a_single_thread_cannot_fix_is_not_throttling() {
+        // Three single-threaded loads on two CPUs wait for each other; a wider set
+        // would not let one thread use more than one CPU.
+        let mut n = Needs::default();
+        let mut r = reading(0.6, 1);
+        r.narrowed_to = Some(1);
+        r.delay = delay(0.0);
+        n.update((1, 1), r, 0.0);
+        r.delay = delay(0.4);
+        let need = n.update((1, 1), r, 1.0);
+        assert!(need.urgent.is_none(), "{need:?}");
+        assert_eq!(need.demand, 0.6);
+    }
+
+    #[test]
+    fn stopping_frees_the_cpus_once() {
+        let mut n = Needs::default();
+        let k = (10, 1);
+        let mut r = reading(1.0, 1);
+        r.narrowed_to = Some(1);
+        n.update(k, r, 0.0);
+        r.stopped = true;
+        let need = n.update(k, r, 1.0);
+        assert_eq!(need.demand, 0.0);
+        assert!(need
+            .urgent
+            .as_deref()
+            .is_some_and(|u| u.contains("stopped")));
+        // Still stopped, and no longer narrowed after the re-plan: nothing new.
+        r.narrowed_to = None;
+        assert!(n.update(k, r, 2.0).urgent.is_none());
+        // Continued: demand counts again from scratch.
+        r.stopped = false;
+        assert_eq!(n.update(k, r, 3.0).demand, 1.0);
+    }
+
+    #[test]
+    fn a_narrowed_process_going_idle_gives_its_cpus_back_once() {
+        let mut n = Needs::default();
+        let k = (10, 1);
+        let mut r = reading(1.0, 1);
+        r.narrowed_to = Some(1);
+        assert!(n.update(k, r, 0.0).urgent.is_none());
+        assert!(n.update(k, r, 0.5).urgent.is_none());
+        r.demand = 0.0;
+        for e in 1..PEAK_EPOCHS {
+            assert!(n.update(k, r, e as f64).urgent.is_none(), "peak still busy");
+        }
+        let need = n.update(k, r, 9.0);
+        assert!(need.urgent.as_deref().is_some_and(|u| u.contains("idle")));
+        assert!(n.update(k, r, 10.0).urgent.is_none(), "said once");
+    }
+}

@@ -1,0 +1,382 @@
+//! What a plan's CPUs become when applied: the unit of placement.
+//!
+//! N-MASS decides which cache and which memory node a process shares, not which core it
+//! runs on (Majo & Gross). Pinning each process to the one CPU a policy happened to
+//! pick takes the kernel's load balancing away inside that cache: a thread created
+//! later inherits a single CPU, a stopped neighbour leaves its CPU idle while two
+//! threads queue on another. So by default ([`Pin::Llc`]) a process is given every CPU
+//! of the LLC domains the policy chose for it, intersected with any pin someone else
+//! set, and the kernel balances inside them. `core` and `cpu` are the hard pinning an
+//! operator may ask for.
+//!
+//! [`Granular`] wraps any policy and also decides who the policy sees:
+//! - processes using almost no CPU are not planned at all: they keep (or get back)
+//!   every CPU they are allowed, and take no CPU from a busy process;
+//! - the rest are handed to the policy busiest first, so where it breaks ties by
+//!   order, CPU demand decides who gets a free CPU, not the pid;
+//! - with hard pinning, processes on an LLC where the plan makes some time-share a
+//!   CPU get the whole LLC instead: pinned 2-to-a-CPU beside one alone on the next CPU, three equal loads on
+//!   two CPUs would run at 100/50/50 where the kernel gives each two thirds.
+//!
+//! Pure, like every policy: the daemon, `plan`, the simulator and tests share it.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Placement, Plan, Policy, Process, Snapshot};
+use crate::topology::{cpulist, CpuId, Topology};
+
+/// CPUs' worth of demand below which a process counts as idle and is not placed.
+/// One tenth of a CPU: a shell, a sleeping server, a monitoring agent.
+pub const IDLE_DEMAND: f64 = 0.1;
+
+/// What a planned CPU widens to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pin {
+    /// Every CPU of the chosen LLC domains (the default).
+    #[default]
+    Llc,
+    /// Every CPU of the chosen nodes.
+    Node,
+    /// Every hardware thread of the chosen cores (hard pinning).
+    Core,
+    /// Exactly the chosen CPUs (hard pinning).
+    Cpu,
+}
+
+pub const PIN_NAMES: &[&str] = &["llc", "node", "core", "cpu"];
+
+impl FromStr for Pin {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Pin, String> {
+        match s {
+            "llc" => Ok(Pin::Llc),
+            "node" => Ok(Pin::Node),
+            "core" => Ok(Pin::Core),
+            "cpu" => Ok(Pin::Cpu),
+            _ => Err(format!(
+                "unknown pin granularity '{s}' (known: {})",
+                PIN_NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Pin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Pin::Llc => "llc",
+            Pin::Node => "node",
+            Pin::Core => "core",
+            Pin::Cpu => "cpu",
+        })
+    }
+}
+
+/// A policy whose plans are applied at [`Pin`] granularity (see the module doc).
+pub struct Granular {
+    pub inner: Box<dyn Policy>,
+    pub pin: Pin,
+    /// Processes under this demand (CPUs' worth) are idle: not planned.
+    pub idle_below: f64,
+}
+
+impl Granular {
+    pub fn new(inner: Box<dyn Policy>, pin: Pin) -> Granular {
+        Granular {
+            inner,
+            pin,
+            idle_below: IDLE_DEMAND,
+        }
+    }
+}
+
+impl Policy for Granular {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn uses_current_placement(&self) -> bool {
+        self.inner.uses_current_placement()
+    }
+
+    fn plan(&self, snapshot: &Snapshot) -> Plan {
+        let topo = &snapshot.topology;
+        let (busy, idle): (Vec<&Process>, Vec<&Process>) = snapshot
+            .processes
+            .iter()
+            .partition(|p| p.cpu_demand >= self.idle_below);
+        let mut busy: Vec<Process> = busy.into_iter().cloned().collect();
+        // Stable: equal demands keep the snapshot's order.
+        busy.sort_by(|a, b| b.cpu_demand.total_cmp(&a.cpu_demand));
+        let seen = Snapshot {
+            topology: topo.clone(),
+            processes: busy,
+        };
+        let inner = if seen.processes.is_empty() {
+            Plan::new(self.inner.name(), Vec::new())
+        } else {
+            self.inner.plan(&seen)
+        };
+        let shared = time_shared_llcs(topo, &inner);
+        let mut placements = Vec::with_capacity(snapshot.processes.len());
+        for p in &snapshot.processes {
+            let planned = inner.placements.iter().find(|pl| pl.pid == p.pid);
+            let pl = match planned {
+                Some(pl) if hard(self.pin) && on_llcs(topo, &pl.cpus, &shared) => {
+                    let mut w = widen(topo, p, pl, Pin::Llc);
+                    w.reason
+                        .push_str(" (its LLC time-shares CPUs: all of it, for fair shares)");
+                    w
+                }
+                Some(pl) => widen(topo, p, pl, self.pin),
+                None if idle.iter().any(|i| i.pid == p.pid) => idle_placement(topo, p),
+                None => Placement::unchanged(p.pid, "not planned".into()),
+            };
+            placements.push(pl);
+        }
+        Plan {
+            policy: inner.policy,
+            placements,
+            page_moves: inner.page_moves,
+            proven_optimal: inner.proven_optimal,
+        }
+    }
+}
+
+fn hard(pin: Pin) -> bool {
+    matches!(pin, Pin::Core | Pin::Cpu)
+}
+
+/// LLCs with a CPU the plan gives to more than one process.
+fn time_shared_llcs(topo: &Topology, plan: &Plan) -> BTreeSet<usize> {
+    let mut seen = BTreeSet::new();
+    let mut shared = BTreeSet::new();
+    for c in plan.placements.iter().flat_map(|pl| pl.cpus.iter()) {
+        if !seen.insert(*c) {
+            shared.extend(topo.cpu(*c).map(|cpu| cpu.llc));
+        }
+    }
+    shared
+}
+
+fn on_llcs(topo: &Topology, cpus: &[CpuId], llcs: &BTreeSet<usize>) -> bool {
+    cpus.iter()
+        .any(|c| topo.cpu(*c).is_some_and(|cpu| llcs.contains(&cpu.llc)))
+}
+
+/// An idle process gets every CPU it may use: whatever narrower set it had from an
+/// earlier plan is given back, and it takes no CPU from anyone.
+fn idle_placement(topo: &Topology, p: &Process) -> Placement {
+    Placement::new(
+        topo,
+        p.pid,
+        allowed_ids(topo, p),
+        format!(
+            "idle ({:.2} CPUs): not placed, may run on every CPU it is allowed",
+            p.cpu_demand
+        ),
+    )
+}
+
+fn allowed_ids(topo: &Topology, p: &Process) -> Vec<CpuId> {
+    match &p.allowed_cpus {
+        Some(a) => a
+            .iter()
+            .copied()
+            .filter(|&c| topo.cpu(c).is_some())
+            .collect(),
+        None => topo.cpus().iter().map(|c| c.id).collect(),
+    }
+}
+
+/// The placement as applied at granularity `pin`: the planned CPUs widened to their
+/// LLCs, nodes or cores, inside the process's foreign pin.
+pub fn widen(topo: &Topology, p: &Process, pl: &Placement, pin: Pin) -> Placement {
+    if pl.cpus.is_empty() || pin == Pin::Cpu {
+        return pl.clone();
+    }
+    let mut units = BTreeSet::new();
+    for &c in &pl.cpus {
+        if let Some(cpu) = topo.cpu(c) {
+            units.insert(match pin {
+                Pin::Llc => cpu.llc,
+                Pin::Node => cpu.node,
+                Pin::Core | Pin::Cpu => cpu.core,
+            });
+        }
+    }
+    let members = |u: usize| -> &[CpuId] {
+        match pin {
+            Pin::Llc => &topo.llcs()[u].cpus,
+            Pin::Node => &topo.nodes()[u].cpus,
+            Pin::Core | Pin::Cpu => &topo.cores()[u].cpus,
+        }
+    };
+    let allowed = allowed_ids(topo, p);
+    let mut cpus: Vec<CpuId> = units
+        .iter()
+        .flat_map(|&u| members(u).iter().copied())
+        .filter(|c| allowed.contains(c))
+        .collect();
+    // Planned CPUs are kept even outside the units' members as read (they are the
+    // policy's own choice, inside the pin by construction).
+    cpus.extend(pl.cpus.iter().copied());
+    cpus.sort_unstable();
+    cpus.dedup();
+    if cpus == pl.cpus {
+        return pl.clone();
+    }
+    let what = match pin {
+        Pin::Llc => "its LLC",
+        Pin::Node => "its node",
+        Pin::Core | Pin::Cpu => "its core",
+    };
+    let reason = format!(
+        "{}; planned CPUs {}, given all of {what} ({})",
+        pl.reason,
+        cpulist::format(&pl.cpus),
+        cpulist::format(&cpus)
+    );
+    Placement::new(topo, pl.pid, cpus, reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::by_name;
+    use crate::topology;
+
+    fn snap(spec: &str, procs: Vec<Process>) -> Snapshot {
+        Snapshot {
+            topology: topology::machine(spec).expect("spec"),
+            processes: procs,
+        }
+    }
+
+    fn busy(pid: u32, demand: f64, home: u32) -> Process {
+        let mut p = Process::new(pid, "load");
+        p.cpu_demand = demand;
+        p.threads = demand.ceil().max(1.0) as u32;
+        p.memory_bytes.insert(home, 1 << 30);
+        p
+    }
+
+    fn planned(plan: &Plan, pid: u32) -> &Placement {
+        plan.placements
+            .iter()
+            .find(|pl| pl.pid == pid)
+            .expect("placement")
+    }
+
+    #[test]
+    fn on_one_llc_every_process_keeps_the_whole_machine() {
+        // One node, one LLC, two CPUs: no placement can help, so none narrows.
+        let s = snap(
+            "1n:1l:2c:1t",
+            vec![busy(10, 1.0, 0), busy(11, 1.0, 0), busy(12, 1.0, 0)],
+        );
+        for name in crate::policy::NAMES {
+            let g = Granular::new(by_name(name).expect("policy"), Pin::Llc);
+            let plan = g.plan(&s);
+            for pl in &plan.placements {
+                assert!(
+                    pl.cpus.is_empty() || pl.cpus == vec![0, 1],
+                    "{name}: pid {} got {:?}",
+                    pl.pid,
+                    pl.cpus
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn llc_node_core_and_cpu_widen_as_named() {
+        // 2 nodes x 2 LLCs x 2 cores x 2 threads: CPU 0's core is {0, 8}? Read it.
+        let t = topology::machine("2n:2l:2c:2t").expect("spec");
+        let cpu0 = t.cpu(0).expect("cpu 0");
+        let llc: Vec<CpuId> = t.llcs()[cpu0.llc].cpus.clone();
+        let node: Vec<CpuId> = t.nodes()[cpu0.node].cpus.clone();
+        let core: Vec<CpuId> = t.cores()[cpu0.core].cpus.clone();
+        let p = busy(5, 1.0, 0);
+        let pl = Placement::new(&t, 5, vec![0], "r".into());
+        let sorted = |mut v: Vec<CpuId>| {
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(widen(&t, &p, &pl, Pin::Llc).cpus, sorted(llc));
+        assert_eq!(widen(&t, &p, &pl, Pin::Node).cpus, sorted(node));
+        assert_eq!(widen(&t, &p, &pl, Pin::Core).cpus, sorted(core));
+        assert_eq!(widen(&t, &p, &pl, Pin::Cpu).cpus, vec![0]);
+        assert!(widen(&t, &p, &pl, Pin::Llc)
+            .reason
+            .contains("planned CPUs 0"));
+    }
+
+    #[test]
+    fn a_foreign_pin_bounds_the_widened_set() {
+        let t = topology::machine("1n:1l:4c:1t").expect("spec");
+        let mut p = busy(5, 1.0, 0);
+        p.allowed_cpus = Some(vec![1, 2]);
+        let pl = Placement::new(&t, 5, vec![1], "r".into());
+        assert_eq!(widen(&t, &p, &pl, Pin::Llc).cpus, vec![1, 2]);
+    }
+
+    #[test]
+    fn idle_processes_take_no_cpu_from_a_busy_one() {
+        // Two idle shells with lower pids than the one busy process, one free CPU's
+        // worth of room per node: the busy process must be the one placed.
+        let mut sh1 = busy(2, 0.0005, 0);
+        sh1.program = "sh".into();
+        let mut sh2 = busy(3, 0.0005, 0);
+        sh2.program = "sh".into();
+        let s = snap("2n:1l:1c:1t", vec![sh1, sh2, busy(9, 1.0, 0)]);
+        for name in ["nmass", "maxlocal", "auto"] {
+            let g = Granular::new(by_name(name).expect("policy"), Pin::Cpu);
+            let plan = g.plan(&s);
+            assert_eq!(plan.placements.len(), 3, "one placement per process");
+            assert_eq!(planned(&plan, 9).cpus, vec![0], "{name}: busy goes local");
+            for pid in [2, 3] {
+                let pl = planned(&plan, pid);
+                assert_eq!(pl.cpus, vec![0, 1], "{name}: idle keeps every CPU");
+                assert!(pl.reason.starts_with("idle"), "{}", pl.reason);
+            }
+        }
+    }
+
+    #[test]
+    fn hard_pinned_time_sharers_get_their_llc() {
+        // Three equal loads on two CPUs of one LLC: pinned, two would share one CPU
+        // beside one alone; each gets both CPUs instead and the kernel shares fairly.
+        let s = snap(
+            "1n:1l:2c:1t",
+            vec![busy(1, 1.0, 0), busy(2, 1.0, 0), busy(3, 1.0, 0)],
+        );
+        let g = Granular::new(by_name("nmass").expect("policy"), Pin::Cpu);
+        let plan = g.plan(&s);
+        for pl in &plan.placements {
+            assert_eq!(pl.cpus, vec![0, 1], "pid {}: {}", pl.pid, pl.reason);
+        }
+        // Two loads on two CPUs stay hard-pinned.
+        let s = snap("1n:1l:2c:1t", vec![busy(1, 1.0, 0), busy(2, 1.0, 0)]);
+        let plan = g.plan(&s);
+        assert!(plan.placements.iter().all(|pl| pl.cpus.len() == 1));
+    }
+
+    #[test]
+    fn demand_not_pid_decides_who_gets_the_free_cpu() {
+        // Node 0 has one CPU; both processes live there. The busier one (higher pid)
+        // stays local, the lighter one runs remotely.
+        let s = snap("2n:1l:1c:1t", vec![busy(1, 0.3, 0), busy(2, 1.0, 0)]);
+        let g = Granular::new(by_name("maxlocal").expect("policy"), Pin::Cpu);
+        let plan = g.plan(&s);
+        assert_eq!(planned(&plan, 2).cpus, vec![0]);
+        assert_eq!(planned(&plan, 1).cpus, vec![1]);
+        // Placements stay in snapshot order.
+        assert_eq!(plan.placements[0].pid, 1);
+    }
+}
