@@ -354,7 +354,7 @@ pub fn render(s: &Status) -> String {
     let procs: Vec<(String, &super::status::ProcessView)> =
         s.processes.iter().map(|p| (p.pid.to_string(), p)).collect();
     type ProcGet = fn(&super::status::ProcessView) -> Option<f64>;
-    let proc_families: [(&str, &str, &str, ProcGet); 6] = [
+    let proc_families: [(&str, &str, &str, ProcGet); 7] = [
         (
             "numasched_process_cpu_demand_cpus",
             "gauge",
@@ -390,6 +390,12 @@ pub fn render(s: &Status) -> String {
             "counter",
             "Affinity changes numasched made to the process while managing it.",
             |p| Some(p.placement_changes as f64),
+        ),
+        (
+            "numasched_process_waiting_threads",
+            "gauge",
+            "Threads of the process waiting for a CPU, on average over the last epoch (read while numasched narrows it; above 0.5 its set is too small).",
+            |p| Some(p.waiting),
         ),
     ];
     for (name, kind, help, get) in proc_families {
