@@ -423,3 +423,37 @@ fn unreadable_or_garbled_proc_files_change_nothing_that_is_not_restored() {
         assert_eq!(b.affinity(pid), Some(ALL.to_vec()), "pid {pid} restored");
     }
 }
+
+#[test]
+fn a_stop_or_an_exit_of_a_placed_process_re_plans_at_once() {
+    // An interval of 100 s: only a harm may re-plan inside it.
+    let mut b = bed(everyone(), 100.0, 30);
+    b.add(100, "mcf", 0, 1000);
+    b.add(101, "milc", 0, 1000);
+    b.add(102, "lbm", 0, 1000);
+    assert!(replanned(&b.epoch(0.0)));
+    assert!(!replanned(&b.epoch(1.0)), "nothing changed");
+    // SIGSTOP: its CPU is free for the others now, not in 100 s.
+    let mut p = FakeProcess::new(100, "mcf").pages(&[(0, 1000)]);
+    p.start_time = 1000;
+    p.state = 'T';
+    b.fake.add(&p).expect("rewrite");
+    let r = b.epoch(2.0);
+    assert!(
+        r.replan.iter().any(|w| w.contains("pid 100 stopped")),
+        "{:?}",
+        r.replan
+    );
+    assert!(!replanned(&b.epoch(3.0)), "said once");
+    // An exit frees its CPU the same way.
+    b.fake.remove(101).expect("remove");
+    b.engine.actuator().kernel().remove(101);
+    let r = b.epoch(4.0);
+    assert!(
+        r.replan
+            .iter()
+            .any(|w| w.contains("pid 101: no longer selected; its CPUs are free")),
+        "{:?}",
+        r.replan
+    );
+}

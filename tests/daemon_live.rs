@@ -357,6 +357,15 @@ fn bad_input_is_one_clear_line_and_changes_nothing() {
     let (code, _, err) = numasched(&["daemon", "--policy", "fastest"]);
     assert_eq!(code, 2);
     assert!(err.contains("unknown policy 'fastest'"), "{err}");
+    for cmd in ["daemon", "run", "plan"] {
+        let (code, _, err) = numasched(&[cmd, "--pin", "bogus"]);
+        assert_eq!(code, 2, "{cmd}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.contains("--pin") && first.contains("unknown pin granularity 'bogus'"),
+            "{cmd}: {err}"
+        );
+    }
     let sock = dir.path().join("nobody.sock").display().to_string();
     let (code, _, err) = numasched(&["status", "--socket", &sock]);
     assert_eq!(code, 1);

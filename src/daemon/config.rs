@@ -532,6 +532,11 @@ metrics = "127.0.0.1:9477"
                 "unknown field `exclude_com`",
             ),
             ("log_format = \"xml\"", 1, "unknown variant"),
+            (
+                "\npin = \"bogus\"",
+                2,
+                "expected one of `llc`, `node`, `core`, `cpu`",
+            ),
             ("\nmetrics = \"0.0.0.0:9477\"", 2, "every interface"),
             ("metrics = \"9477\"", 1, "127.0.0.1:9477"),
             ("metrics = 9477", 1, "invalid type"),
