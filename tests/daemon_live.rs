@@ -331,8 +331,14 @@ fn plan_on_this_machine_is_valid_names_the_missing_sensors_and_replays() {
     // The snapshot it printed replays to the same plan.
     let snap = dir.path().join("snap.json");
     std::fs::write(&snap, v["snapshot"].to_string()).expect("write");
-    let (code, out, err) =
-        numasched(&["plan", "--json", "--snapshot", &snap.display().to_string()]);
+    let (code, out, err) = numasched(&[
+        "plan",
+        "--json",
+        "--pin",
+        "cpu",
+        "--snapshot",
+        &snap.display().to_string(),
+    ]);
     assert_eq!(code, 0, "{err}");
     let replay: numasched::policy::Plan = serde_json::from_str(&out).expect("plan");
     assert_eq!(replay.placements, plan.placements);

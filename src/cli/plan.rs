@@ -15,7 +15,7 @@ use crate::characterise::PenaltySource;
 use crate::daemon::build::{self, Use};
 use crate::daemon::config::parse_policy;
 use crate::daemon::logging;
-use crate::policy::{self, Snapshot};
+use crate::policy::{self, Policy as _, Snapshot};
 use crate::sim::eval::{bridge, runner::Runner};
 use crate::sim::{self, ProfileSet};
 use crate::topology::cpulist;
@@ -46,12 +46,14 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     // The oracle needs an objective: the simulator's model of this snapshot's machine,
     // with the built-in program profiles (unknown programs use their own MPKI and
     // penalty from the snapshot).
-    let policy = if name == "oracle" {
+    let inner = if name == "oracle" {
         let params = sim::params_for(&snapshot.topology);
         Runner::new(bridge::time_model(params, ProfileSet::builtin(), None)).oracle()
     } else {
         policy::by_name(name)?
     };
+    // As the daemon would apply it: at `--pin` granularity, idle processes unplaced.
+    let policy = policy::Granular::new(inner, args.select.pin.unwrap_or_default());
     let plan = policy.plan(&snapshot);
     if args.json {
         let text = serde_json::to_string_pretty(&plan).context("encoding the plan")?;
