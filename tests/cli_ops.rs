@@ -75,3 +75,31 @@ fn completions_and_man_pages_come_from_the_binary() {
     assert_eq!(code, 0);
     assert!(out.contains(".TH numasched 1"), "{out}");
 }
+
+#[test]
+fn negative_numbers_are_refused_with_the_flag_and_its_range() {
+    for (args, needle) in [
+        (vec!["daemon", "--interval", "-1s"], "invalid duration"),
+        (
+            vec!["daemon", "--min-replan-interval", "-2s"],
+            "invalid duration",
+        ),
+        (vec!["plan", "--min-cpu", "-1"], "0 or greater"),
+        (
+            vec!["run", "--migrate-rate", "-5", "--", "true"],
+            "greater than 0",
+        ),
+        (vec!["daemon", "--release-after", "-3"], "not in 0.."),
+        (vec!["advise", "--cpus", "-1"], "not in 1.."),
+        (vec!["top", "--interval", "-1s"], "invalid duration"),
+    ] {
+        let (code, _, err) = numasched(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.contains(&format!("for '{}", args[1])) && first.contains(needle),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+    }
+}

@@ -23,7 +23,7 @@ pub struct ManageArgs {
     #[arg(long, value_name = "P", value_parser = parse_policy)]
     pub policy: Option<String>,
     /// Epoch length, e.g. 1s, 500ms [default: 1s].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION", value_parser = parse_duration)]
     pub interval: Option<Duration>,
     /// Plan and report every epoch, change nothing.
     #[arg(long)]
@@ -32,16 +32,16 @@ pub struct ManageArgs {
     #[arg(long)]
     pub migrate_pages: bool,
     /// Page migration budget in MB/s [default: 64].
-    #[arg(long, value_name = "MB_PER_S", value_parser = parse_positive)]
+    #[arg(long, allow_hyphen_values = true, value_name = "MB_PER_S", value_parser = parse_positive)]
     pub migrate_rate: Option<f64>,
     /// Relative MPKI change that triggers a re-plan [default: 0.2].
-    #[arg(long, value_name = "FRACTION", value_parser = parse_positive)]
+    #[arg(long, allow_hyphen_values = true, value_name = "FRACTION", value_parser = parse_positive)]
     pub mpki_change: Option<f64>,
     /// Shortest time between re-plans [default: 5s].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION", value_parser = parse_duration)]
     pub min_replan_interval: Option<Duration>,
     /// Epochs below the thresholds before a process is released [default: 30].
-    #[arg(long, value_name = "EPOCHS")]
+    #[arg(long, allow_hyphen_values = true, value_name = "EPOCHS")]
     pub release_after: Option<u32>,
     /// Log format on stderr [default: text].
     #[arg(long, value_enum, value_name = "FORMAT")]
@@ -83,10 +83,10 @@ pub struct SelectArgs {
     #[arg(long, value_name = "GLOB", value_parser = parse_glob)]
     pub exclude_cgroup: Vec<String>,
     /// CPUs' worth of CPU use needed to be managed [default: 0.25].
-    #[arg(long, value_name = "CPUS", value_parser = parse_non_negative)]
+    #[arg(long, allow_hyphen_values = true, value_name = "CPUS", value_parser = parse_non_negative)]
     pub min_cpu: Option<f64>,
     /// Resident memory needed to be managed, e.g. 64M [default: 0].
-    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    #[arg(long, allow_hyphen_values = true, value_name = "BYTES", value_parser = parse_bytes)]
     pub min_rss: Option<u64>,
     /// What a process is given: every CPU of the LLCs (or nodes) chosen for it, or
     /// hard pinning to the chosen cores or CPUs (llc, node, core, cpu) [default: llc].

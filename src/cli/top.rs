@@ -41,7 +41,7 @@ pub struct TopArgs {
     #[arg(long)]
     pub standalone: bool,
     /// Refresh period, e.g. 1s, 500ms.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
     pub interval: Duration,
     /// Policy planned with when standalone [default: auto].
     #[arg(long, value_name = "P", value_parser = parse_policy)]
