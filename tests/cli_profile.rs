@@ -113,7 +113,25 @@ fn import_with_a_bad_field_names_file_and_field() {
     assert!(err.contains(s(&file)), "{err}");
     assert!(err.contains("profiles[1].bandwidth_gbps"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(list_json(s(&db)), serde_json::json!([]), "nothing imported");
+    assert!(!db.exists(), "a failed import creates no store");
+}
+
+#[test]
+fn reading_commands_create_nothing_and_name_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("typo.db");
+    for cmd in ["list", "export"] {
+        let (code, out, err) = numasched(&["profile", "--db", s(&db), cmd]);
+        assert_eq!(code, 1, "{cmd}: {err}");
+        assert!(out.is_empty(), "{cmd}: {out}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains("no profile store here"), "{err}");
+    }
+    let (code, _, err) = numasched(&["profile", "--db", "/nonexistent/dir/p.db", "list"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("/nonexistent/dir: no such directory"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "nothing created: {left:?}");
 }
 
 #[test]

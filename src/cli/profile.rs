@@ -85,6 +85,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
             open_to_write(&path)?.set_given(&a.program, &given, now())?;
         }
         ProfileCommand::List { json } => {
+            existing(&path)?;
             let programs = Store::open_without_backup(&path)?.list()?;
             if json {
                 let text = serde_json::to_string_pretty(&programs).context("encoding the list")?;
@@ -94,10 +95,13 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
             }
         }
         ProfileCommand::Import { file } => {
-            let n = open_to_write(&path)?.import_file(&file, now())?;
+            // Read and checked first: a file that cannot be imported creates nothing.
+            let parsed = store::ProfileFile::read(&file)?;
+            let n = open_to_write(&path)?.import_parsed(&parsed, now())?;
             eprintln!("imported {n} profiles from {}", file.display());
         }
         ProfileCommand::Export { file } => {
+            existing(&path)?;
             let (programs, skipped) = Store::open_without_backup(&path)?.export()?;
             for name in &skipped {
                 eprintln!(
@@ -119,6 +123,28 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Commands that only read a store refuse a path with none, instead of creating an
+/// empty one where a typo pointed: nothing is written by `list` or `export`.
+fn existing(path: &std::path::Path) -> anyhow::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            if dir.is_dir() {
+                anyhow::bail!(
+                    "{}: no profile store here (`profile set` or `profile import` creates one)",
+                    path.display()
+                )
+            }
+            anyhow::bail!("{}: no such directory", dir.display())
+        }
+        Err(e) => anyhow::bail!("{}: {e}", path.display()),
+    }
 }
 
 /// Seconds since the epoch; a clock before 1970 is recorded as 0 rather than failing.

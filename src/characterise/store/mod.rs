@@ -403,6 +403,28 @@ pub struct Store {
     backup_warning: Option<String>,
 }
 
+/// A profile file (the simulator's `[[profiles]]` format), read and checked before any
+/// store is opened, so that a bad file creates nothing.
+#[derive(Debug, Clone)]
+pub struct ProfileFile {
+    pub set: ProfileSet,
+    /// Programs whose entry states `streaming_fraction` (their cache reuse is given).
+    pub stating_reuse: Vec<String>,
+}
+
+impl ProfileFile {
+    pub fn read(file: &Path) -> Result<ProfileFile, StoreError> {
+        let text = std::fs::read_to_string(file).map_err(|err| ProfileError::Io {
+            path: file.to_path_buf(),
+            err,
+        })?;
+        let toml = is_toml(file);
+        let set = ProfileSet::parse(&text, toml, file)?;
+        let stating_reuse = names_stating(&text, toml, "streaming_fraction");
+        Ok(ProfileFile { set, stating_reuse })
+    }
+}
+
 impl Store {
     /// Opens the store at `path`, creating it (and its directory, private to the owner)
     /// if missing. An existing file that is not a valid store is reported, never
@@ -778,14 +800,14 @@ impl Store {
     /// Reads a profile file (TOML for `.toml`, JSON otherwise; the simulator's format)
     /// and imports it. Errors name the file and the field.
     pub fn import_file(&mut self, file: &Path, now: i64) -> Result<usize, StoreError> {
-        let text = std::fs::read_to_string(file).map_err(|err| ProfileError::Io {
-            path: file.to_path_buf(),
-            err,
-        })?;
-        let toml = is_toml(file);
-        let set = ProfileSet::parse(&text, toml, file)?;
-        let stated = names_stating(&text, toml, "streaming_fraction");
-        self.import(&set, &|name| stated.iter().any(|n| n == name), now)
+        let parsed = ProfileFile::read(file)?;
+        self.import_parsed(&parsed, now)
+    }
+
+    /// Imports a file already read (see [`ProfileFile::read`]).
+    pub fn import_parsed(&mut self, file: &ProfileFile, now: i64) -> Result<usize, StoreError> {
+        let stated = &file.stating_reuse;
+        self.import(&file.set, &|name| stated.iter().any(|n| n == name), now)
     }
 
     /// Every program with an MPKI (the profile format requires one), for
