@@ -217,3 +217,41 @@ fn set_leaves_a_copy_and_list_and_export_touch_nothing() {
     }
     assert!(!copy.is_empty());
 }
+
+#[test]
+fn builtin_profiles_are_listed_and_load_into_the_store() {
+    let (code, out, err) = numasched(&["profile", "builtin"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().any(|l| l.starts_with("mcf ")), "{out}");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let (code, _, err) = numasched(&["profile", "--db", s(&db), "builtin", "--load"]);
+    assert_eq!(code, 0, "{err}");
+    let listed = list_json(s(&db));
+    let mcf = listed
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|p| p["program"] == "mcf")
+        .expect("mcf loaded");
+    assert_eq!(mcf["mpki"]["given"]["value"], 30.0, "{mcf}");
+}
+
+#[test]
+fn one_value_is_set_alone_and_the_others_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let set = |args: &[&str]| {
+        let mut v = vec!["profile", "--db", s(&db), "set", "mcf"];
+        v.extend_from_slice(args);
+        numasched(&v)
+    };
+    assert_eq!(set(&["--numa-penalty", "1.2"]).0, 0);
+    assert_eq!(set(&["--mpki", "30"]).0, 0);
+    let listed = list_json(s(&db));
+    assert_eq!(listed[0]["numa_penalty"]["given"]["value"], 1.2, "{listed}");
+    assert_eq!(listed[0]["mpki"]["given"]["value"], 30.0, "{listed}");
+    let (code, _, err) = set(&[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("name at least one of --mpki"), "{err}");
+}

@@ -28,7 +28,8 @@ pub enum ProfileCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Give a program's profile (replaces the one given before; learned numbers stay).
+    /// Give values of a program's profile (each alone or together; values not named
+    /// stay as given before, learned numbers stay).
     Set(SetArgs),
     /// Add the profiles of a file (TOML or JSON, the simulator's profile format).
     Import {
@@ -37,6 +38,15 @@ pub enum ProfileCommand {
     },
     /// Write the store as a profile file (TOML for `.toml`, else JSON; stdout: JSON).
     Export { file: Option<PathBuf> },
+    /// The simulator's built-in program profiles (SPEC CPU2006 and the test loads);
+    /// with --load, given to the store, so that a machine without hardware counters
+    /// characterises these programs by name.
+    Builtin {
+        /// Load them into the store (each replaces a given profile of the same name;
+        /// learned numbers stay).
+        #[arg(long)]
+        load: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -45,7 +55,7 @@ pub struct SetArgs {
     pub program: String,
     /// LLC misses per 1000 instructions (≥ 0).
     #[arg(long, allow_negative_numbers = true)]
-    pub mpki: f64,
+    pub mpki: Option<f64>,
     /// CPI remote / CPI local (≥ 1).
     #[arg(long, allow_negative_numbers = true)]
     pub numa_penalty: Option<f64>,
@@ -75,13 +85,20 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
     match args.command {
         ProfileCommand::Set(a) => {
             let given = GivenProfile {
-                mpki: Some(a.mpki),
+                mpki: a.mpki,
                 numa_penalty: a.numa_penalty,
                 cache_reuse: a.cache_reuse,
                 bandwidth_gbps: a.bandwidth_gbps,
             };
             // Validate before touching the file: a typo must not create a store.
             given.validate()?;
+            if given == GivenProfile::default() {
+                anyhow::bail!(
+                    "profile set {}: name at least one of --mpki, --numa-penalty, \
+                     --cache-reuse, --bandwidth-gbps",
+                    a.program
+                );
+            }
             open_to_write(&path)?.set_given(&a.program, &given, now())?;
         }
         ProfileCommand::List { json } => {
@@ -99,6 +116,12 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
             let parsed = store::ProfileFile::read(&file)?;
             let n = open_to_write(&path)?.import_parsed(&parsed, now())?;
             eprintln!("imported {n} profiles from {}", file.display());
+        }
+        ProfileCommand::Builtin { load: false } => print!("{}", render_builtin()),
+        ProfileCommand::Builtin { load: true } => {
+            let set = crate::sim::ProfileSet::builtin();
+            let n = open_to_write(&path)?.import(&set, &|_| true, now())?;
+            eprintln!("loaded {n} built-in profiles into {}", path.display());
         }
         ProfileCommand::Export { file } => {
             existing(&path)?;
@@ -158,7 +181,39 @@ fn now() -> i64 {
 /// One row per program; each cell is the value in use and where it came from
 /// (`*` = learned, with its sample count).
 pub fn render(programs: &[StoredProgram]) -> String {
-    let mut rows: Vec<Vec<String>> = vec![[
+    let mut rows = vec![header()];
+    for p in programs {
+        let mut row = vec![p.program.clone()];
+        for q in Quantity::ALL {
+            row.push(cell(p.get(q)));
+        }
+        rows.push(row);
+    }
+    let mut out = table(&rows);
+    if programs.is_empty() {
+        out.push_str("(no programs stored)\n");
+    }
+    out
+}
+
+/// The built-in profiles in the same columns as the store's listing.
+fn render_builtin() -> String {
+    let num = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.3}"));
+    let mut rows = vec![header()];
+    for p in crate::sim::ProfileSet::builtin().iter() {
+        rows.push(vec![
+            p.name.clone(),
+            num(Some(p.mpki)),
+            num(p.numa_penalty),
+            num(Some(1.0 - p.streaming_fraction)),
+            num(p.bandwidth_gbps),
+        ]);
+    }
+    table(&rows)
+}
+
+fn header() -> Vec<String> {
+    [
         "program",
         "mpki",
         "numa_penalty",
@@ -167,19 +222,16 @@ pub fn render(programs: &[StoredProgram]) -> String {
     ]
     .iter()
     .map(|s| s.to_string())
-    .collect()];
-    for p in programs {
-        let mut row = vec![p.program.clone()];
-        for q in Quantity::ALL {
-            row.push(cell(p.get(q)));
-        }
-        rows.push(row);
-    }
+    .collect()
+}
+
+/// Rows as left-aligned columns two spaces apart.
+fn table(rows: &[Vec<String>]) -> String {
     let widths: Vec<usize> = (0..5)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
-    for r in &rows {
+    for r in rows {
         let line: Vec<String> = r
             .iter()
             .zip(&widths)
@@ -187,9 +239,6 @@ pub fn render(programs: &[StoredProgram]) -> String {
             .collect();
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
-    }
-    if programs.is_empty() {
-        out.push_str("(no programs stored)\n");
     }
     out
 }

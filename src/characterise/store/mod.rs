@@ -257,7 +257,7 @@ impl StoredProgram {
         // The simulator's streaming fraction is the share of misses no cache removes;
         // cache reuse is the rest (as in `sim::eval::bridge`).
         if let Some((r, _)) = self.cache_reuse.best() {
-            p.streaming_fraction = 1.0 - r;
+            p.streaming_fraction = complement(r);
         }
         p.bandwidth_gbps = self.bandwidth_gbps.best().map(|b| b.0);
         Some(p)
@@ -554,9 +554,9 @@ impl Store {
         migrate(&mut self.conn, version).map_err(|e| classify(&self.path, e))
     }
 
-    /// Replaces the user's profile of `program` with `given` (quantities not stated are
-    /// removed from the given profile, as an imported profile replaces its namesake).
-    /// Learned numbers are kept.
+    /// Sets the values `given` states in the user's profile of `program`; the values it
+    /// does not state stay as they were given before (an imported file, by contrast,
+    /// replaces its namesake whole). Learned numbers are kept.
     pub fn set_given(
         &mut self,
         program: &str,
@@ -569,7 +569,7 @@ impl Store {
             .conn
             .transaction()
             .map_err(|e| classify(&self.path, e))?;
-        write_given(&tx, program, given, now).map_err(|e| classify(&self.path, e))?;
+        write_given(&tx, program, given, now, Given::Named).map_err(|e| classify(&self.path, e))?;
         tx.commit().map_err(|e| classify(&self.path, e))
     }
 
@@ -788,10 +788,10 @@ impl Store {
             let given = GivenProfile {
                 mpki: Some(p.mpki),
                 numa_penalty: p.numa_penalty,
-                cache_reuse: stated_reuse(&p.name).then_some(1.0 - p.streaming_fraction),
+                cache_reuse: stated_reuse(&p.name).then_some(complement(p.streaming_fraction)),
                 bandwidth_gbps: p.bandwidth_gbps,
             };
-            write_given(&tx, &p.name, &given, now).map_err(e)?;
+            write_given(&tx, &p.name, &given, now, Given::Whole).map_err(e)?;
         }
         tx.commit().map_err(e)?;
         Ok(set.len())
@@ -854,7 +854,7 @@ pub fn render_profiles(programs: &[StoredProgram], toml: bool) -> Result<String,
                     name: &p.program,
                     mpki: best(&p.mpki)?,
                     numa_penalty: best(&p.numa_penalty),
-                    streaming_fraction: best(&p.cache_reuse).map(|r| 1.0 - r),
+                    streaming_fraction: best(&p.cache_reuse).map(complement),
                     bandwidth_gbps: best(&p.bandwidth_gbps),
                 })
             })
@@ -931,16 +931,41 @@ fn check_program(program: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// What a write of given values replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Given {
+    /// The values named; the program's other given values stay (`profile set`).
+    Named,
+    /// The whole given profile (an imported file states the profile).
+    Whole,
+}
+
 fn write_given(
     c: &Connection,
     program: &str,
     given: &GivenProfile,
     now: i64,
+    replaces: Given,
 ) -> rusqlite::Result<()> {
-    c.execute(
-        "DELETE FROM facts WHERE program = ?1 AND origin = 'given'",
-        [program],
-    )?;
+    match replaces {
+        Given::Whole => {
+            c.execute(
+                "DELETE FROM facts WHERE program = ?1 AND origin = 'given'",
+                [program],
+            )?;
+        }
+        Given::Named => {
+            for (q, v) in given.values() {
+                if v.is_some() {
+                    c.execute(
+                        "DELETE FROM facts WHERE program = ?1 AND origin = 'given' \
+                         AND quantity = ?2",
+                        [program, q.as_str()],
+                    )?;
+                }
+            }
+        }
+    }
     for (q, v) in given.values() {
         if let Some(value) = v {
             let fact = Fact {
@@ -1072,4 +1097,11 @@ impl Store {
         c.pragma_update(None, "query_only", query_only)
             .expect("query_only");
     }
+}
+
+/// `1 − x` for a fraction someone typed: rounded to 12 decimals, so that a reuse of 0.9
+/// is written back as a streaming fraction of 0.1, not 0.09999999999999998 (binary
+/// floating point cannot hold 0.9 exactly; no measured fraction has 12 digits).
+fn complement(x: f64) -> f64 {
+    ((1.0 - x) * 1e12).round() / 1e12
 }

@@ -65,17 +65,28 @@ fn set_get_list_and_replace_keep_learned_numbers() {
     assert_eq!(mcf.bandwidth_gbps.best(), Some((4.0, Origin::Given)));
     assert!(s.get("nothing").unwrap().is_none());
 
-    // A new given profile replaces the old one whole; what was learned stays.
+    // Setting one value changes that value only; the others given stay, and what
+    // was learned stays.
     s.set_given("mcf", &given(31.0, None), 200).unwrap();
     let mcf = s.get("mcf").unwrap().unwrap();
     assert_eq!(mcf.mpki.given.unwrap().value, 31.0);
     assert!(mcf.mpki.learned.is_some());
-    assert!(mcf.numa_penalty.given.is_none() && mcf.cache_reuse.given.is_none());
+    assert_eq!(mcf.numa_penalty.given.unwrap().value, 1.15);
+    assert_eq!(mcf.cache_reuse.given.unwrap().value, 0.3);
+    // A penalty alone, for a program with no MPKI given.
+    let penalty = GivenProfile {
+        numa_penalty: Some(1.3),
+        ..GivenProfile::default()
+    };
+    s.set_given("milc", &penalty, 201).unwrap();
+    let milc = s.get("milc").unwrap().unwrap();
+    assert_eq!(milc.numa_penalty.given.unwrap().value, 1.3);
+    assert!(milc.mpki.given.is_none());
 
     // Survives a restart.
     drop(s);
     let s = Store::open(&path).unwrap();
-    assert_eq!(s.list().unwrap().len(), 2);
+    assert_eq!(s.list().unwrap().len(), 3);
 }
 
 #[test]
@@ -449,4 +460,19 @@ fn observed_epochs_persist_and_the_learned_penalty_wins() {
             .to_string();
         assert!(e.starts_with(field), "{e}");
     }
+}
+
+#[test]
+fn fractions_are_written_back_as_typed() {
+    let dir = temp();
+    let mut s = Store::open(&dir.path().join("p.db")).unwrap();
+    let g = GivenProfile {
+        mpki: Some(30.0),
+        cache_reuse: Some(0.9),
+        ..GivenProfile::default()
+    };
+    s.set_given("mcf", &g, 1).unwrap();
+    let (programs, _) = s.export().unwrap();
+    let text = super::render_profiles(&programs, true).unwrap();
+    assert!(text.contains("streaming_fraction = 0.1\n"), "{text}");
 }
