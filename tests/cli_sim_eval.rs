@@ -547,3 +547,12 @@ fn clap_usage_errors_exit_2_without_panicking() {
         assert!(err.starts_with("error: ") && err.contains(needle), "{err}");
     }
 }
+
+#[test]
+fn eval_checks_where_it_writes_before_the_work() {
+    let (code, out, err) = numasched(&["eval", "--suite", "cmload", "--out", "/proc/nope"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty(), "no table printed, so no work done: {out}");
+    assert!(err.contains("/proc/nope: cannot create"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}

@@ -44,6 +44,14 @@ pub struct EvalArgs {
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    // Where the results go is checked before the work: a typo costs a second, not a run.
+    if let Some(dir) = &args.out {
+        writable_dir(dir)?;
+    }
+    if let Some(path) = &args.json {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        writable_dir(parent.unwrap_or(Path::new(".")))?;
+    }
     let profiles = load_profiles(args.profiles.as_ref())?;
     let suite = suites::suite(&args.suite, args.machine.as_deref(), &|topo, p| {
         bridge::facts(topo, &crate::sim::params_for(topo), &profiles, p)
@@ -104,6 +112,18 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         println!("wrote {}", dir.display());
     }
     Ok(())
+}
+
+/// Creates `dir` if needed and proves a file can be made in it.
+fn writable_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+    let probe = dir.join(format!(".numasched-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .with_context(|| format!("{}: cannot write there", dir.display()))?;
+    std::fs::remove_file(&probe).with_context(|| format!("{}: cannot remove", probe.display()))
 }
 
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {
