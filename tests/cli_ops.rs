@@ -103,3 +103,15 @@ fn negative_numbers_are_refused_with_the_flag_and_its_range() {
         assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn run_is_quiet_unless_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let j = dir.path().join("j.json").display().to_string();
+    let (code, out, err) = numasched(&["run", "--no-db", "--journal", &j, "--", "true"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.is_empty() && err.is_empty(), "{out}{err}");
+    let (code, _, err) = numasched(&["run", "-v", "--no-db", "--journal", &j, "--", "true"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("numasched run starting"), "{err}");
+}

@@ -225,7 +225,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
         opts.policy = p.clone();
     }
     opts.dry_run = true;
-    logging::init(opts.log_format);
+    logging::init(opts.log_format, "warn");
     let mut built = build::build(&opts, &args.select.roots(), None, Use::PlanOnly)?;
     let (snapshot, _) = built.observe_once()?;
     let free: BTreeMap<NodeId, Option<u64>> = snapshot

@@ -28,7 +28,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
     if let Some(s) = &args.socket {
         opts.socket = s.clone();
     }
-    logging::init(opts.log_format);
+    logging::init(opts.log_format, "info");
     let built = build::build(&opts, &args.manage.select.roots(), None, Use::Manage)?;
     announce(&built, &opts, "daemon");
     let socket = (!args.no_socket).then_some(opts.socket.as_path());

@@ -74,7 +74,7 @@ fn live(args: &PlanArgs) -> anyhow::Result<()> {
         opts.policy = parse_policy(p).map_err(anyhow::Error::msg)?;
     }
     opts.dry_run = true;
-    logging::init(opts.log_format);
+    logging::init(opts.log_format, "warn");
     let mut built = build::build(&opts, &args.select.roots(), None, Use::PlanOnly)?;
     let (snapshot, plan) = built.observe_once()?;
     let views = built.engine.views();

@@ -18,6 +18,10 @@ use crate::daemon::service::{self, Ended, Until};
 pub struct RunArgs {
     #[command(flatten)]
     pub manage: ManageArgs,
+    /// Log what numasched does (INFO) on stderr; by default only warnings and errors,
+    /// and NUMASCHED_LOG (e.g. `debug`) overrides both.
+    #[arg(short, long)]
+    pub verbose: bool,
     /// Serve a control socket here while the command runs (none by default).
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
@@ -34,7 +38,7 @@ pub struct RunArgs {
 /// Returns the command's exit code (128 + signal if a signal ended it, as shells do).
 pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let opts = args.manage.options()?;
-    logging::init(opts.log_format);
+    logging::init(opts.log_format, if args.verbose { "info" } else { "warn" });
     let (program, rest) = args
         .command
         .split_first()
