@@ -50,12 +50,23 @@ fn plan_table_has_a_reason_per_process() {
     let (code, out, _) = numasched(&["plan", "--snapshot", WL9]);
     assert_eq!(code, 0);
     assert!(out.starts_with("policy auto on 4 processes"), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
     for prog in ["mcf", "milc", "soplex", "lbm"] {
+        // The row, then its reason wrapped beneath it.
+        let row = lines
+            .iter()
+            .position(|l| l.split_whitespace().nth(1) == Some(prog))
+            .unwrap_or_else(|| panic!("{prog}: {out}"));
         assert!(
-            out.lines().any(|l| l.contains(prog) && l.contains("node")),
+            lines.get(row + 1).is_some_and(|l| l.contains("node")),
             "{prog}: {out}"
         );
     }
+    assert!(lines.iter().all(|l| l.chars().count() <= 100), "{out}");
+    assert!(
+        out.contains("np: NUMA penalty"),
+        "the columns are explained: {out}"
+    );
 }
 
 #[test]

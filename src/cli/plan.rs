@@ -99,10 +99,7 @@ fn live(args: &PlanArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    println!("{}", built.sensors.summary());
-    for (name, why) in &missing {
-        println!("missing sensor: {name} ({why})");
-    }
+    println!("{}", sensors_line(&built.sensors));
     print_plan(&snapshot, &plan);
     if !uncharacterised.is_empty() {
         let pids: Vec<String> = uncharacterised.iter().map(u32::to_string).collect();
@@ -115,6 +112,22 @@ fn live(args: &PlanArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Terminal lines are kept within this many columns; a reason wraps under its row.
+const WIDTH: usize = 100;
+
+/// Which sensors are in use, in one short line (`plan --json` carries why not).
+fn sensors_line(s: &crate::observe::Sensors) -> String {
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    format!(
+        "sensors: hardware counters {}, resctrl {}, NUMA hinting faults {}, numa_maps {} \
+         (why: plan --json)",
+        yes(s.hardware_counters.available),
+        yes(s.resctrl.available),
+        yes(s.numa_hinting_faults.available),
+        yes(s.numa_maps.available),
+    )
+}
+
 fn print_plan(snapshot: &Snapshot, plan: &crate::policy::Plan) {
     println!(
         "policy {} on {} processes",
@@ -122,25 +135,40 @@ fn print_plan(snapshot: &Snapshot, plan: &crate::policy::Plan) {
         plan.placements.len()
     );
     println!(
-        "{:>8}  {:<16} {:<12} {:<6} reason",
-        "pid", "program", "cpus", "nodes"
+        "{:>8}  {:<16} {:>5} {:>5}  {:<11} {:<11} nodes",
+        "pid", "program", "cpus", "np", "ran on", "planned"
     );
     for (p, pl) in snapshot.processes.iter().zip(&plan.placements) {
-        let cpus = if pl.cpus.is_empty() {
-            "-".to_string()
-        } else {
-            cpulist::format(&pl.cpus)
+        let list = |v: &[u32]| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                cpulist::format(v)
+            }
         };
-        let nodes = if pl.nodes.is_empty() {
-            "-".to_string()
+        let np = p
+            .numa_penalty
+            .map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+        let planned = if pl.cpus.is_empty() {
+            "(as now)".to_string()
         } else {
-            cpulist::format(&pl.nodes)
+            list(&pl.cpus)
         };
         println!(
-            "{:>8}  {:<16} {:<12} {:<6} {}",
-            pl.pid, p.program, cpus, nodes, pl.reason
+            "{:>8}  {:<16} {:>5.2} {:>5}  {:<11} {:<11} {}",
+            pl.pid,
+            clip(&p.program, 16),
+            p.cpu_demand,
+            np,
+            clip(&list(&p.current_cpus), 11),
+            clip(&planned, 11),
+            list(&pl.nodes)
         );
+        for line in wrap(&pl.reason, WIDTH - 10) {
+            println!("          {line}");
+        }
     }
+    println!("cpus: CPUs' worth busy; np: NUMA penalty (run time remote/local); ran on: last CPUs");
     for m in &plan.page_moves {
         println!(
             "move {} MiB of pid {} from node {} to node {}: {}",
@@ -157,4 +185,33 @@ fn print_plan(snapshot: &Snapshot, plan: &crate::policy::Plan) {
             if proven { "yes" } else { "no (bounded search)" }
         );
     }
+}
+
+/// `s` cut to `n` characters, the last one `~` when cut.
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(n.saturating_sub(1)).collect();
+    out.push('~');
+    out
+}
+
+/// Words of `text` in lines of at most `width` characters (a longer word stands alone).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
