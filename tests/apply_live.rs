@@ -177,6 +177,62 @@ impl Kernel for KillAfterListing {
     ) -> Result<Vec<i32>, KernelError> {
         self.inner.move_pages(pid, addrs, nodes)
     }
+    fn regions(&self, pid: u32) -> Result<Vec<numasched::apply::kernel::Region>, KernelError> {
+        self.inner.regions(pid)
+    }
+    fn mems_allowed(&self, pid: u32) -> Result<Vec<NodeId>, KernelError> {
+        self.inner.mems_allowed(pid)
+    }
+    fn now(&self) -> f64 {
+        self.inner.now()
+    }
+}
+
+/// The chunked mover on the real kernel: a child's regions and Mems_allowed read from
+/// /proc, its pages walked with move_pages to node 0 (where they are on this one-node
+/// machine: every chunk is a real syscall that finds its pages already there).
+#[test]
+fn a_chunked_move_walks_a_real_childs_regions() {
+    let Some(child) = Guard::spawn(Command::new("sleep").arg("30")) else {
+        return;
+    };
+    let pid = child.pid();
+    let k = LinuxKernel::new();
+    let regions = k.regions(pid).expect("maps and numa_maps");
+    assert!(!regions.is_empty(), "a running process has resident memory");
+    assert!(regions
+        .iter()
+        .all(|r| r.end > r.start && r.page_bytes >= 4096));
+    assert_eq!(k.mems_allowed(pid).expect("status"), vec![0]);
+    let mut a = Actuator::new(
+        LinuxKernel::new(),
+        ActuatorConfig {
+            migrate_pages: true,
+            ..ActuatorConfig::default()
+        },
+    );
+    let mut p = plan(pid, &[]);
+    p.page_moves.push(numasched::policy::plan::PageMove {
+        pid,
+        from_node: 0,
+        to_node: 0,
+        bytes: 1 << 20,
+        reason: "live test".into(),
+    });
+    let r = a.apply_at(&p, &snapshot(&[pid], None), 0.0);
+    let line = &r.moves[0];
+    assert!(
+        matches!(line.action, Action::Done | Action::Deferred),
+        "{line}"
+    );
+    let mut t = 1.0;
+    while a.migrations().get(pid).is_some() && t < 50.0 {
+        for l in a.continue_migrations(t) {
+            assert!(matches!(l.action, Action::Done | Action::Deferred), "{l}");
+        }
+        t += 1.0;
+    }
+    assert!(a.migrations().is_empty(), "finished");
 }
 
 #[test]

@@ -14,11 +14,12 @@ use std::collections::HashMap;
 use super::bucket::TokenBucket;
 use super::journal::Journal;
 use super::kernel::{Kernel, KernelError};
+use super::migrate::{Migration, Migrations};
 use super::report::{Action, ApplyReport, Line, Subject};
 use super::undo::{self, Restored};
 use crate::policy::plan::{PageMove, Placement, Plan};
 use crate::policy::snapshot::{Process, Snapshot};
-use crate::topology::{cpulist, CpuId};
+use crate::topology::{cpulist, CpuId, NodeId};
 
 /// Rounds of "list threads, set the new ones" per process and pass: enough for a
 /// process that is spawning threads while being placed to converge, bounded so a
@@ -37,6 +38,10 @@ pub struct ActuatorConfig {
     pub migrate_burst_mb: f64,
     /// Pids never touched, in addition to 0, 1, 2 and numasched's own.
     pub exclude: Vec<u32>,
+    /// The kernel's automatic NUMA balancing is on (`kernel.numa_balancing=1`): it
+    /// moves a process's pages toward the node it runs on by itself, so numasched
+    /// leaves those moves to it rather than copying the same pages twice.
+    pub kernel_balancing: bool,
 }
 
 impl Default for ActuatorConfig {
@@ -47,6 +52,7 @@ impl Default for ActuatorConfig {
             migrate_mb_per_s: 64.0,
             migrate_burst_mb: 64.0,
             exclude: Vec::new(),
+            kernel_balancing: false,
         }
     }
 }
@@ -57,6 +63,7 @@ pub struct Actuator<K: Kernel> {
     config: ActuatorConfig,
     journal: Journal,
     bucket: TokenBucket,
+    migrations: Migrations,
     self_pid: u32,
 }
 
@@ -95,6 +102,7 @@ impl<K: Kernel> Actuator<K> {
             config,
             journal,
             bucket,
+            migrations: Migrations::default(),
             self_pid: std::process::id(),
         }
     }
@@ -147,8 +155,25 @@ impl<K: Kernel> Actuator<K> {
         report
     }
 
+    /// Page moves in progress.
+    pub fn migrations(&self) -> &Migrations {
+        &self.migrations
+    }
+
+    /// Moves the next chunks of every migration in progress, within the rate limit and
+    /// [`STEP_SECONDS`](super::migrate::STEP_SECONDS) of loop time; called every
+    /// epoch, re-planned or not.
+    pub fn continue_migrations(&mut self, now_s: f64) -> Vec<Line> {
+        if self.migrations.is_empty() || self.config.dry_run {
+            return Vec::new();
+        }
+        self.advance_clock(now_s);
+        self.migrations.step(&self.kernel, &mut self.bucket)
+    }
+
     /// Restores one process's original affinity (it stops being managed).
     pub fn restore(&mut self, pid: u32) -> Restored {
+        self.migrations.forget(pid);
         undo::restore(&self.kernel, &mut self.journal, pid)
     }
 
@@ -533,12 +558,48 @@ impl<K: Kernel> Actuator<K> {
         if let Err(l) = self.check_identity(p, &[]) {
             return mk(l.action, l.detail);
         }
-        let available = bucket.available().max(0.0) / 1e6;
-        if !bucket.try_take(mv.bytes) {
+        if self.config.kernel_balancing && placed_on(report, snapshot, p) == Some(mv.to_node) {
+            return mk(
+                Action::Skipped,
+                format!(
+                    "kernel NUMA balancing (kernel.numa_balancing=1) moves its pages toward \
+                     node {} itself",
+                    mv.to_node
+                ),
+            );
+        }
+        if let Some(m) = self.migrations.get(pid) {
             return mk(
                 Action::Deferred,
                 format!(
-                    "rate limit: {available:.1} MB of {:.1} MB/s budget left",
+                    "a move to node {} is in progress ({:.1} MB so far)",
+                    m.to,
+                    m.moved_bytes as f64 / 1e6
+                ),
+            );
+        }
+        match self.kernel.mems_allowed(pid) {
+            Ok(mems) if mems.is_empty() => {
+                return mk(Action::Failed, "its Mems_allowed is empty".into());
+            }
+            Ok(mems) if !mems.contains(&mv.to_node) => {
+                return mk(
+                    Action::Refused,
+                    format!(
+                        "node {} is outside its Mems_allowed ({})",
+                        mv.to_node,
+                        cpulist::format(&mems)
+                    ),
+                );
+            }
+            Ok(_) => {}
+            Err(e) => return mk(self.error_line(pid, &[], &e).action, e.to_string()),
+        }
+        if bucket.available() <= 0.0 {
+            return mk(
+                Action::Deferred,
+                format!(
+                    "rate limit: no budget left of {:.1} MB/s",
                     self.config.migrate_mb_per_s
                 ),
             );
@@ -546,19 +607,47 @@ impl<K: Kernel> Actuator<K> {
         if self.config.dry_run {
             return mk(Action::DryRun, format!("would migrate: {}", mv.reason));
         }
-        match self
-            .kernel
-            .migrate_pages(pid, &[mv.from_node], &[mv.to_node])
-        {
-            Ok(0) => mk(Action::Done, mv.reason.clone()),
-            Ok(left) => mk(
-                Action::Done,
-                format!("{}; {left} page(s) could not be moved", mv.reason),
-            ),
-            Err(e) if e.is_gone() => mk(Action::Gone, "exited".into()),
-            Err(e) => mk(Action::Failed, e.to_string()),
+        let regions = match self.kernel.regions(pid) {
+            Ok(r) => r,
+            Err(e) => return mk(self.error_line(pid, &[], &e).action, e.to_string()),
+        };
+        let Some(m) = Migration::new(
+            pid,
+            p.start_time,
+            mv.from_node,
+            mv.to_node,
+            mv.bytes,
+            mv.reason.clone(),
+            &regions,
+        ) else {
+            return mk(
+                Action::Unchanged,
+                format!("no movable pages left on node {}", mv.from_node),
+            );
+        };
+        self.migrations.start(m);
+        // The first chunks go now, in this pass's budget.
+        let mut lines = self.migrations.step(&self.kernel, bucket);
+        match lines.iter().position(|l| l.pid == pid) {
+            Some(i) => lines.swap_remove(i),
+            None => mk(Action::Deferred, "started".into()),
         }
     }
+}
+
+/// The one node `p` runs on after this pass: that of the CPUs its placement set, or of
+/// the CPUs it ran on when the plan left it alone; `None` when they span nodes.
+fn placed_on(report: &ApplyReport, snapshot: &Snapshot, p: &Process) -> Option<NodeId> {
+    let cpus = match report.placement(p.pid).map(|l| (&l.subject, l.action)) {
+        Some((Subject::Affinity { cpus }, Action::Done | Action::Unchanged)) => cpus.clone(),
+        _ => p.current_cpus.clone(),
+    };
+    let topo = &snapshot.topology;
+    let mut nodes = cpus
+        .iter()
+        .filter_map(|&c| topo.cpu(c).map(|cpu| topo.nodes()[cpu.node].id));
+    let first = nodes.next()?;
+    nodes.all(|n| n == first).then_some(first)
 }
 
 #[cfg(test)]
@@ -880,6 +969,8 @@ mod tests {
 
     #[test]
     fn page_moves_only_when_enabled_and_within_the_rate() {
+        use crate::apply::fake::FAKE_PAGE;
+        use crate::apply::migrate::CHUNK_BYTES;
         let mv = |pid, mb: u64| PageMove {
             pid,
             from_node: 1,
@@ -890,20 +981,28 @@ mod tests {
         let mut p = plan(&[(100, &[0]), (200, &[0])]);
         p.page_moves = vec![mv(100, 30), mv(200, 30)];
         let s = snap(&[100, 200]);
+        let pages = 30_000_000 / FAKE_PAGE; // 30 MB each, on node 1
+        let with_pages = || {
+            let k = kernel(&[(100, 1), (200, 1)]);
+            k.pages(100, 1, pages);
+            k.pages(200, 1, pages);
+            k
+        };
 
-        let mut off = actuator(kernel(&[(100, 1), (200, 1)]));
+        let mut off = actuator(with_pages());
         let r = off.apply_at(&p, &s, 0.0);
         assert_eq!(r.moves[0].action, Action::Skipped);
         assert!(r.moves[0].detail.contains("disabled"));
-        assert!(!off
+        assert!(off
             .kernel()
             .calls()
             .iter()
-            .any(|c| matches!(c, Call::MigratePages { .. })));
+            .all(|c| !matches!(c, Call::MovePages { .. })));
 
-        // 10 MB/s, 40 MB burst: the first 30 MB move goes, the second waits.
+        // 10 MB/s, 40 MB burst: the first 30 MB go in this pass, the second process
+        // gets what is left (about 10 MB) and goes on in later epochs.
         let mut a = Actuator::new(
-            kernel(&[(100, 1), (200, 1)]),
+            with_pages(),
             ActuatorConfig {
                 migrate_pages: true,
                 migrate_mb_per_s: 10.0,
@@ -911,27 +1010,31 @@ mod tests {
                 ..ActuatorConfig::default()
             },
         );
-        let migrations = |a: &Actuator<FakeKernel>| {
+        let on = |a: &Actuator<FakeKernel>, pid: u32, node: u32| {
             a.kernel()
-                .calls()
-                .into_iter()
-                .filter(|c| matches!(c, Call::MigratePages { .. }))
-                .count()
+                .with_proc(pid, |p| p.memory.get(&node).copied().unwrap_or(0))
+                .unwrap_or(0)
         };
         let r = a.apply_at(&p, &s, 100.0);
         assert_eq!(r.moves[0].action, Action::Done, "{r}");
+        assert_eq!(on(&a, 100, 1), 0, "all of 100's pages moved");
         assert_eq!(r.moves[1].action, Action::Deferred, "{r}");
-        assert!(r.moves[1].detail.contains("rate limit"), "{r}");
-        assert_eq!(migrations(&a), 1);
-        // 1 s later: 10 + 10 = 20 MB, still short.
-        let r = a.apply_at(&p, &s, 101.0);
-        assert!(r.moves.iter().all(|m| m.action == Action::Deferred), "{r}");
-        assert_eq!(migrations(&a), 1);
-        // 2 s later still: 40 MB: one more 30 MB move, not two.
-        let r = a.apply_at(&p, &s, 103.0);
-        assert_eq!(r.moves[0].action, Action::Done, "{r}");
-        assert_eq!(r.moves[1].action, Action::Deferred, "{r}");
-        assert_eq!(migrations(&a), 2);
+        let first = on(&a, 200, 0);
+        assert!(first > 0 && first <= 10_000_000 + CHUNK_BYTES, "{first}");
+        // The bucket never goes further into debt than one chunk.
+        assert!(a.bucket.available() > -(CHUNK_BYTES as f64));
+        // Each later epoch moves at most what 1 s of rate added (plus one chunk).
+        let mut t = 101.0;
+        let mut before = first;
+        while a.migrations().get(200).is_some() {
+            let lines = a.continue_migrations(t);
+            let now = on(&a, 200, 0);
+            assert!(now - before <= 10_000_000 + CHUNK_BYTES, "{lines:?}");
+            before = now;
+            t += 1.0;
+            assert!(t < 120.0, "never finished");
+        }
+        assert_eq!(on(&a, 200, 1), 0, "all of 200's pages moved in the end");
 
         // A refused placement takes its page moves with it.
         let mut s2 = s.clone();
@@ -939,13 +1042,134 @@ mod tests {
         let r = a.apply_at(&p, &s2, 1000.0);
         assert_eq!(r.moves[0].action, Action::Skipped, "{r}");
         assert!(r.moves[0].detail.contains("not applied"), "{r}");
-        assert_eq!(r.moves[1].action, Action::Done, "{r}");
+    }
+
+    /// An actuator with page migration on, a process 100 with `mb` MB on node 1.
+    fn migrating(mb: u64) -> Actuator<FakeKernel> {
+        let k = kernel(&[(100, 1)]);
+        k.pages(100, 1, mb * 1_000_000 / crate::apply::fake::FAKE_PAGE);
+        Actuator::new(
+            k,
+            ActuatorConfig {
+                migrate_pages: true,
+                migrate_mb_per_s: 10_000.0,
+                migrate_burst_mb: 10_000.0,
+                ..ActuatorConfig::default()
+            },
+        )
+    }
+
+    fn move_to_0(mb: u64) -> Plan {
+        let mut p = plan(&[(100, &[0])]);
+        p.page_moves.push(PageMove {
+            pid: 100,
+            from_node: 1,
+            to_node: 0,
+            bytes: mb * 1_000_000,
+            reason: "follow".into(),
+        });
+        p
+    }
+
+    #[test]
+    fn a_large_move_never_holds_an_epoch_longer_than_the_step() {
+        use crate::apply::migrate::CHUNK_BYTES;
+        // 1 ms per page on the fake clock: 256 pages (a chunk) take 0.256 s, so only
+        // one chunk fits an epoch's 0.1 s; without the bound, 339 MB would take hours.
+        let mut a = migrating(339);
+        a.kernel().set_move_cost(0.001);
+        let r = a.apply_at(&move_to_0(339), &snap(&[100]), 0.0);
+        assert_eq!(r.moves[0].action, Action::Deferred, "{r}");
+        let chunks = |a: &Actuator<FakeKernel>| {
+            a.kernel()
+                .calls()
+                .iter()
+                .filter(|c| matches!(c, Call::MovePages { .. }))
+                .count()
+        };
+        assert_eq!(chunks(&a), 1, "one chunk, then the time was up");
+        a.continue_migrations(1.0);
+        assert_eq!(chunks(&a), 2, "one more the next epoch");
+        let m = a.migrations().get(100).expect("in progress");
+        assert_eq!(m.moved_bytes, 2 * CHUNK_BYTES);
+    }
+
+    #[test]
+    fn exit_mid_migration_is_gone_and_forgotten() {
+        let mut a = migrating(8);
+        a.kernel().set_move_cost(0.0002); // 51 ms a chunk: two chunks an epoch
+        a.kernel().inject_after(Op::MovePages, 100, 3, Fault::Exit);
+        let r = a.apply_at(&move_to_0(8), &snap(&[100]), 0.0);
+        assert_eq!(r.moves[0].action, Action::Deferred, "{r}");
+        let lines = a.continue_migrations(1.0);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0].action, Action::Gone, "{lines:?}");
+        assert!(a.migrations().is_empty());
+    }
+
+    #[test]
+    fn pages_never_go_outside_mems_allowed_even_when_it_changes() {
+        // Refused at the start when the target is outside Mems_allowed.
+        let mut a = migrating(4);
+        a.kernel().with_proc(100, |p| p.mems = Some(vec![1]));
+        let r = a.apply_at(&move_to_0(4), &snap(&[100]), 0.0);
+        assert_eq!(r.moves[0].action, Action::Refused, "{r}");
+        assert!(
+            r.moves[0].detail.contains("outside its Mems_allowed (1)"),
+            "{r}"
+        );
+        assert!(a
+            .kernel()
+            .calls()
+            .iter()
+            .all(|c| !matches!(c, Call::MovePages { .. })));
+        // Empty: one line, nothing moved.
+        a.kernel().with_proc(100, |p| p.mems = Some(vec![]));
+        let r = a.apply_at(&move_to_0(4), &snap(&[100]), 10.0);
+        assert_eq!(r.moves[0].action, Action::Failed, "{r}");
+        assert!(r.moves[0].detail.contains("Mems_allowed is empty"), "{r}");
+        // Changed mid-migration: dropped with what moved kept, nothing more moves.
+        let mut a = migrating(8);
+        a.kernel().set_move_cost(0.0002);
+        let r = a.apply_at(&move_to_0(8), &snap(&[100]), 0.0);
+        assert_eq!(r.moves[0].action, Action::Deferred, "{r}");
+        a.kernel().with_proc(100, |p| p.mems = Some(vec![1]));
+        let before = a.kernel().calls().len();
+        let lines = a.continue_migrations(1.0);
+        assert_eq!(lines[0].action, Action::Refused, "{lines:?}");
+        assert!(lines[0]
+            .detail
+            .contains("not in its Mems_allowed (1) any more"));
+        assert_eq!(
+            a.kernel().calls().len(),
+            before,
+            "no page moved after the change"
+        );
+        assert!(a.migrations().is_empty());
+    }
+
+    #[test]
+    fn with_kernel_balancing_on_the_kernel_moves_pages_toward_the_running_node() {
+        let k = kernel(&[(100, 1)]);
+        k.pages(100, 1, 1000);
+        let mut a = Actuator::new(
+            k,
+            ActuatorConfig {
+                migrate_pages: true,
+                kernel_balancing: true,
+                ..ActuatorConfig::default()
+            },
+        );
+        let r = a.apply_at(&move_to_0(4), &snap(&[100]), 0.0);
+        assert_eq!(r.moves[0].action, Action::Skipped, "{r}");
+        assert!(r.moves[0].detail.contains("kernel NUMA balancing"), "{r}");
     }
 
     #[test]
     fn gone_page_moves_and_left_alone_placements() {
         let k = kernel(&[(100, 1)]);
-        k.inject(Op::MigratePages, 100, Fault::Exit);
+        k.pages(100, 1, 10);
+        k.inject(Op::MovePages, 100, Fault::Exit);
         let mut a = Actuator::new(
             k,
             ActuatorConfig {

@@ -67,6 +67,15 @@ impl TokenBucket {
     }
 }
 
+impl TokenBucket {
+    /// Spends `bytes` already used (a chunk's pages that moved), whatever is left:
+    /// the caller checked there was room for a chunk first, so the debt is at most
+    /// one chunk.
+    pub fn spend(&mut self, bytes: u64) {
+        self.tokens -= bytes as f64;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

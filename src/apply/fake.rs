@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use super::kernel::{ErrorKind, Identity, Kernel, KernelError, Op};
+use super::kernel::{ErrorKind, Identity, Kernel, KernelError, Op, Region};
 use crate::topology::{CpuId, NodeId};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +21,10 @@ pub struct FakeProc {
     pub cpuset: Option<Vec<CpuId>>,
     /// Resident bytes per node.
     pub memory: BTreeMap<NodeId, u64>,
+    /// Pages by address, for `move_pages` and `regions` (see [`FakeKernel::pages`]).
+    pub pages: BTreeMap<u64, NodeId>,
+    /// `Mems_allowed`; `None` = every node.
+    pub mems: Option<Vec<NodeId>>,
 }
 
 /// What happens when a fault fires.
@@ -74,7 +78,14 @@ struct State {
     procs: BTreeMap<u32, FakeProc>,
     triggers: Vec<Trigger>,
     calls: Vec<Call>,
+    /// What [`Kernel::now`] says.
+    clock: f64,
+    /// Seconds per page moved, added to the clock.
+    move_cost: f64,
 }
+
+/// Bytes per page of the fake's memory.
+pub const FAKE_PAGE: u64 = 4096;
 
 /// See the module documentation.
 #[derive(Debug, Default)]
@@ -107,8 +118,36 @@ impl FakeKernel {
                 threads,
                 cpuset: None,
                 memory: BTreeMap::new(),
+                pages: BTreeMap::new(),
+                mems: None,
             },
         );
+    }
+
+    /// Gives `pid` `count` pages of [`FAKE_PAGE`] bytes on `node`, in one region
+    /// after its existing pages, and counts them in its `memory`.
+    pub fn pages(&self, pid: u32, node: NodeId, count: u64) {
+        self.with_proc(pid, |p| {
+            let base = p
+                .pages
+                .keys()
+                .next_back()
+                .map_or(0x7f00_0000_0000, |a| a + 16 * FAKE_PAGE);
+            for i in 0..count {
+                p.pages.insert(base + i * FAKE_PAGE, node);
+            }
+            *p.memory.entry(node).or_insert(0) += count * FAKE_PAGE;
+        });
+    }
+
+    /// Seconds each page given to `move_pages` costs on the fake clock.
+    pub fn set_move_cost(&self, seconds_per_page: f64) {
+        self.state.borrow_mut().move_cost = seconds_per_page;
+    }
+
+    /// Moves the fake clock on.
+    pub fn tick(&self, seconds: f64) {
+        self.state.borrow_mut().clock += seconds;
     }
 
     /// Direct access to a process, to set a cpuset, memory, or to inspect it.
@@ -192,6 +231,8 @@ impl FakeKernel {
                             threads: BTreeMap::from([(pid, online)]),
                             cpuset: None,
                             memory: BTreeMap::new(),
+                            pages: BTreeMap::new(),
+                            mems: None,
                         },
                     );
                 }
@@ -326,9 +367,69 @@ impl Kernel for FakeKernel {
             pid,
             pages: addrs.len(),
         });
-        if !st.procs.contains_key(&pid) {
-            return Err(Self::gone(Op::MovePages, pid, None));
+        st.clock += st.move_cost * addrs.len() as f64;
+        let p = st
+            .procs
+            .get_mut(&pid)
+            .ok_or_else(|| Self::gone(Op::MovePages, pid, None))?;
+        let mut status = Vec::with_capacity(addrs.len());
+        for (a, &to) in addrs.iter().zip(nodes) {
+            match p.pages.get_mut(a) {
+                Some(node) => {
+                    if *node != to {
+                        let from = std::mem::replace(node, to);
+                        if let Some(b) = p.memory.get_mut(&from) {
+                            *b = b.saturating_sub(FAKE_PAGE);
+                        }
+                        *p.memory.entry(to).or_insert(0) += FAKE_PAGE;
+                    }
+                    status.push(to as i32);
+                }
+                None => status.push(-libc::ENOENT),
+            }
         }
-        Ok(nodes.iter().map(|&n| n as i32).collect())
+        Ok(status)
+    }
+
+    fn regions(&self, pid: u32) -> Result<Vec<Region>, KernelError> {
+        self.before(Op::ReadRegions, pid, None)?;
+        let st = self.state.borrow();
+        let p = st
+            .procs
+            .get(&pid)
+            .ok_or_else(|| Self::gone(Op::ReadRegions, pid, None))?;
+        let mut out: Vec<Region> = Vec::new();
+        for (&addr, &node) in &p.pages {
+            match out.last_mut() {
+                Some(r) if r.end == addr => {
+                    r.end += FAKE_PAGE;
+                    match r.node_pages.iter_mut().find(|(n, _)| *n == node) {
+                        Some((_, c)) => *c += 1,
+                        None => r.node_pages.push((node, 1)),
+                    }
+                }
+                _ => out.push(Region {
+                    start: addr,
+                    end: addr + FAKE_PAGE,
+                    node_pages: vec![(node, 1)],
+                    page_bytes: FAKE_PAGE,
+                }),
+            }
+        }
+        Ok(out)
+    }
+
+    fn mems_allowed(&self, pid: u32) -> Result<Vec<NodeId>, KernelError> {
+        self.before(Op::ReadMems, pid, None)?;
+        let st = self.state.borrow();
+        let p = st
+            .procs
+            .get(&pid)
+            .ok_or_else(|| Self::gone(Op::ReadMems, pid, None))?;
+        Ok(p.mems.clone().unwrap_or_else(|| (0..64).collect()))
+    }
+
+    fn now(&self) -> f64 {
+        self.state.borrow().clock
     }
 }

@@ -28,6 +28,8 @@ pub enum Op {
     SetAffinity,
     MigratePages,
     MovePages,
+    ReadRegions,
+    ReadMems,
 }
 
 impl fmt::Display for Op {
@@ -39,6 +41,8 @@ impl fmt::Display for Op {
             Op::SetAffinity => "sched_setaffinity",
             Op::MigratePages => "migrate_pages",
             Op::MovePages => "move_pages",
+            Op::ReadRegions => "read maps and numa_maps",
+            Op::ReadMems => "read Mems_allowed",
         })
     }
 }
@@ -118,6 +122,19 @@ pub struct Identity {
     pub kernel_thread: bool,
 }
 
+/// A mapping of a process whose pages page migration may move: private to the
+/// process's memory policy (`default`, not bound), not hugetlbfs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Region {
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// Resident pages per node.
+    pub node_pages: Vec<(NodeId, u64)>,
+    /// Bytes per page of this mapping.
+    pub page_bytes: u64,
+}
+
 /// The operations the apply layer needs from the kernel. Methods take `&self`: the
 /// kernel is shared state either way, and fakes keep theirs behind a `RefCell`.
 pub trait Kernel {
@@ -140,6 +157,14 @@ pub trait Kernel {
         addrs: &[u64],
         nodes: &[NodeId],
     ) -> Result<Vec<i32>, KernelError>;
+    /// The mappings page migration may move, with their pages per node
+    /// (`/proc/<pid>/maps` joined with `numa_maps`).
+    fn regions(&self, pid: u32) -> Result<Vec<Region>, KernelError>;
+    /// The nodes the process may have memory on (`Mems_allowed_list`, its cpuset's
+    /// `cpuset.mems`), read right before pages move.
+    fn mems_allowed(&self, pid: u32) -> Result<Vec<NodeId>, KernelError>;
+    /// Seconds on a monotonic clock: how much of an epoch a migration step has used.
+    fn now(&self) -> f64;
 }
 
 /// The real kernel. Thread listing and identity come from a procfs root that tests may
@@ -147,6 +172,8 @@ pub trait Kernel {
 #[derive(Debug, Clone)]
 pub struct LinuxKernel {
     proc_root: PathBuf,
+    /// The origin of [`Kernel::now`].
+    started: std::time::Instant,
 }
 
 impl Default for LinuxKernel {
@@ -206,6 +233,7 @@ impl LinuxKernel {
     pub fn with_proc_root(proc_root: &Path) -> LinuxKernel {
         LinuxKernel {
             proc_root: proc_root.to_path_buf(),
+            started: std::time::Instant::now(),
         }
     }
 }
@@ -367,6 +395,35 @@ impl Kernel for LinuxKernel {
             return Err(fail(ErrorKind::from_errno(errno())));
         }
         Ok(status)
+    }
+
+    fn regions(&self, pid: u32) -> Result<Vec<Region>, KernelError> {
+        let fail = |kind| KernelError::new(Op::ReadRegions, pid, None, kind);
+        let dir = self.proc_root.join(pid.to_string());
+        let read = |name: &str| {
+            std::fs::read_to_string(dir.join(name)).map_err(|e| fail(ErrorKind::from_io(&e)))
+        };
+        let maps = read("maps")?;
+        let numa = read("numa_maps")?;
+        Ok(super::regions::join(&maps, &numa))
+    }
+
+    fn mems_allowed(&self, pid: u32) -> Result<Vec<NodeId>, KernelError> {
+        let fail = |kind| KernelError::new(Op::ReadMems, pid, None, kind);
+        let dir = ProcDir::open(&self.proc_root, pid)
+            .map_err(|e| fail(ErrorKind::Other(e.to_string())))?
+            .ok_or_else(|| fail(ErrorKind::Gone))?;
+        let status = dir
+            .status()
+            .map_err(|e| fail(ErrorKind::Other(e.to_string())))?
+            .ok_or_else(|| fail(ErrorKind::Gone))?;
+        status
+            .mems_allowed
+            .ok_or_else(|| fail(ErrorKind::Other("no Mems_allowed_list in status".into())))
+    }
+
+    fn now(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
     }
 }
 

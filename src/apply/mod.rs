@@ -30,13 +30,16 @@
 //!
 //! Modules: [`kernel`] (the trait, typed errors, the Linux implementation), [`fake`]
 //! (the programmable fake), [`journal`], [`undo`], [`bucket`], [`actuator`],
-//! [`report`].
+//! [`report`], [`migrate`] (page moves in bounded chunks over epochs) and [`regions`]
+//! (what of a process may move).
 
 pub mod actuator;
 pub mod bucket;
 pub mod fake;
 pub mod journal;
 pub mod kernel;
+pub mod migrate;
+pub mod regions;
 pub mod report;
 pub mod undo;
 

@@ -50,6 +50,9 @@ pub fn announce(built: &Built, opts: &Options, what: &str) {
     if !built.sensors.hardware_counters.available {
         info!("no hardware counters: MPKI and NUMA penalty come from the profile store; processes without a profile are placed for locality only");
     }
+    if opts.migrate_pages && built.engine.actuator().config().kernel_balancing {
+        info!("kernel NUMA balancing is on (kernel.numa_balancing=1): it moves pages toward the node a process runs on, so numasched leaves those moves to it and migrates only where the kernel does not (docs/operations.md)");
+    }
     if !opts.dry_run && !nix::unistd::geteuid().is_root() {
         warn!("not running as root: processes of other users cannot be placed (EPERM) and are reported as failed");
     }

@@ -185,6 +185,7 @@ pub fn build(
             // at the default interval.
             migrate_burst_mb: opts.migrate_rate,
             exclude: opts.select.exclude_pid.clone(),
+            kernel_balancing: kernel_balancing(&roots.proc),
         },
     );
     let engine = Engine::new(
@@ -216,6 +217,15 @@ pub fn build(
         journal_lock,
         sys_root: roots.sys.clone(),
     })
+}
+
+/// Whether the kernel's automatic NUMA balancing is on (`kernel.numa_balancing`, 1 or
+/// a mode mask with the NUMA_BALANCING_NORMAL bit); unreadable counts as off.
+fn kernel_balancing(proc_root: &std::path::Path) -> bool {
+    std::fs::read_to_string(proc_root.join("sys/kernel/numa_balancing"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .is_some_and(|v| v & 1 == 1)
 }
 
 /// Undoes what a crashed earlier run left in the journal, then checks the journal

@@ -69,6 +69,8 @@ pub struct EpochReport {
     /// The snapshot the plan was made from (only when one was made).
     pub snapshot: Option<Snapshot>,
     pub apply: Option<ApplyReport>,
+    /// Page migrations carried on from earlier epochs (chunks moved this epoch).
+    pub migrations: Vec<crate::apply::report::Line>,
     /// Observation problems (files that could not be read or parsed).
     pub problems: Vec<String>,
     /// Characterisation problems (store, counters).
@@ -110,6 +112,8 @@ pub struct Engine<K: Kernel> {
     waiting: HashMap<Key, f64>,
     /// Harms seen while releasing processes this epoch (their CPUs are free now).
     freed: Vec<String>,
+    /// The longest epoch the caller reported ([`Engine::took`]).
+    max_epoch_ms: f64,
     journal_file: Option<JournalFile>,
     /// The journal as last written to `journal_file`.
     saved: Journal,
@@ -150,6 +154,7 @@ impl<K: Kernel> Engine<K> {
             needs: Needs::default(),
             waiting: HashMap::new(),
             freed: Vec::new(),
+            max_epoch_ms: 0.0,
             journal_file: stages.journal_file,
             saved: Journal::new(),
         }
@@ -169,6 +174,14 @@ impl<K: Kernel> Engine<K> {
 
     pub fn topology(&self) -> &Topology {
         &self.topology
+    }
+
+    /// Tells the engine how long an epoch took (the caller holds the clock), for the
+    /// longest-epoch figure of `status` and the metrics.
+    pub fn took(&mut self, ms: f64) {
+        if ms > self.max_epoch_ms {
+            self.max_epoch_ms = ms;
+        }
     }
 
     /// Epochs begun so far, failed ones included.
@@ -233,6 +246,10 @@ impl<K: Kernel> Engine<K> {
                 rep.replan = r;
                 self.replan(&obs.snapshot, now, unix, &mut rep);
             }
+        }
+        // A re-plan's pass already spent this epoch's migration time.
+        if rep.apply.is_none() {
+            self.carry_on_migrating(now, unix, &mut rep);
         }
         if self.epoch % SWEEP_EVERY == 0 {
             self.actuator.forget_gone(&obs.snapshot);
@@ -376,6 +393,24 @@ impl<K: Kernel> Engine<K> {
         rep.plan = Some(plan);
         rep.snapshot = Some(snapshot.clone());
         rep.apply = Some(report);
+    }
+
+    /// The next chunks of the page moves in progress (see [`crate::apply::migrate`]).
+    fn carry_on_migrating(&mut self, now: f64, unix: i64, rep: &mut EpochReport) {
+        let lines = self.actuator.continue_migrations(now);
+        for l in &lines {
+            // Pages moved without RSS changing: the next pass re-reads where they are.
+            self.scanner.invalidate(l.pid);
+            match l.action {
+                Action::Deferred => {}
+                Action::Failed => {
+                    self.errors_total += 1;
+                    self.decide(unix, l.pid, l.action.word(), l.to_string());
+                }
+                _ => self.decide(unix, l.pid, l.action.word(), l.to_string()),
+            }
+        }
+        rep.migrations = lines;
     }
 
     /// Drops, before planning, processes that stayed below the thresholds too long.
@@ -524,6 +559,21 @@ impl<K: Kernel> Engine<K> {
     /// sensors and times.
     pub fn fill_status(&self, s: &mut Status) {
         let views = self.views();
+        s.max_epoch_ms = self.max_epoch_ms;
+        s.migrations = self
+            .actuator
+            .migrations()
+            .iter()
+            .map(|m| super::status::MigrationView {
+                pid: m.pid,
+                from: m.from,
+                to: m.to,
+                planned_bytes: m.planned_bytes,
+                moved_bytes: m.moved_bytes,
+                left_bytes: m.left_bytes(),
+                epochs: m.epochs,
+            })
+            .collect();
         s.nodes_view = super::nodes::node_views(&self.topology, &views);
         s.uncharacterised = views
             .iter()

@@ -293,6 +293,40 @@ pub fn render(s: &Status) -> String {
         s.last_epoch_ms / 1e3,
     );
     o.family(
+        "numasched_epoch_duration_max_seconds",
+        "gauge",
+        "Wall time of the longest epoch since start.",
+    );
+    o.sample(
+        "numasched_epoch_duration_max_seconds",
+        &[],
+        s.max_epoch_ms / 1e3,
+    );
+    o.family(
+        "numasched_migration_moved_bytes",
+        "gauge",
+        "Bytes a page move in progress has moved so far, per process.",
+    );
+    o.family(
+        "numasched_migration_left_bytes",
+        "gauge",
+        "Address space a page move in progress has still to walk (at most this much is left to move), per process.",
+    );
+    for m in &s.migrations {
+        let pid = m.pid.to_string();
+        let labels = [("pid", pid.as_str())];
+        o.sample(
+            "numasched_migration_moved_bytes",
+            &labels,
+            m.moved_bytes as f64,
+        );
+        o.sample(
+            "numasched_migration_left_bytes",
+            &labels,
+            m.left_bytes as f64,
+        );
+    }
+    o.family(
         "numasched_managed_processes",
         "gauge",
         "Processes managed in the last epoch.",

@@ -129,6 +129,7 @@ pub fn serve(
         }
         shared.epoch_done(built.engine.epochs());
         let took = t0.elapsed();
+        built.engine.took(took.as_secs_f64() * 1e3);
         if let Until::Exit(child) = &mut until {
             if let Some(status) = child.try_wait()? {
                 break Ended::Exited(status);
@@ -246,6 +247,13 @@ fn log_epoch(rep: &EpochReport, problems: &mut Dedup, notes: &mut Dedup, took: D
     }
     if !rep.waiting.is_empty() {
         debug!(reasons = %rep.waiting.join("; "), "re-plan waits for the hysteresis interval");
+    }
+    for line in &rep.migrations {
+        match line.action {
+            Action::Deferred | Action::Gone => debug!("{line}"),
+            Action::Failed => warn!("{line}"),
+            _ => info!("{line}"),
+        }
     }
     let Some(apply) = &rep.apply else { return };
     info!(

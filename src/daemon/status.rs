@@ -32,6 +32,13 @@ pub struct Status {
     pub epochs: u64,
     pub replans: u64,
     pub last_epoch_ms: f64,
+    /// The longest epoch since start: page moves and re-plans must never hold the
+    /// loop (a chunked migration spends at most 100 ms of an epoch).
+    #[serde(default)]
+    pub max_epoch_ms: f64,
+    /// Page moves in progress.
+    #[serde(default)]
+    pub migrations: Vec<MigrationView>,
     /// Failed actions and observation problems since start.
     pub errors_total: u64,
     /// Per node, as numasched sees it (see [`super::nodes`]).
@@ -78,6 +85,19 @@ pub struct ProcessView {
     pub waiting: f64,
 }
 
+/// A page move in progress (see [`crate::apply::migrate`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MigrationView {
+    pub pid: u32,
+    pub from: NodeId,
+    pub to: NodeId,
+    pub planned_bytes: u64,
+    pub moved_bytes: u64,
+    /// Address space still to walk: at most this much is left to move.
+    pub left_bytes: u64,
+    pub epochs: u32,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     pub unix: i64,
@@ -122,6 +142,8 @@ impl Status {
             epochs: 0,
             replans: 0,
             last_epoch_ms: 0.0,
+            max_epoch_ms: 0.0,
+            migrations: Vec::new(),
             errors_total: 0,
             nodes_view: Vec::new(),
             processes: Arc::default(),
@@ -157,9 +179,21 @@ impl Status {
         );
         let _ = writeln!(
             s,
-            "epochs {}, re-plans {}, last epoch {:.1} ms, errors {}",
-            self.epochs, self.replans, self.last_epoch_ms, self.errors_total
+            "epochs {}, re-plans {}, last epoch {:.1} ms (longest {:.1} ms), errors {}",
+            self.epochs, self.replans, self.last_epoch_ms, self.max_epoch_ms, self.errors_total
         );
+        for m in &self.migrations {
+            let _ = writeln!(
+                s,
+                "pid {}: moving pages node {} -> {}: {:.1} of {:.1} MB moved in {} epoch(s)",
+                m.pid,
+                m.from,
+                m.to,
+                m.moved_bytes as f64 / 1e6,
+                m.planned_bytes as f64 / 1e6,
+                m.epochs
+            );
+        }
         if !self.nodes_view.is_empty() {
             let _ = writeln!(
                 s,

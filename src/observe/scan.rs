@@ -16,7 +16,7 @@ use super::error::ObserveError;
 use super::pids::PidLister;
 use super::proc::{assemble, read_stat_by_path, ProcDir, ProcInfo, ReadOptions, Stat};
 use crate::policy::{Process, Snapshot};
-use crate::topology::{CpuId, Topology};
+use crate::topology::{CpuId, NodeId, Topology};
 
 /// What the filter sees: everything known after stat, before the costly reads.
 #[derive(Debug, Clone, PartialEq)]
@@ -627,6 +627,13 @@ fn to_process(
                 return None;
             }
             p.allowed_cpus = Some(inside);
+        }
+    }
+    // Likewise memory: a cpuset's mems narrower than the machine's nodes.
+    if let Some(mems) = &info.mems_allowed {
+        let nodes: Vec<NodeId> = topology.nodes().iter().map(|n| n.id).collect();
+        if nodes.iter().any(|n| !mems.contains(n)) {
+            p.allowed_mems = Some(nodes.into_iter().filter(|n| mems.contains(n)).collect());
         }
     }
     Some(p)

@@ -103,7 +103,11 @@ impl Policy for Auto {
         // the pages that are worth moving.
         let mut free = snapshot.clone();
         for p in &mut free.processes {
-            p.memory_bytes.clear();
+            // Memory bound by a cpuset's mems cannot follow everywhere: its
+            // locality stays a constraint.
+            if p.allowed_mems.is_none() {
+                p.memory_bytes.clear();
+            }
         }
         let mut plan = self.place(&free);
         plan.policy = self.name().to_string();
@@ -116,6 +120,9 @@ impl Policy for Auto {
             let Some(to) = topo.node_index(m.to_node) else {
                 continue;
             };
+            if !p.may_use_memory_of(m.to_node) {
+                continue;
+            }
             let np = p.character().numa_penalty;
             let saved = (remote_factor(topo, p, np, to) - 1.0) * self.params.horizon_s;
             let cost = m.bytes as f64 / (self.params.migration_gbps * 1e9);

@@ -54,6 +54,10 @@ pub struct Process {
     /// Affinity someone else imposed (taskset, cpuset). `None` = the whole machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_cpus: Option<Vec<CpuId>>,
+    /// Nodes its memory may be on (`Mems_allowed`, a cpuset's `cpuset.mems`), when
+    /// narrower than the machine: pages never move anywhere else. `None` = every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_mems: Option<Vec<NodeId>>,
     /// Parent pid, for the fork rule of memory-aware allocation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<u32>,
@@ -82,12 +86,18 @@ impl Process {
             memory_bytes: BTreeMap::new(),
             current_cpus: Vec::new(),
             allowed_cpus: None,
+            allowed_mems: None,
             parent: None,
         }
     }
 
     pub fn character(&self) -> Character {
         Character::resolve(self.mpki, self.numa_penalty)
+    }
+
+    /// Whether its pages may be on `node`.
+    pub fn may_use_memory_of(&self, node: NodeId) -> bool {
+        self.allowed_mems.as_ref().is_none_or(|m| m.contains(&node))
     }
 
     pub fn rss_bytes(&self) -> u64 {
