@@ -122,6 +122,57 @@ fn membind_0_shows_bind_0_in_numa_maps() {
     assert!(maps.contains("bind:0"), "{maps}");
 }
 
+/// `--touch-node` leaves the pages on the node but no policy behind, so numa_maps says
+/// `default` and the pages count on node 0.
+#[test]
+fn touch_node_0_places_pages_and_leaves_no_policy() {
+    let (mut child, out, start) = spawn_started(&[
+        "workload",
+        "stream",
+        "--size",
+        "16M",
+        "--seconds",
+        "1",
+        "--touch-node",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(start["membind"], 0);
+    std::thread::sleep(Duration::from_millis(500));
+    let maps = std::fs::read_to_string(format!("/proc/{}/numa_maps", child.id()));
+    let all = rest(out);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+    assert_eq!(events(&all, "summary").len(), 1);
+    let maps = maps.expect("read numa_maps of the running workload");
+    assert!(!maps.contains("bind:"), "{maps}");
+    let big = maps.lines().filter(|l| l.contains("anon=")).any(|l| {
+        l.starts_with(|c: char| c.is_ascii_hexdigit())
+            && l.contains(" default ")
+            && l.contains("N0=")
+    });
+    assert!(big, "{maps}");
+}
+
+#[test]
+fn membind_and_touch_node_together_are_refused() {
+    let (code, _out, err) = numasched(&[
+        "workload",
+        "stream",
+        "--membind",
+        "0",
+        "--touch-node",
+        "0",
+        "--seconds",
+        "1",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--touch-node") || err.contains("--membind"),
+        "{err}"
+    );
+}
+
 #[test]
 fn membind_to_a_missing_node_is_a_one_line_error() {
     let (code, out, err) = numasched(&["workload", "stream", "--membind", "7", "--seconds", "1"]);

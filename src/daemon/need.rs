@@ -37,9 +37,12 @@ pub const PEAK_EPOCHS: usize = 5;
 /// Average waiting threads that count as throttled: half a thread waiting all the time.
 pub const THROTTLED_WAITING: f64 = 0.5;
 
-/// Share of its set a process must keep busy to be throttled by it: a process that
-/// leaves its CPUs idle part of the time is not held back by their number (its
-/// threads wait for co-runners, or wake in turn).
+/// Share of its set a process must keep busy, or be waiting for, to be throttled by
+/// it: a process that leaves its CPUs idle and does not wait for them is not held back
+/// by their number (its threads wake in turn). Waiting counts with running: threads
+/// that wait because others run on the CPUs numasched confined it to would, unmanaged,
+/// have run on the other CPUs (a shared machine, where its set is busy with others'
+/// work, is exactly where a narrow set hurts).
 pub const SATURATED: f64 = 0.8;
 
 /// What was read about one process this epoch.
@@ -125,7 +128,7 @@ impl Needs {
         if let Some(cpus) = r.narrowed_to {
             let runnable = r.delay.map_or(0, |d| d.runnable) as usize;
             let wanted = (r.demand + waiting).max(runnable as f64).min(threads);
-            let saturated = r.demand >= SATURATED * cpus as f64;
+            let saturated = r.demand + waiting >= SATURATED * cpus as f64;
             if waiting >= THROTTLED_WAITING && saturated && runnable > cpus && slots(wanted) > cpus
             {
                 need.demand = need.demand.max(wanted);
@@ -228,8 +231,24 @@ mod tests {
         r.narrowed_to = Some(1);
         r.delay = delay(0.0);
         n.update((1, 1), r, 0.0);
-        r.delay = delay(0.7);
+        r.delay = delay(0.2);
         assert!(n.update((1, 1), r, 1.0).urgent.is_none());
+    }
+
+    /// Two busy threads confined to one CPU that others keep busy too: it runs 0.4 of
+    /// a CPU and 1.5 threads wait. Unmanaged it would also run on the other CPU, so its
+    /// set is what holds it back, however little of it it gets.
+    #[test]
+    fn a_set_shared_with_others_throttles_a_process_that_waits_for_it() {
+        let mut n = Needs::default();
+        let mut r = reading(0.4, 2);
+        r.narrowed_to = Some(1);
+        r.delay = delay(0.0);
+        n.update((1, 1), r, 0.0);
+        r.delay = delay(1.5);
+        let need = n.update((1, 1), r, 1.0);
+        assert!(need.urgent.is_some(), "{need:?}");
+        assert!(need.demand >= 1.5, "{need:?}");
     }
 
     #[test]

@@ -96,7 +96,7 @@ impl Policy for Auto {
 
     fn plan(&self, snapshot: &Snapshot) -> Plan {
         if !self.params.migrate {
-            return self.place(snapshot);
+            return self.place(snapshot, false);
         }
         // Where memory can follow, locality stops being a constraint: place for
         // contention with memory taken as local wherever a process runs, then move
@@ -109,55 +109,107 @@ impl Policy for Auto {
                 p.memory_bytes.clear();
             }
         }
-        let mut plan = self.place(&free);
+        let mut plan = self.place(&free, true);
         plan.policy = self.name().to_string();
         let topo = &snapshot.topology;
-        for m in follow_memory(snapshot, &plan) {
-            let Some(i) = snapshot.processes.iter().position(|p| p.pid == m.pid) else {
-                continue;
-            };
-            let p = &snapshot.processes[i];
-            let Some(to) = topo.node_index(m.to_node) else {
-                continue;
-            };
-            if !p.may_use_memory_of(m.to_node) {
-                continue;
-            }
+        let moves = follow_memory(snapshot, &plan);
+        for (i, p) in snapshot.processes.iter().enumerate() {
+            let pl = &mut plan.placements[i];
             let np = p.character().numa_penalty;
-            let saved = (remote_factor(topo, p, np, to) - 1.0) * self.params.horizon_s;
-            let cost = m.bytes as f64 / (self.params.migration_gbps * 1e9);
-            if saved > cost {
-                plan.placements[i].reason = format!(
-                    "{}; its pages follow ({} MiB, {:.1} s of copying saves {:.0} s)",
-                    plan.placements[i].reason,
-                    m.bytes >> 20,
-                    cost,
-                    saved
-                );
-                plan.page_moves.push(m);
+            let mut notes: Vec<String> = Vec::new();
+            for m in moves.iter().filter(|m| m.pid == p.pid) {
+                let mib = m.bytes >> 20;
+                let Some(to) = topo.node_index(m.to_node) else {
+                    continue;
+                };
+                if !p.may_use_memory_of(m.to_node) {
+                    notes.push(format!(
+                        "its {mib} MiB on node {} stay: node {} is outside its cpuset.mems",
+                        m.from_node, m.to_node
+                    ));
+                    continue;
+                }
+                let saved = (remote_factor(topo, p, np, to) - 1.0) * self.params.horizon_s;
+                let cost = m.bytes as f64 / (self.params.migration_gbps * 1e9);
+                if saved > cost {
+                    notes.push(format!(
+                        "its {mib} MiB on node {} follow ({cost:.1} s of copying saves {saved:.0} s)",
+                        m.from_node
+                    ));
+                    plan.page_moves.push(m.clone());
+                } else {
+                    notes.push(format!(
+                        "its {mib} MiB on node {} stay ({cost:.1} s of copying would save {saved:.0} s)",
+                        m.from_node
+                    ));
+                }
             }
+            pl.reason = format!("{}; {}", pl.reason, memory_phrase(p, &pl.nodes, &notes));
         }
         plan
     }
 }
 
+/// Where a process's memory is, as the snapshot says, against the nodes it was placed
+/// on: the part of an `auto-migrate` reason that placement on a memory-free snapshot
+/// cannot know.
+fn memory_phrase(
+    p: &crate::policy::snapshot::Process,
+    placed: &[crate::topology::NodeId],
+    notes: &[String],
+) -> String {
+    let total = p.rss_bytes();
+    if total == 0 {
+        return "no memory yet".to_string();
+    }
+    if !notes.is_empty() {
+        return notes.join(", ");
+    }
+    let local: u64 = p
+        .memory_bytes
+        .iter()
+        .filter(|(n, _)| placed.contains(n))
+        .map(|(_, b)| *b)
+        .sum();
+    format!(
+        "{} MiB of its {} MiB already local",
+        local >> 20,
+        total >> 20
+    )
+}
+
 impl Auto {
-    fn place(&self, snapshot: &Snapshot) -> Plan {
+    /// The search from the maximum-local start. With `follows`, memory was cleared from
+    /// `snapshot` because it will follow the process: reasons then speak of
+    /// contention only, and the caller adds where the memory really is.
+    fn place(&self, snapshot: &Snapshot, follows: bool) -> Plan {
         let mut layout = maxlocal::place(snapshot);
         let mut search = Search::new(&layout, &self.params);
         let start_llc = search.llc.clone();
         search.improve(&mut layout);
         let topo = &snapshot.topology;
+        let node_of = |l: usize| topo.nodes()[topo.llcs()[l].node].id;
+        // Memory cleared because it will follow (not kept for a cpuset's mems).
+        let cleared = |i: usize| follows && snapshot.processes[i].memory_bytes.is_empty();
         let reasons = (0..layout.cpus.len())
             .map(|i| match (start_llc[i], search.llc[i]) {
+                (_, Some(b)) if cleared(i) => format!(
+                    "LLC {b} (node {}): estimated slowdown {:.1}% from contention there, \
+                     with its memory local",
+                    node_of(b),
+                    100.0 * search.contention_cost(i),
+                ),
                 (Some(a), Some(b)) if a != b => format!(
-                    "moved from LLC {a} (node {}) to LLC {b} (node {}): estimated slowdown \
-                     {:.1}% remote + {:.1}% contention, lower in total than staying",
-                    topo.nodes()[topo.llcs()[a].node].id,
-                    topo.nodes()[topo.llcs()[b].node].id,
+                    "LLC {b} (node {}) rather than LLC {a} (node {}), the most local choice: \
+                     estimated slowdown {:.1}% remote + {:.1}% contention, lower in total",
+                    node_of(b),
+                    node_of(a),
                     100.0 * search.remote_cost(i),
                     100.0 * search.contention_cost(i),
                 ),
+                _ if cleared(i) => {
+                    layout.why[i].replacen("no memory yet, node", "its memory may follow, node", 1)
+                }
                 _ => layout.why[i].clone(),
             })
             .collect();
@@ -632,6 +684,96 @@ mod tests {
         assert_eq!(moved.len(), 2);
         assert!(moved.iter().all(|p| remote.contains(p)));
         assert!(plan.page_moves.iter().all(|m| m.to_node == 1));
+    }
+
+    /// Every auto-migrate reason says where the process's memory really is (issue 12:
+    /// it said "no memory yet" for processes with 1 GiB): the MiB it names are the
+    /// snapshot's, and a process whose pages follow says so and has a page move.
+    #[test]
+    fn auto_migrate_reasons_name_the_memory_the_snapshot_holds() {
+        let s = nehalem_workload(&["mcf", "milc", "soplex", "lbm"], "0000");
+        let auto = Auto {
+            params: AutoParams {
+                migrate: true,
+                ..AutoParams::default()
+            },
+        };
+        let plan = auto.plan(&s);
+        for (p, pl) in s.processes.iter().zip(&plan.placements) {
+            assert!(!pl.reason.contains("no memory yet"), "{}", pl.reason);
+            let mib = p.rss_bytes() >> 20;
+            assert!(pl.reason.contains(&format!("{mib} MiB")), "{}", pl.reason);
+            let moved = plan.page_moves.iter().any(|m| m.pid == p.pid);
+            assert_eq!(moved, pl.reason.contains("follow ("), "{}", pl.reason);
+            if !moved {
+                assert!(pl.reason.contains("already local"), "{}", pl.reason);
+            }
+        }
+        // And with no memory at all, it says so.
+        let mut empty = s.clone();
+        empty.processes[0].memory_bytes.clear();
+        let plan = auto.plan(&empty);
+        assert!(
+            plan.placements[0].reason.ends_with("no memory yet"),
+            "{}",
+            plan.placements[0].reason
+        );
+    }
+
+    /// When pages stay because the copy costs more than it saves, the reason says that,
+    /// with both figures, rather than claiming they follow.
+    #[test]
+    fn auto_migrate_says_why_pages_stay() {
+        let s = nehalem_workload(&["mcf", "milc", "soplex", "lbm"], "0000");
+        let auto = Auto {
+            params: AutoParams {
+                migrate: true,
+                horizon_s: 0.01,
+                ..AutoParams::default()
+            },
+        };
+        let plan = auto.plan(&s);
+        let nodes = node_of_plan(&s, &plan);
+        let away = nodes
+            .iter()
+            .position(|&n| n == 1)
+            .expect("one runs on node 1");
+        let r = &plan.placements[away].reason;
+        assert!(r.contains("1024 MiB on node 0 stay"), "{r}");
+        assert!(r.contains("would save"), "{r}");
+    }
+
+    /// A process the search moved names the LLC it got and the one the locality-first
+    /// start had chosen, and the two differ; one it did not move does not say "rather
+    /// than" (issue 12 saw "moved from LLC 1 to LLC 0" for a process on LLC 0).
+    #[test]
+    fn auto_reasons_name_llcs_that_differ() {
+        let s = nehalem_workload(&["mcf", "milc", "soplex", "lbm"], "0000");
+        let plan = Auto::default().plan(&s);
+        let topo = &s.topology;
+        let mut moved = 0;
+        for pl in &plan.placements {
+            let llc = topo.cpu(pl.cpus[0]).expect("planned CPU exists").llc;
+            if let Some(rest) = pl.reason.strip_prefix("LLC ") {
+                moved += 1;
+                let (to, rest) = rest.split_once(' ').expect("LLC number");
+                assert_eq!(to.parse::<usize>().ok(), Some(llc), "{}", pl.reason);
+                let from = rest.split("rather than LLC ").nth(1).expect("rather than");
+                let from: usize = from
+                    .split(' ')
+                    .next()
+                    .and_then(|f| f.parse().ok())
+                    .expect("from LLC");
+                assert_ne!(from, llc, "{}", pl.reason);
+            } else {
+                assert!(!pl.reason.contains("rather than"), "{}", pl.reason);
+            }
+        }
+        assert!(
+            moved > 0,
+            "the search moved someone off node 0: {:?}",
+            plan.placements
+        );
     }
 
     #[test]

@@ -18,8 +18,14 @@ use crate::policy::{linux::Linux, maxlocal::MaxLocal, nmass::Nmass, Policy};
 /// Cost of a plan for a snapshot; lower is better.
 pub type Objective = dyn Fn(&Snapshot, &Plan) -> f64 + Send + Sync;
 
+/// One reason per placement of the chosen plan, in plan order, in terms an operator
+/// reads (the simulator's: each process's predicted slowdown), where the objective's
+/// bare number would mean nothing to them.
+pub type Explain = dyn Fn(&Snapshot, &Plan) -> Vec<String> + Send + Sync;
+
 pub struct Oracle {
     objective: Box<Objective>,
+    explain: Option<Box<Explain>>,
     /// Largest number of assignments searched exhaustively.
     pub exhaustive_limit: u64,
     /// Objective evaluations the local search may spend.
@@ -39,9 +45,16 @@ impl Oracle {
     pub fn new(objective: Box<Objective>) -> Oracle {
         Oracle {
             objective,
+            explain: None,
             exhaustive_limit: 100_000,
             search_budget: 20_000,
         }
+    }
+
+    /// Reasons for the searched placements from `explain` instead of the cost.
+    pub fn explained(mut self, explain: Box<Explain>) -> Oracle {
+        self.explain = Some(explain);
+        self
     }
 }
 
@@ -97,13 +110,16 @@ impl Policy for Oracle {
         let mut plan = match best {
             Some((cost, assign)) => {
                 let mut plan = space.plan(&assign);
-                for pl in &mut plan.placements {
-                    if pl.reason.is_empty() {
-                        pl.reason = format!(
-                            "{} placement for the objective (cost {cost:.4})",
-                            if proven { "best" } else { "best found" }
-                        );
+                let what = if proven { "best" } else { "best found" };
+                let told = self.explain.as_ref().map(|e| e(snapshot, &plan));
+                for (i, pl) in plan.placements.iter_mut().enumerate() {
+                    if !pl.reason.is_empty() {
+                        continue;
                     }
+                    pl.reason = match told.as_ref().and_then(|t| t.get(i)) {
+                        Some(why) => format!("{what} placement searched: {why}"),
+                        None => format!("{what} placement for the objective (cost {cost:.4})"),
+                    };
                 }
                 plan
             }

@@ -19,6 +19,29 @@ pub fn run(seed: u64, counter: &AtomicU64, stop: &AtomicBool) {
     black_box(x);
 }
 
+/// Like [`run`], but busy for `busy` then asleep for `idle`, over and over: a bursty
+/// program, whose demand swings between one CPU and none.
+pub fn run_duty(
+    seed: u64,
+    counter: &AtomicU64,
+    stop: &AtomicBool,
+    busy: std::time::Duration,
+    idle: std::time::Duration,
+) {
+    let mut x = black_box(seed | 1);
+    while !stop.load(Ordering::Relaxed) {
+        let until = std::time::Instant::now() + busy;
+        while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
+            x = chunk(x, CHUNK);
+            counter.fetch_add(CHUNK, Ordering::Relaxed);
+        }
+        if !super::stop::pause(idle, stop) {
+            break;
+        }
+    }
+    black_box(x);
+}
+
 /// `n` steps of a splitmix-style mixer: a multiply-xorshift chain whose every step
 /// depends on the previous one, so the compiler can neither vectorise nor fold it, and
 /// `black_box` on the result keeps it from being removed.

@@ -10,16 +10,39 @@ use anyhow::{bail, Context};
 
 use crate::topology::{NodeId, Topology};
 
-/// `MPOL_BIND` from `<linux/mempolicy.h>` (not exported by the libc crate).
+/// `MPOL_DEFAULT` and `MPOL_BIND` from `<linux/mempolicy.h>` (not exported by the libc
+/// crate).
+const MPOL_DEFAULT: libc::c_int = 0;
 const MPOL_BIND: libc::c_int = 2;
+
+/// Drops this thread's memory policy (back to `MPOL_DEFAULT`, allocate where it runs).
+/// After `--touch-node` has placed the pages, this leaves a process whose memory sits on
+/// one node with no policy saying it must: what a program that first ran there and was
+/// moved looks like, and what a scheduler may migrate.
+pub fn unbind() -> anyhow::Result<()> {
+    // SAFETY: with MPOL_DEFAULT the kernel reads no mask (null, maxnode 0).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_set_mempolicy,
+            MPOL_DEFAULT,
+            std::ptr::null::<libc::c_ulong>(),
+            0 as libc::c_ulong,
+        )
+    };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        return Err(err).context("--touch-node: set_mempolicy(MPOL_DEFAULT)");
+    }
+    Ok(())
+}
 
 /// Binds all future allocations of this thread (and threads it spawns) to `node`.
 /// The node must exist in `topo`; the kernel additionally refuses nodes without memory.
-pub fn bind_to_node(topo: &Topology, node: NodeId) -> anyhow::Result<()> {
+pub fn bind_to_node(topo: &Topology, node: NodeId, flag: &str) -> anyhow::Result<()> {
     if topo.node_index(node).is_none() {
         let have: Vec<String> = topo.nodes().iter().map(|n| n.id.to_string()).collect();
         bail!(
-            "--membind {node}: no such NUMA node (this machine has node(s) {})",
+            "{flag} {node}: no such NUMA node (this machine has node(s) {})",
             have.join(", ")
         );
     }
@@ -35,7 +58,7 @@ pub fn bind_to_node(topo: &Topology, node: NodeId) -> anyhow::Result<()> {
     let rc = unsafe { libc::syscall(libc::SYS_set_mempolicy, MPOL_BIND, mask.as_ptr(), maxnode) };
     if rc != 0 {
         let err = std::io::Error::last_os_error();
-        return Err(err).with_context(|| format!("--membind {node}: set_mempolicy(MPOL_BIND)"));
+        return Err(err).with_context(|| format!("{flag} {node}: set_mempolicy(MPOL_BIND)"));
     }
     Ok(())
 }
@@ -69,7 +92,7 @@ mod tests {
     #[test]
     fn unknown_node_is_a_clear_error_before_any_syscall() {
         let topo = topology::machine("1n:1l:2c:1t").expect("spec");
-        let err = bind_to_node(&topo, 7).expect_err("node 7 does not exist");
+        let err = bind_to_node(&topo, 7, "--membind").expect_err("node 7 does not exist");
         let msg = format!("{err:#}");
         assert!(msg.contains("no such NUMA node"), "{msg}");
         assert!(msg.contains("node(s) 0"), "{msg}");

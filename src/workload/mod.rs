@@ -67,8 +67,12 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "S", default_value = "10", value_parser = parse_seconds)]
     pub seconds: f64,
     /// Bind all memory to this NUMA node (set_mempolicy MPOL_BIND) before allocating.
-    #[arg(long, value_name = "NODE")]
+    #[arg(long, value_name = "NODE", conflicts_with = "touch_node")]
     pub membind: Option<NodeId>,
+    /// Allocate all memory on this NUMA node, then drop the policy: the pages sit there
+    /// with nothing binding them, as if the program had first run on that node.
+    #[arg(long, value_name = "NODE")]
+    pub touch_node: Option<NodeId>,
     /// Worker threads, each with its own arrays or loop; rates are summed.
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -76,6 +80,14 @@ pub struct WorkloadArgs {
     /// Seconds between progress lines.
     #[arg(long, value_name = "S", default_value = "1", value_parser = parse_seconds)]
     pub report_interval: f64,
+    /// Start every thread but the first this many seconds late, as a program that
+    /// starts its workers after a serial phase.
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    pub late: Option<f64>,
+    /// Cpu only: alternate BUSY seconds of work with IDLE seconds of sleep (e.g. 1:1),
+    /// a bursty load.
+    #[arg(long, value_name = "BUSY:IDLE", value_parser = parse_duty)]
+    pub duty: Option<(f64, f64)>,
     /// One JSON object per line (JSON Lines): start, progress…, summary.
     #[arg(long)]
     pub json: bool,
@@ -93,6 +105,14 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
     Ok(s)
 }
 
+/// `BUSY:IDLE`, both positive seconds.
+fn parse_duty(text: &str) -> Result<(f64, f64), String> {
+    let (b, i) = text
+        .split_once(':')
+        .ok_or_else(|| format!("expected BUSY:IDLE seconds such as 1:1, got {text:?}"))?;
+    Ok((parse_seconds(b)?, parse_seconds(i)?))
+}
+
 /// 4 × the largest LLC, so the arrays cannot live in cache and the triad measures memory.
 pub fn default_size(topo: Option<&Topology>) -> u64 {
     topo.and_then(|t| t.llcs().iter().map(|l| l.size_bytes).max())
@@ -105,11 +125,16 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<()> {
     // First, so a signal sent as soon as the process exists still yields a summary.
     stop::install().context("installing SIGTERM/SIGINT handlers")?;
     let topo = sysfs::read(Path::new("/sys"));
-    if let Some(node) = args.membind {
+    let unbind_after_touch = args.touch_node.is_some();
+    if let Some((flag, node)) = args
+        .membind
+        .map(|n| ("--membind", n))
+        .or(args.touch_node.map(|n| ("--touch-node", n)))
+    {
         let t = topo
             .as_ref()
-            .map_err(|e| anyhow!("--membind {node}: cannot read the machine's nodes: {e}"))?;
-        membind::bind_to_node(t, node)?;
+            .map_err(|e| anyhow!("{flag} {node}: cannot read the machine's nodes: {e}"))?;
+        membind::bind_to_node(t, node, flag)?;
     }
     let size = match args.kind {
         Kind::Stream => Some(
@@ -118,6 +143,13 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<()> {
         ),
         Kind::Cpu => None,
     };
+    if args.duty.is_some() && args.kind != Kind::Cpu {
+        anyhow::bail!("--duty applies to the cpu workload only");
+    }
+    let late = args.late.map(Duration::from_secs_f64);
+    let duty = args
+        .duty
+        .map(|(b, i)| (Duration::from_secs_f64(b), Duration::from_secs_f64(i)));
     let threads = args.threads as usize;
     let counters: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
     let halt = AtomicBool::new(false);
@@ -132,9 +164,19 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<()> {
             std::thread::Builder::new()
                 .name(format!("workload-{i}"))
                 .spawn_scoped(scope, move || match size {
-                    Some(bytes) => match stream::Triad::new(bytes) {
+                    Some(bytes) => match stream::Triad::new(bytes).and_then(|t| {
+                        if unbind_after_touch {
+                            membind::unbind()?;
+                        }
+                        Ok(t)
+                    }) {
                         Ok(mut t) => {
                             let _ = ready.send(Ok(()));
+                            if let Some(d) = late.filter(|_| i > 0) {
+                                if !stop::pause(d, halt) {
+                                    return;
+                                }
+                            }
                             t.run(counter, halt);
                         }
                         Err(e) => {
@@ -143,7 +185,17 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<()> {
                     },
                     None => {
                         let _ = ready.send(Ok(()));
-                        cpu::run(i as u64 + 1, counter, halt);
+                        if let Some(d) = late.filter(|_| i > 0) {
+                            if !stop::pause(d, halt) {
+                                return;
+                            }
+                        }
+                        match duty {
+                            Some((busy, idle)) => {
+                                cpu::run_duty(i as u64 + 1, counter, halt, busy, idle)
+                            }
+                            None => cpu::run(i as u64 + 1, counter, halt),
+                        }
                     }
                 })
                 .context("spawning a worker thread")?;
@@ -155,6 +207,12 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<()> {
                 .map_err(|_| anyhow!("a worker thread ended before it was ready"))
                 .and_then(|r| r);
             if let Err(e) = r {
+                halt.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+        if unbind_after_touch {
+            if let Err(e) = membind::unbind() {
                 halt.store(true, Ordering::Relaxed);
                 return Err(e);
             }
@@ -189,7 +247,7 @@ fn report(args: &WorkloadArgs, size: Option<u64>, counters: &[AtomicU64]) -> any
         rate,
         gb_per_s: size.map(|_| rate::gb_per_s(rate)),
         size_bytes: size,
-        membind: args.membind,
+        membind: args.membind.or(args.touch_node),
         stopped_by: None,
     };
     let mut out = std::io::stdout().lock();

@@ -34,3 +34,18 @@ pub fn install() -> anyhow::Result<()> {
 pub fn requested() -> bool {
     STOP.load(Ordering::SeqCst)
 }
+
+/// Sleeps `d` in short steps; false as soon as `halt` is set (the run is over).
+pub fn pause(d: std::time::Duration, halt: &AtomicBool) -> bool {
+    let until = std::time::Instant::now() + d;
+    loop {
+        if halt.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = std::time::Instant::now();
+        if now >= until {
+            return true;
+        }
+        std::thread::sleep((until - now).min(std::time::Duration::from_millis(20)));
+    }
+}

@@ -110,9 +110,15 @@ impl Runner {
     pub fn oracle(&self) -> Box<dyn Policy> {
         let model = Arc::clone(&self.model);
         if !self.allow_migration {
-            return Box::new(Oracle::new(Box::new(move |s: &Snapshot, p: &Plan| {
-                -performance(&model(s, p))
-            })));
+            let told = Arc::clone(&model);
+            return Box::new(
+                Oracle::new(Box::new(move |s: &Snapshot, p: &Plan| {
+                    -performance(&model(s, p))
+                }))
+                .explained(Box::new(move |s: &Snapshot, p: &Plan| {
+                    predicted(&told(s, p))
+                })),
+            );
         }
         let exhaustive = Arc::new(AtomicBool::new(true));
         let flag = Arc::clone(&exhaustive);
@@ -122,7 +128,16 @@ impl Runner {
                 flag.store(false, Ordering::Relaxed);
             }
             -perf
-        }));
+        }))
+        .explained({
+            let model = Arc::clone(&self.model);
+            Box::new(move |s: &Snapshot, p: &Plan| {
+                let (moves, _, _) = best_moves(model.as_ref(), s, p);
+                let mut with = p.clone();
+                with.page_moves = moves;
+                predicted(&model(s, &with))
+            })
+        });
         Box::new(FollowingOracle {
             search,
             model: Arc::clone(&self.model),
@@ -397,6 +412,21 @@ pub fn performance(times: &[f64]) -> f64 {
     times.iter().map(|t| 1.0 / t).sum::<f64>() / times.len() as f64
 }
 
+/// Each process's predicted slowdown, and the workload's, as oracle reasons.
+fn predicted(times: &[f64]) -> Vec<String> {
+    let mean = times.iter().map(|t| t - 1.0).sum::<f64>() / times.len().max(1) as f64;
+    times
+        .iter()
+        .map(|t| {
+            format!(
+                "predicted slowdown {:.1}% (workload mean {:.1}%)",
+                100.0 * (t - 1.0),
+                100.0 * mean
+            )
+        })
+        .collect()
+}
+
 /// Coefficient of variation of solo time / time.
 pub fn unfairness(times: &[f64]) -> f64 {
     let mean = performance(times);
@@ -524,6 +554,27 @@ mod tests {
         assert!((oracle.fraction_of_oracle - 1.0).abs() < 1e-12);
         assert!(ml.fraction_of_oracle <= 1.0 + 1e-12);
         assert!(oracle.performance >= ml.performance);
+    }
+
+    /// The oracle's reasons are the model's own predictions for the plan it returns
+    /// (issue 12: it said `cost -0.7513`): each process's slowdown and the mean.
+    #[test]
+    fn oracle_reasons_state_the_predicted_slowdowns() {
+        for migrate in [false, true] {
+            let mut runner = Runner::new(Arc::new(toy));
+            runner.allow_migration = migrate;
+            let c = case("0000");
+            let plan = runner.oracle().plan(&c.snapshot);
+            let times = toy(&c.snapshot, &plan);
+            let mean = times.iter().map(|t| t - 1.0).sum::<f64>() / times.len() as f64;
+            for (pl, t) in plan.placements.iter().zip(&times) {
+                assert!(!pl.reason.contains("cost"), "{}", pl.reason);
+                let own = format!("predicted slowdown {:.1}%", 100.0 * (t - 1.0));
+                let all = format!("workload mean {:.1}%", 100.0 * mean);
+                assert!(pl.reason.contains(&own), "{} vs {own}", pl.reason);
+                assert!(pl.reason.contains(&all), "{} vs {all}", pl.reason);
+            }
+        }
     }
 
     #[test]

@@ -93,8 +93,12 @@ cpu_seconds() {
 
 # Starts a stream load named nsload with memory on node $1, $2 MiB, for $3 s, under the
 # optional wrapper "$4" (e.g. "/usr/bin/taskset -c 0"). Prints its pid (the wrapper execs it).
+# The memory is bound there (--membind: it stays put, so placement can be checked
+# against it) unless $5 is --touch-node: then the pages are placed on node $1 and
+# nothing binds them there, like a program that first ran on that node, and a manager
+# (or the kernel) may move them.
 start_stream() {
-  $4 nsload workload stream --membind "$1" --size "$2M" --seconds "$3" --report-interval 5 \
+  $4 nsload workload stream "${5:---membind}" "$1" --size "$2M" --seconds "$3" --report-interval 5 \
     >>/tmp/loads.log 2>&1 &
   echo $!
 }
@@ -348,8 +352,11 @@ scenario_pinned() {
 # One memory-bound load with its memory bound to node $MIGRATE_HOME, whose CPUs are all
 # taken by cpu loads an administrator pinned there: the load cannot run locally. A
 # manager can run it on another node and move its pages after it.
-# `run_case MANAGER MIB SECONDS EARLY` runs it under MANAGER (numasched|numad|none) for
-# SECONDS (or, with EARLY=1, until 3 s after it settled) and sets the CASE_* variables.
+# `run_case MANAGER MIB SECONDS EARLY` runs it under MANAGER (numasched|numad|none|autonuma)
+# for SECONDS (or, with EARLY=1, until 3 s after it settled) and sets the CASE_* variables.
+# The kernel's automatic NUMA balancing is off except for `autonuma`, which is no
+# manager but the kernel's own balancing (kernel.numa_balancing=1), what an operator has
+# by default; each manager is measured alone.
 #
 # Without hardware counters a load is characterised only by the profile store; with no
 # profile its NUMA penalty is taken as 1, so no page move can pay off and numasched
@@ -360,8 +367,9 @@ run_case() {
   local mgr=$1 mib=$2 secs=$3 early=$4 hogs="" c pid t0 before after settle="" i mpid="" \
     frac=0 nodes cpus sum=0 samples=0
   eval "home=\$CPUS_$MIGRATE_HOME"
+  if [ "$mgr" = autonuma ]; then balancing 1; else balancing 0; fi
   for c in $home; do hogs="$hogs $(start_cpu 300 "/usr/bin/taskset -c $c")"; done
-  pid=$(start_stream "$MIGRATE_HOME" "$mib" 300)
+  pid=$(start_stream "$MIGRATE_HOME" "$mib" 300 "" --touch-node)
   if ! wait_touched "$pid" "$mib"; then
     CASE_ERR="load never touched its ${mib}M"; stop_pids $pid $hogs; return 1
   fi
@@ -383,7 +391,7 @@ run_case() {
       /usr/bin/unshare --time --fork --monotonic 600 numad -i 1:2 -l 6 >/tmp/numad.out 2>&1 || { CASE_ERR="numad failed: $(cat /tmp/numad.out)"; stop_pids $pid $hogs; return 1; }
       i=0; while [ ! -s /var/run/numad.pid ] && [ $i -lt 20 ]; do sleep 0.25; i=$((i + 1)); done
       mpid=$(cat /var/run/numad.pid 2>/dev/null) ;;
-    none) ;;
+    none|autonuma) ;;
   esac
   t0=$(now)
   # Every second: the node(s) it runs on (its affinity when narrowed, else the node of
@@ -419,6 +427,7 @@ run_case() {
     numasched)
       CASE_CPU_S=$(cpu_seconds "$DAEMON_PID")
       CASE_USER_S=$(cpu_seconds "$DAEMON_PID" user)
+      CASE_MAX_EPOCH=$(json_num "$(status_json)" max_epoch_ms)
       stop_daemon
       # What the daemon did with this load and why, from its log (complete once it has
       # stopped: an epoch's lines are written when its apply pass ends).
@@ -439,19 +448,31 @@ run_case() {
       fi ;;
   esac
   stop_pids $pid $hogs
+  balancing "$BALANCING_AT_BOOT"
   return 0
 }
+
+BALANCING_AT_BOOT=$(cat /proc/sys/kernel/numa_balancing 2>/dev/null || echo 0)
+# Sets kernel.numa_balancing (ignored where the kernel has none).
+balancing() { [ -w /proc/sys/kernel/numa_balancing ] && echo "$1" >/proc/sys/kernel/numa_balancing; true; }
 
 # migrate: numasched --migrate-pages runs the load off its full home node and moves its
 # pages after it (or, honestly, SKIP when the policy decides otherwise).
 scenario_migrate() {
-  run_case numasched 64 40 1 || { echo "FAIL migrate: $CASE_ERR"; return; }
+  run_case numasched 320 60 1 || { echo "FAIL migrate: $CASE_ERR"; return; }
   say "load on [$CASE_CPUS] (node(s) $CASE_NODES); pages per node before: $CASE_BEFORE after: $CASE_AFTER"
   say "local fraction $CASE_FRAC, $CASE_MOVED pages moved, settled after ${CASE_SETTLE}s"
   say "daemon: ${CASE_REASON:-(no line about pid $CASE_PID in its log; last lines follow)}"
   [ -n "$CASE_REASON" ] || tail -n 5 "$DAEMON_LOG" | sed 's/^/    /'
   say "nearest node(s) with CPUs to node $MIGRATE_HOME: $(nearest_cpu_nodes "$MIGRATE_HOME" "$MIGRATE_HOME")"
-  if [ "$CASE_MOVED" -gt 0 ] && [ "${CASE_PAGES_DONE:-0}" = 0 ]; then
+  # The daemon's epochs are 500 ms; page moves go in steps of at most 0.1 s per epoch,
+  # so no epoch may take more than two intervals however much memory moves.
+  say "slowest epoch: ${CASE_MAX_EPOCH:-?} ms"
+  if [ -z "$CASE_MAX_EPOCH" ]; then
+    echo "FAIL migrate: status --json had no max_epoch_ms"
+  elif awk -v m="$CASE_MAX_EPOCH" 'BEGIN { exit !(m > 1000) }'; then
+    echo "FAIL migrate: an epoch took ${CASE_MAX_EPOCH} ms (more than two 500 ms intervals) while pages moved"
+  elif [ "$CASE_MOVED" -gt 0 ] && [ "${CASE_PAGES_DONE:-0}" = 0 ]; then
     echo "FAIL migrate: $CASE_MOVED pages moved, but the daemon's log has no page move of pid $CASE_PID done"
   elif [ "$CASE_MOVED" -gt 0 ] && awk -v f="$CASE_FRAC" 'BEGIN { exit !(f >= 0.9) }'; then
     echo "PASS migrate"
@@ -469,7 +490,7 @@ scenario_migrate() {
 COMPARE_SECONDS=${COMPARE_SECONDS:-30}
 scenario_numad() {
   local json="" rows="" m null
-  for m in none numad numasched; do
+  for m in none autonuma numad numasched; do
     if ! run_case "$m" 320 "$COMPARE_SECONDS" 0; then echo "FAIL numad: case '$m': $CASE_ERR"; return; fi
     rows="$rows$m $CASE_FRAC $CASE_MEAN $CASE_MOVED $CASE_SETTLE $CASE_CPU_S $CASE_USER_S $(commas "$CASE_CPUS")
 "
@@ -478,12 +499,12 @@ scenario_numad() {
       grep -i 'advis\|migrat\|bind' /var/log/numad.log 2>/dev/null | tail -n 2 | sed 's/^/  numad log: /'
     fi
   done
-  say "one 320 MiB stream load, memory bound to node $MIGRATE_HOME, whose CPUs run pinned cpu loads; ${COMPARE_SECONDS}s per manager; numa_balancing=$(cat /proc/sys/kernel/numa_balancing)"
+  say "one 320 MiB stream load, memory placed on node $MIGRATE_HOME, whose CPUs run pinned cpu loads; ${COMPARE_SECONDS}s per manager; kernel.numa_balancing=1 only for autonuma"
   printf '  %-10s %9s %9s %9s %9s %9s %9s  %s\n' manager local_end local_avg pages_mv settle_s cpu_s user_s final_cpus
   echo "$rows" | while read -r m f a p s c u cpus; do
     [ -n "$m" ] && printf '  %-10s %9s %9s %9s %9s %9s %9s  %s\n' "$m" "$f" "$a" "$p" "$s" "$c" "$u" "$cpus"
   done
-  echo "RESULT_JSON {\"topology\":\"$TOPO\",\"home_node\":$MIGRATE_HOME,\"load_mib\":320,\"numa_balancing\":$(cat /proc/sys/kernel/numa_balancing),\"cases\":[$json]}"
+  echo "RESULT_JSON {\"topology\":\"$TOPO\",\"home_node\":$MIGRATE_HOME,\"load_mib\":320,\"cases\":[$json]}"
   echo "PASS numad"
 }
 nullable() { if [ "$1" = - ] || [ -z "$1" ]; then echo null; else echo "$1"; fi; }

@@ -1,0 +1,241 @@
+//! Do no harm, measured: the same loads run unmanaged and under `numasched run`, side by
+//! side in alternating order, and the managed rate divided by the unmanaged one. Issue
+//! 12's target on the 2-CPU development machine: every ratio ≥ 0.97, and with three
+//! loads on two CPUs the fastest load at most 1.1× the slowest.
+//!
+//! Not a criterion benchmark: each sample is a run of several seconds of other
+//! processes, whose own reports (`workload cpu --json`) give the rates.
+//!
+//!     cargo bench --bench no_harm                    # 3 pairs of 6 s runs per case
+//!     NS_BENCH_PAIRS=5 NS_BENCH_SECS=10 cargo bench --bench no_harm
+//!     cargo bench --bench no_harm -- late            # only cases whose name has "late"
+//!
+//! Every case runs unmanaged, managed with the default `--pin llc`, and managed with
+//! `--pin cpu` (hard pinning, where a wrong set is most harmful); the order rotates
+//! each round so that drift of a shared machine falls on all three alike. Reported per
+//! case: the median over rounds of the loads' summed rate, the managed/unmanaged ratio
+//! of those medians, and the median fastest/slowest rate among the loads. Results also
+//! go to `target/no_harm.json`.
+
+#[path = "live/mod.rs"]
+mod live;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use live::env_or;
+
+const BIN: &str = env!("CARGO_BIN_EXE_numasched");
+
+/// A load mix as a shell script: `$W` is the numasched binary, `$O` a directory each
+/// load writes its JSON report into, `$S` the run length in seconds.
+struct Case {
+    name: &'static str,
+    script: &'static str,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "1 cpu load",
+        script: r#"$W workload cpu --seconds $S --json >$O/a"#,
+    },
+    Case {
+        name: "2 cpu loads",
+        script: r#"$W workload cpu --seconds $S --json >$O/a & $W workload cpu --seconds $S --json >$O/b & wait"#,
+    },
+    Case {
+        name: "3 cpu loads (3 on 2 CPUs)",
+        script: r#"for x in a b c; do $W workload cpu --seconds $S --json >$O/$x & done; wait"#,
+    },
+    Case {
+        name: "4 cpu loads",
+        script: r#"for x in a b c d; do $W workload cpu --seconds $S --json >$O/$x & done; wait"#,
+    },
+    Case {
+        name: "2-thread load",
+        script: r#"$W workload cpu --threads 2 --seconds $S --json >$O/a"#,
+    },
+    Case {
+        name: "late second thread (1.5 s)",
+        script: r#"$W workload cpu --threads 2 --late 1.5 --seconds $S --json >$O/a"#,
+    },
+    Case {
+        name: "late child (1.5 s)",
+        script: r#"$W workload cpu --seconds $S --json >$O/a & sleep 1.5; $W workload cpu --seconds $(awk "BEGIN{print $S-1.5}") --json >$O/b; wait"#,
+    },
+    Case {
+        name: "bursty (1 s busy, 1 s idle) + steady",
+        script: r#"$W workload cpu --duty 1:1 --seconds $S --json >$O/a & $W workload cpu --seconds $S --json >$O/b & wait"#,
+    },
+    Case {
+        name: "3 loads, one SIGSTOPped 2 s",
+        script: r#"$W workload cpu --seconds $S --json >$O/a & $W workload cpu --seconds $S --json >$O/b & $W workload cpu --seconds $S --json >$O/c & p=$!; sleep 1.5; kill -STOP $p; sleep 2; kill -CONT $p; wait"#,
+    },
+];
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Unmanaged,
+    Llc,
+    Cpu,
+}
+
+impl Mode {
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Unmanaged => "unmanaged",
+            Mode::Llc => "pin llc",
+            Mode::Cpu => "pin cpu",
+        }
+    }
+}
+
+/// One run: the rates of its loads (iterations/s, from each load's summary).
+fn run_once(case: &Case, mode: Mode, secs: u64) -> Vec<f64> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = match mode {
+        Mode::Unmanaged => Command::new("sh"),
+        Mode::Llc | Mode::Cpu => {
+            let mut c = Command::new(BIN);
+            c.args(["run", "--no-db", "--pin"])
+                .arg(if mode == Mode::Cpu { "cpu" } else { "llc" })
+                .args(["--", "sh"]);
+            c
+        }
+    };
+    let status = cmd
+        .args(["-c", case.script])
+        .env("W", BIN)
+        .env("O", dir.path())
+        .env("S", secs.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .expect("start the case");
+    assert!(
+        status.success(),
+        "{} ({}): {status:?}",
+        case.name,
+        mode.label()
+    );
+    rates(dir.path())
+}
+
+fn rates(dir: &Path) -> Vec<f64> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("read the reports") {
+        let text = std::fs::read_to_string(e.expect("entry").path()).expect("a report");
+        for line in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            if v["event"] == "summary" {
+                out.push(v["rate"].as_f64().expect("rate"));
+            }
+        }
+    }
+    out
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn spread(r: &[f64]) -> f64 {
+    let max = r.iter().copied().fold(0.0, f64::max);
+    let min = r.iter().copied().fold(f64::INFINITY, f64::min);
+    if min > 0.0 {
+        max / min
+    } else {
+        f64::INFINITY
+    }
+}
+
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    format!("{cpus} CPUs, {model}")
+}
+
+fn main() {
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let pairs = env_or("NS_BENCH_PAIRS", 3).max(1) as usize;
+    let secs = env_or("NS_BENCH_SECS", 6).max(3);
+    let modes = [Mode::Unmanaged, Mode::Llc, Mode::Cpu];
+    println!(
+        "no_harm on {}: {pairs} round(s) of {secs} s runs per case and mode",
+        machine()
+    );
+    println!(
+        "{:<38} {:>9} {:>7} {:>7} | {:>9} {:>9} {:>9}",
+        "case", "unmanaged", "llc", "cpu", "fast/slow", "llc", "cpu"
+    );
+    let mut json = Vec::new();
+    let mut worst = f64::INFINITY;
+    for case in CASES {
+        if !filter.is_empty() && !filter.iter().any(|f| case.name.contains(f.as_str())) {
+            continue;
+        }
+        // Per mode: summed rate and fastest/slowest of every round.
+        let mut sums: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+        let mut spreads: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+        for round in 0..pairs {
+            for k in 0..modes.len() {
+                let m = (k + round) % modes.len();
+                let r = run_once(case, modes[m], secs);
+                sums[m].push(r.iter().sum());
+                spreads[m].push(spread(&r));
+            }
+        }
+        let total: Vec<f64> = sums.into_iter().map(median).collect();
+        let fs: Vec<f64> = spreads.into_iter().map(median).collect();
+        let ratio = |m: usize| total[m] / total[0];
+        worst = worst.min(ratio(1)).min(ratio(2));
+        println!(
+            "{:<38} {:>8.0}M {:>7.3} {:>7.3} | {:>9.2} {:>9.2} {:>9.2}",
+            case.name,
+            total[0] / 1e6,
+            ratio(1),
+            ratio(2),
+            fs[0],
+            fs[1],
+            fs[2]
+        );
+        json.push(serde_json::json!({
+            "case": case.name,
+            "unmanaged_rate": total[0],
+            "pin_llc_rate": total[1],
+            "pin_cpu_rate": total[2],
+            "ratio_pin_llc": ratio(1),
+            "ratio_pin_cpu": ratio(2),
+            "fastest_over_slowest": { "unmanaged": fs[0], "pin_llc": fs[1], "pin_cpu": fs[2] },
+        }));
+    }
+    println!(
+        "lowest managed/unmanaged ratio: {worst:.3} (target ≥ 0.97); rates are the median \
+         over rounds of the loads' summed iterations/s"
+    );
+    let doc = serde_json::json!({ "machine": machine(), "rounds": pairs, "seconds": secs, "cases": json });
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/no_harm.json");
+    if let Err(e) = std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&doc).unwrap_or_default(),
+    ) {
+        eprintln!("no_harm: cannot write {}: {e}", path.display());
+    }
+}
