@@ -12,6 +12,7 @@ pub mod apply;
 pub mod characterise;
 pub mod cli;
 pub mod daemon;
+pub mod files;
 pub mod observe;
 pub mod policy;
 pub mod sim;

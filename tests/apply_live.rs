@@ -186,6 +186,9 @@ impl Kernel for KillAfterListing {
     fn now(&self) -> f64 {
         self.inner.now()
     }
+    fn children(&self, pid: u32) -> Result<Vec<u32>, KernelError> {
+        self.inner.children(pid)
+    }
 }
 
 /// The chunked mover on the real kernel: a child's regions and Mems_allowed read from

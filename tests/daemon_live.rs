@@ -692,3 +692,178 @@ fn a_corrupt_or_linked_profile_store_is_reported_left_alone_and_the_daemon_runs_
         "nothing created beside them (no -wal, -shm or copy)"
     );
 }
+
+/// A process may name itself with escape sequences; `status` must show them as text
+/// (`\x1b[2J`), never send them to the operator's terminal (issue 17: a name could
+/// clear the screen).
+#[test]
+fn status_shows_escape_sequences_in_process_names_as_text() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // comm is the exec'd file's name: a symlink whose name starts with ESC [ 2 J.
+    let bin = dir.path().join("\u{1b}[2Jnsd_esc");
+    std::os::unix::fs::symlink(BIN, &bin).expect("link numasched");
+    let Some(p) = Guard::spawn(
+        Command::new(&bin)
+            .args(["workload", "cpu", "--seconds", "30"])
+            .stdout(Stdio::null()),
+    ) else {
+        return;
+    };
+    let d = Daemon::start(dir.path(), &["--dry-run", "--include-comm", "*nsd_esc"]);
+    d.wait_managed(p.pid(), 2);
+    let sock = d.socket.display().to_string();
+    let (code, out, err) = numasched(&["status", "--socket", &sock]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains('\u{1b}'), "raw ESC in status output: {out:?}");
+    assert!(out.contains("\\x1b[2Jnsd_esc"), "{out}");
+}
+
+/// In a pid namespace of its own that still sees the host's /proc, numasched would act
+/// on this namespace's processes while reading the host's (issue 17: it pinned
+/// unrelated processes and logged success). It refuses in one line and changes nothing.
+#[test]
+fn a_proc_of_another_pid_namespace_is_refused() {
+    let probe = Command::new("unshare")
+        .args(["--pid", "--fork", "true"])
+        .stderr(Stdio::null())
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot unshare a pid namespace here");
+        return;
+    }
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", BIN, "run", "--no-db", "--", "true"])
+        .output()
+        .expect("unshare");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("another pid namespace"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// The journal deleted while the daemon runs is written again before the next change
+/// (issue 17: it was never recreated, and a kill -9 then left processes narrowed with
+/// no warning). Two loads on two CPUs under hard pinning; the journal is deleted, a
+/// third load arrives, and after kill -9 the next start restores all three.
+#[test]
+fn a_deleted_journal_is_written_again_and_kill_9_is_still_undone() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = sleeper(dir.path(), "nsd_deljrn");
+    let b = sleeper(dir.path(), "nsd_deljrn");
+    let mut d = pinned(dir.path(), &["--include-comm", "nsd_deljrn"]);
+    d.wait_managed(b.pid(), 2);
+    assert!(wait_secs(10, || allowed(a.pid()).len() == 1
+        && allowed(b.pid()).len() == 1));
+    let journal = dir.path().join("journal.json");
+    std::fs::remove_file(&journal).expect("delete the journal");
+    assert!(
+        wait_secs(5, || journal.exists()),
+        "journal not written again:\n{}",
+        d.log()
+    );
+    assert_eq!(d.stop(Signal::SIGKILL), -1);
+    let mut next = Daemon::start(dir.path(), &["--include-comm", "nsd_nothing"]);
+    assert!(
+        wait_secs(10, || allowed(a.pid()) == vec![0, 1]
+            && allowed(b.pid()) == vec![0, 1]),
+        "not restored:\n{}",
+        next.log()
+    );
+    assert!(wait_secs(10, || next.status().is_some()), "{}", next.log());
+    assert_eq!(next.stop(Signal::SIGTERM), 0);
+}
+
+/// A journal that cannot be written at start stops the daemon before it changes
+/// anything (issue 17: it warned "continuing without a journal" and narrowed
+/// processes a kill -9 then left narrowed); `--no-journal` runs anyway, knowingly.
+#[test]
+fn an_unwritable_journal_stops_the_start_unless_no_journal_is_given() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = sleeper(dir.path(), "nsd_rojrn");
+    // A journal under a regular file cannot be created, whoever we are (root ignores
+    // a read-only directory's mode, not ENOTDIR).
+    let blocker = dir.path().join("state");
+    std::fs::write(&blocker, "").expect("file");
+    let journal = blocker.join("journal.json");
+    let out = Command::new(BIN)
+        .args(["run", "--no-db", "--pin", "cpu", "--journal"])
+        .arg(&journal)
+        .args(["--include-comm", "nsd_rojrn", "--", "sleep", "2"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--no-journal") && err.contains("journal.json"),
+        "{err}"
+    );
+    assert_eq!(allowed(a.pid()), vec![0, 1], "nothing changed");
+    let out = Command::new(BIN)
+        .args(["run", "--no-db", "--no-journal", "--", "true"])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A child forked after its parent was placed inherits numasched's set; kill -9 and the
+/// next start must give it back too (issue 17: it stayed on one CPU after SIGTERM,
+/// SIGINT and recovery alike). The parent is a busy shell that forks `sleep` once
+/// placed; `sleep` is never selected itself.
+#[test]
+fn a_child_forked_after_placement_is_restored_after_kill_9() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sh = named_copy(dir.path(), "sh", "nsd_forker");
+    let kidfile = dir.path().join("kid.pid");
+    let script = format!(
+        "end=$(($(date +%s) + 4)); while [ $(date +%s) -lt $end ]; do :; done; \
+         sleep 60 & echo $! > {k}; while :; do :; done",
+        k = kidfile.display()
+    );
+    let parent = Guard::spawn(Command::new(&sh).args(["-c", &script])).expect("start");
+    let mut d = pinned(dir.path(), &["--include-comm", "nsd_forker"]);
+    d.wait_managed(parent.pid(), 2);
+    assert!(
+        wait_secs(10, || allowed(parent.pid()).len() == 1),
+        "parent never narrowed:\n{}",
+        d.log()
+    );
+    assert!(wait_secs(10, || kidfile.exists()
+        && std::fs::read_to_string(&kidfile)
+            .is_ok_and(|t| t.ends_with('\n'))));
+    let kid: u32 = std::fs::read_to_string(&kidfile)
+        .expect("kid pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    let _kid_guard = OrphanKiller(kid);
+    assert_eq!(
+        allowed(kid),
+        allowed(parent.pid()),
+        "the child inherited the set"
+    );
+    // One epoch or two to journal it.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(d.stop(Signal::SIGKILL), -1);
+    let mut next = Daemon::start(dir.path(), &["--include-comm", "nsd_nothing"]);
+    assert!(
+        wait_secs(10, || allowed(kid) == vec![0, 1]),
+        "the child is still on {:?}:\n{}",
+        allowed(kid),
+        next.log()
+    );
+    assert!(wait_secs(10, || next.status().is_some()), "{}", next.log());
+    assert_eq!(next.stop(Signal::SIGTERM), 0);
+}

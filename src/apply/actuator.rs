@@ -65,6 +65,9 @@ pub struct Actuator<K: Kernel> {
     bucket: TokenBucket,
     migrations: Migrations,
     self_pid: u32,
+    /// Processes (pid, start time) whose move the kernel refused (EBUSY, EINVAL), with
+    /// why: left as they were for the rest of their life, and reported once.
+    refused: HashMap<(u32, u64), String>,
 }
 
 fn line(pid: u32, cpus: &[CpuId], action: Action, detail: impl Into<String>) -> Line {
@@ -104,6 +107,7 @@ impl<K: Kernel> Actuator<K> {
             bucket,
             migrations: Migrations::default(),
             self_pid: std::process::id(),
+            refused: HashMap::new(),
         }
     }
 
@@ -171,10 +175,18 @@ impl<K: Kernel> Actuator<K> {
         self.migrations.step(&self.kernel, &mut self.bucket)
     }
 
-    /// Restores one process's original affinity (it stops being managed).
+    /// Restores one process's original affinity (it stops being managed), and that
+    /// of the descendants that were journaled only because they inherited its set.
     pub fn restore(&mut self, pid: u32) -> Restored {
         self.migrations.forget(pid);
-        undo::restore(&self.kernel, &mut self.journal, pid)
+        let kids = self.kernel.children(pid).unwrap_or_default();
+        let r = undo::restore(&self.kernel, &mut self.journal, pid);
+        for kid in kids {
+            if self.journal.entry(kid).is_some_and(|e| e.adopted) {
+                let _ = self.restore(kid);
+            }
+        }
+        r
     }
 
     /// Restores everything, for shutdown.
@@ -190,9 +202,79 @@ impl<K: Kernel> Actuator<K> {
             .iter()
             .map(|p| (p.pid, p.start_time))
             .collect();
+        self.refused
+            .retain(|(pid, start), _| alive.get(pid) == Some(start));
         undo::forget_gone(&self.kernel, &mut self.journal, |pid| {
             alive.get(&pid).copied()
         })
+    }
+
+    /// Journals every descendant of a changed process that still carries the set
+    /// numasched gave its parent (it forked after placement, and fork copies the
+    /// affinity), so that it is restored with the parent, on every exit path and after
+    /// a crash, whether or not it is ever managed itself. Its original is the parent's
+    /// original. A child that set its own affinity is its own, and is left out. Runs
+    /// every epoch; grandchildren are found through children adopted earlier in the
+    /// same walk. Returns how many processes were adopted.
+    pub fn adopt_descendants(&mut self) -> usize {
+        if self.config.dry_run {
+            return 0;
+        }
+        let mut adopted = 0;
+        let mut queue: Vec<u32> = self.journal.pids();
+        let mut seen: std::collections::HashSet<u32> = queue.iter().copied().collect();
+        while let Some(parent) = queue.pop() {
+            let Some((original, applied)) = self
+                .journal
+                .entry(parent)
+                .and_then(|e| e.applied.clone().map(|a| (e.original.clone(), a)))
+            else {
+                continue;
+            };
+            let Ok(kids) = self.kernel.children(parent) else {
+                continue;
+            };
+            for kid in kids {
+                if !seen.insert(kid) || self.protected(kid) {
+                    continue;
+                }
+                if self.journal.entry(kid).is_some() {
+                    queue.push(kid);
+                    continue;
+                }
+                let Ok(id) = self.kernel.identity(kid) else {
+                    continue;
+                };
+                if id.kernel_thread {
+                    continue;
+                }
+                let Ok(tids) = self.kernel.threads(kid) else {
+                    continue;
+                };
+                let carrying: Vec<u32> = tids
+                    .iter()
+                    .copied()
+                    .filter(|&t| {
+                        self.kernel
+                            .affinity(kid, t)
+                            .is_ok_and(|c| sorted(&c) == sorted(&applied))
+                    })
+                    .collect();
+                if carrying.is_empty() {
+                    continue;
+                }
+                self.journal.begin(kid, id.start_time, &original);
+                for t in carrying {
+                    self.journal
+                        .remember_thread(kid, id.start_time, t, &original);
+                }
+                self.journal.set_applied(kid, id.start_time, &applied);
+                self.journal.set_adopted(kid, id.start_time, true);
+                adopted += 1;
+                queue.push(kid);
+            }
+        }
+        adopted
     }
 
     /// The parent's original affinity when `p`'s affinity (`main`) is exactly what
@@ -323,6 +405,14 @@ impl<K: Kernel> Actuator<K> {
             return l;
         }
         let start = p.start_time;
+        if let Some(why) = self.refused.get(&(pid, start)) {
+            return line(
+                pid,
+                &target,
+                Action::LeftAlone,
+                format!("left as it is: the kernel refused to move it ({why})"),
+            );
+        }
         let entry = self.journal.get(pid, start).cloned();
         let fmt = cpulist::format;
 
@@ -347,6 +437,8 @@ impl<K: Kernel> Actuator<K> {
             Ok(t) => t,
             Err(e) => return self.error_line(pid, &target, &e),
         };
+        // Records of threads that exited since are of no more use.
+        self.journal.retain_threads(pid, start, &tids);
         let mut current = Vec::with_capacity(tids.len());
         let mut errors: Vec<KernelError> = Vec::new();
         for tid in tids {
@@ -452,6 +544,9 @@ impl<K: Kernel> Actuator<K> {
             .original
             .clone();
         let mut changed = 0;
+        // Threads changed in this pass, with what they had: undone if the kernel
+        // refuses part of the process.
+        let mut undo_now: Vec<(u32, Vec<CpuId>)> = Vec::new();
         let mut seen: Vec<u32> = Vec::new();
         for round in 0..THREAD_ROUNDS {
             let batch: Vec<(u32, Vec<CpuId>)> = if round == 0 {
@@ -483,14 +578,30 @@ impl<K: Kernel> Actuator<K> {
                     continue;
                 }
                 match self.kernel.set_affinity(pid, tid, &target) {
-                    Ok(()) => changed += 1,
+                    Ok(()) => {
+                        changed += 1;
+                        undo_now.push((tid, cur));
+                    }
                     Err(e) if e.is_gone() => {}
                     Err(e) => errors.push(e),
                 }
             }
         }
-        self.journal.set_applied(pid, start, &target);
         let total = seen.len();
+        if let Some(e) = errors.iter().find(|e| e.is_refusal()) {
+            return self.leave_alone(pid, start, existed, &target, &undo_now, e, total);
+        }
+        // Only a set that was made is numasched's: one that failed everywhere leaves
+        // nothing to own, and a process that had no entry keeps none.
+        if changed > 0 {
+            self.journal.set_applied(pid, start, &target);
+            self.journal.set_adopted(pid, start, false);
+        } else if !existed {
+            // Nothing changed (already there, or failed): nothing of numasched's to
+            // undo, and an entry would "restore" whatever affinity it has now over
+            // what someone else sets later.
+            self.journal.forget(pid);
+        }
         match errors.first() {
             Some(e) => line(
                 pid,
@@ -514,6 +625,44 @@ impl<K: Kernel> Actuator<K> {
                 format!("set {changed} of {total} thread(s): {}", pl.reason),
             ),
         }
+    }
+
+    /// The kernel refused to move some thread of `pid`: puts back the threads this pass
+    /// changed (and, if numasched had changed the process before, all of it), so the
+    /// process is not left half-moved, and remembers not to try again.
+    #[allow(clippy::too_many_arguments)]
+    fn leave_alone(
+        &mut self,
+        pid: u32,
+        start: u64,
+        existed: bool,
+        target: &[CpuId],
+        changed: &[(u32, Vec<CpuId>)],
+        cause: &KernelError,
+        total: usize,
+    ) -> Line {
+        let mut undone = 0;
+        for (tid, before) in changed {
+            if self.kernel.set_affinity(pid, *tid, before).is_ok() {
+                undone += 1;
+            }
+        }
+        if existed {
+            let _ = undo::restore(&self.kernel, &mut self.journal, pid);
+        } else {
+            self.journal.forget(pid);
+        }
+        let why = cause.to_string();
+        self.refused.insert((pid, start), why.clone());
+        line(
+            pid,
+            target,
+            Action::Failed,
+            format!(
+                "{why}; {undone} of {total} thread(s) set back, and the process is left as \
+                 it was from now on"
+            ),
+        )
     }
 
     fn move_pages(
@@ -836,6 +985,101 @@ mod tests {
         assert_eq!(a.kernel().affinity_of(200, 200), Some(vec![0, 1]));
     }
 
+    /// Issue 17: children forked after placement inherited numasched's set and were
+    /// never journaled, so SIGTERM, release and crash recovery left them narrowed.
+    #[test]
+    fn children_forked_after_placement_are_journaled_and_go_back_with_the_parent() {
+        let k = kernel(&[(100, 1)]);
+        let mut a = actuator(k);
+        a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        a.kernel().fork(100, 150, 150); // carries {0}
+        a.kernel().fork(150, 160, 160); // a grandchild, also {0}
+        a.kernel().fork(100, 170, 170);
+        a.kernel()
+            .with_proc(170, |p| p.threads.insert(170, vec![1])); // its own choice
+        assert_eq!(a.adopt_descendants(), 2);
+        let e = a.journal().get(150, 150).expect("child journaled");
+        assert!(e.adopted);
+        assert_eq!(e.original, vec![0, 1], "the parent's original");
+        assert!(a.journal().get(160, 160).is_some(), "grandchild journaled");
+        assert!(
+            a.journal().get(170, 170).is_none(),
+            "its own pin is not ours"
+        );
+        assert_eq!(a.adopt_descendants(), 0, "once");
+        // Released: the parent and what inherited its set go back; the other stays.
+        a.restore(100);
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1]));
+        assert_eq!(a.kernel().affinity_of(150, 150), Some(vec![0, 1]));
+        assert_eq!(a.kernel().affinity_of(160, 160), Some(vec![0, 1]));
+        assert_eq!(a.kernel().affinity_of(170, 170), Some(vec![1]));
+        assert!(a.journal().is_empty(), "{:?}", a.journal());
+    }
+
+    /// Issue 17: with the main thread under SCHED_DEADLINE (EBUSY) the worker was
+    /// narrowed, the set journaled as applied, and later "restored" from numasched's own
+    /// set. Now the worker is set back at once, nothing is journaled, and the process is
+    /// not tried again.
+    #[test]
+    fn a_kernel_refusal_sets_back_what_the_pass_changed_and_is_not_retried() {
+        let k = kernel(&[(100, 2)]);
+        k.inject(Op::SetAffinity, 100, Fault::Fail(ErrorKind::Busy));
+        let mut a = actuator(k);
+        let s = snap(&[100]);
+        let r = a.apply(&plan(&[(100, &[0])]), &s);
+        let l = r.placement(100).unwrap();
+        assert_eq!(l.action, Action::Failed);
+        assert!(
+            l.detail.contains("EBUSY") && l.detail.contains("set back"),
+            "{l}"
+        );
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1]));
+        assert_eq!(
+            a.kernel().affinity_of(100, 101),
+            Some(vec![0, 1]),
+            "worker set back"
+        );
+        assert!(a.journal().is_empty(), "{:?}", a.journal());
+        let calls = a.kernel().calls().len();
+        let r = a.apply(&plan(&[(100, &[1])]), &s);
+        assert_eq!(action(&r, 100), Action::LeftAlone, "{r}");
+        assert_eq!(a.kernel().calls().len(), calls, "not tried again");
+    }
+
+    /// A set that failed on every thread (EPERM) leaves no journal entry claiming it
+    /// was applied.
+    #[test]
+    fn a_set_that_failed_is_not_recorded_as_applied() {
+        let k = kernel(&[(100, 1)]);
+        k.inject_always(
+            Op::SetAffinity,
+            100,
+            Fault::Fail(ErrorKind::PermissionDenied),
+        );
+        let mut a = actuator(k);
+        let r = a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        assert_eq!(action(&r, 100), Action::Failed);
+        assert!(a.journal().get(100, 100).is_none(), "{:?}", a.journal());
+    }
+
+    /// Records of threads that exited are dropped at the next pass (issue 17: 87
+    /// records for 4 live threads after 26 re-plans).
+    #[test]
+    fn records_of_exited_threads_are_pruned() {
+        let k = kernel(&[(100, 3)]);
+        let mut a = actuator(k);
+        let s = snap(&[100]);
+        a.apply(&plan(&[(100, &[0])]), &s);
+        assert_eq!(a.journal().get(100, 100).unwrap().threads.len(), 3);
+        a.kernel().with_proc(100, |p| p.threads.remove(&102));
+        a.apply(&plan(&[(100, &[1])]), &s);
+        let e = a.journal().get(100, 100).unwrap();
+        assert_eq!(
+            e.threads.keys().copied().collect::<Vec<_>>(),
+            vec![100, 101]
+        );
+    }
+
     #[test]
     fn processes_and_threads_exiting_mid_apply_are_normal() {
         let k = kernel(&[(100, 1), (200, 3), (300, 1), (400, 1)]);
@@ -853,7 +1097,9 @@ mod tests {
         assert_eq!(action(&r, 300), Action::Unchanged, "{r}");
         assert_eq!(action(&r, 400), Action::Gone, "{r}");
         assert_eq!(r.count(Action::Failed), 0, "{r}");
-        assert_eq!(a.forget_gone(&snap(&[])), vec![300]);
+        // 300 exited before anything changed: nothing of it is journaled.
+        assert!(a.journal().get(300, 300).is_none());
+        assert!(a.forget_gone(&snap(&[])).is_empty());
     }
 
     #[test]

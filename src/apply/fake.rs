@@ -25,6 +25,8 @@ pub struct FakeProc {
     pub pages: BTreeMap<u64, NodeId>,
     /// `Mems_allowed`; `None` = every node.
     pub mems: Option<Vec<NodeId>>,
+    /// Processes it forked.
+    pub children: Vec<u32>,
 }
 
 /// What happens when a fault fires.
@@ -120,8 +122,20 @@ impl FakeKernel {
                 memory: BTreeMap::new(),
                 pages: BTreeMap::new(),
                 mems: None,
+                children: Vec::new(),
             },
         );
+    }
+
+    /// `parent` forks `child` (start time `start_time`): one thread with the affinity
+    /// of the parent's first thread, as fork gives it.
+    pub fn fork(&self, parent: u32, child: u32, start_time: u64) {
+        let affinity = self
+            .with_proc(parent, |p| p.threads.values().next().cloned())
+            .flatten()
+            .unwrap_or_default();
+        self.add(child, start_time, 1, &affinity);
+        self.with_proc(parent, |p| p.children.push(child));
     }
 
     /// Gives `pid` `count` pages of [`FAKE_PAGE`] bytes on `node`, in one region
@@ -233,6 +247,7 @@ impl FakeKernel {
                             memory: BTreeMap::new(),
                             pages: BTreeMap::new(),
                             mems: None,
+                            children: Vec::new(),
                         },
                     );
                 }
@@ -431,5 +446,18 @@ impl Kernel for FakeKernel {
 
     fn now(&self) -> f64 {
         self.state.borrow().clock
+    }
+
+    fn children(&self, pid: u32) -> Result<Vec<u32>, KernelError> {
+        let st = self.state.borrow();
+        let p = st
+            .procs
+            .get(&pid)
+            .ok_or_else(|| Self::gone(Op::ListChildren, pid, None))?;
+        Ok(p.children
+            .iter()
+            .copied()
+            .filter(|c| st.procs.contains_key(c))
+            .collect())
     }
 }

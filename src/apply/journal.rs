@@ -28,6 +28,10 @@ pub struct Entry {
     /// someone else set afterwards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied: Option<Vec<CpuId>>,
+    /// Journaled because it inherited its parent's set by forking, not because a plan
+    /// placed it: it goes back when its parent does.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopted: bool,
 }
 
 impl Entry {
@@ -87,6 +91,7 @@ impl Journal {
             original: original.to_vec(),
             threads: BTreeMap::new(),
             applied: None,
+            adopted: false,
         })
     }
 
@@ -109,6 +114,29 @@ impl Journal {
             .filter(|e| e.start_time == start_time)
         {
             e.applied = Some(cpus.to_vec());
+        }
+    }
+
+    /// Marks an entry as inherited (`true`) or placed by a plan (`false`).
+    pub fn set_adopted(&mut self, pid: u32, start_time: u64, adopted: bool) {
+        if let Some(e) = self
+            .entries
+            .get_mut(&pid)
+            .filter(|e| e.start_time == start_time)
+        {
+            e.adopted = adopted;
+        }
+    }
+
+    /// Drops the records of threads not in `alive` (they exited), so that a process
+    /// whose threads come and go does not grow its entry for ever.
+    pub fn retain_threads(&mut self, pid: u32, start_time: u64, alive: &[u32]) {
+        if let Some(e) = self
+            .entries
+            .get_mut(&pid)
+            .filter(|e| e.start_time == start_time)
+        {
+            e.threads.retain(|t, _| alive.contains(t));
         }
     }
 

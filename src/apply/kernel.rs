@@ -30,6 +30,7 @@ pub enum Op {
     MovePages,
     ReadRegions,
     ReadMems,
+    ListChildren,
 }
 
 impl fmt::Display for Op {
@@ -43,6 +44,7 @@ impl fmt::Display for Op {
             Op::MovePages => "move_pages",
             Op::ReadRegions => "read maps and numa_maps",
             Op::ReadMems => "read Mems_allowed",
+            Op::ListChildren => "list children",
         })
     }
 }
@@ -60,6 +62,10 @@ pub enum ErrorKind {
     /// process's cpuset, or names CPUs that do not exist.
     #[error("invalid argument (EINVAL)")]
     Invalid,
+    /// EBUSY: the kernel will not move this task (a SCHED_DEADLINE task, whose
+    /// affinity must cover its root domain, or a per-CPU kernel thread).
+    #[error("the kernel refuses to move it (EBUSY; e.g. a SCHED_DEADLINE task)")]
+    Busy,
     /// Anything else, as the OS or parser described it.
     #[error("{0}")]
     Other(String),
@@ -71,6 +77,7 @@ impl ErrorKind {
             libc::ESRCH | libc::ENOENT => ErrorKind::Gone,
             libc::EPERM => ErrorKind::PermissionDenied,
             libc::EINVAL => ErrorKind::Invalid,
+            libc::EBUSY => ErrorKind::Busy,
             e => ErrorKind::Other(io::Error::from_raw_os_error(e).to_string()),
         }
     }
@@ -110,6 +117,12 @@ impl KernelError {
 
     pub fn is_gone(&self) -> bool {
         self.kind == ErrorKind::Gone
+    }
+
+    /// The kernel refuses this change for this task, and would again next epoch
+    /// (EBUSY, EINVAL): retrying only repeats the failure.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self.kind, ErrorKind::Busy | ErrorKind::Invalid)
     }
 }
 
@@ -165,6 +178,8 @@ pub trait Kernel {
     fn mems_allowed(&self, pid: u32) -> Result<Vec<NodeId>, KernelError>;
     /// Seconds on a monotonic clock: how much of an epoch a migration step has used.
     fn now(&self) -> f64;
+    /// The processes forked by any thread of `pid` that still run, ascending.
+    fn children(&self, pid: u32) -> Result<Vec<u32>, KernelError>;
 }
 
 /// The real kernel. Thread listing and identity come from a procfs root that tests may
@@ -424,6 +439,33 @@ impl Kernel for LinuxKernel {
 
     fn now(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
+    }
+
+    /// From `/proc/<pid>/task/<tid>/children` (CONFIG_PROC_CHILDREN): one small read
+    /// per thread, where walking all of /proc for parents would read every process.
+    fn children(&self, pid: u32) -> Result<Vec<u32>, KernelError> {
+        let fail =
+            |e: &io::Error| KernelError::new(Op::ListChildren, pid, None, ErrorKind::from_io(e));
+        let mut kids = Vec::new();
+        for tid in self.threads(pid)? {
+            let path = self
+                .proc_root
+                .join(pid.to_string())
+                .join("task")
+                .join(tid.to_string())
+                .join("children");
+            match std::fs::read_to_string(&path) {
+                Ok(text) => kids.extend(
+                    text.split_whitespace()
+                        .filter_map(|t| t.parse::<u32>().ok()),
+                ),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(fail(&e)),
+            }
+        }
+        kids.sort_unstable();
+        kids.dedup();
+        Ok(kids)
     }
 }
 

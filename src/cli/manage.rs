@@ -48,8 +48,12 @@ pub struct ManageArgs {
     pub log_format: Option<LogFormatArg>,
     /// Journal of original affinities, restored after a crash
     /// [default: /var/lib/numasched/journal.json].
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", conflicts_with = "no_journal")]
     pub journal: Option<PathBuf>,
+    /// UNSAFE: run without the journal. A crash, OOM kill or kill -9 then leaves every
+    /// affinity numasched set as it was; only a clean stop restores them.
+    #[arg(long)]
+    pub no_journal: bool,
     /// Serve Prometheus metrics over HTTP (GET /metrics) at IP:PORT, e.g.
     /// 127.0.0.1:9477; it must name an interface (0.0.0.0 is refused), and an empty
     /// value is off [default: off].
@@ -142,6 +146,7 @@ impl ManageArgs {
         }
         o.dry_run |= self.dry_run;
         o.migrate_pages |= self.migrate_pages;
+        o.no_journal |= self.no_journal;
         Ok(o)
     }
 }

@@ -123,6 +123,7 @@ pub fn build(
     tree: Option<u32>,
     usage: Use,
 ) -> anyhow::Result<Built> {
+    own_pid_namespace(&roots.proc, std::process::id())?;
     let topology = sysfs::read(&roots.sys).with_context(|| {
         format!(
             "reading the machine's topology under {}",
@@ -219,6 +220,34 @@ pub fn build(
     })
 }
 
+/// Refuses a `/proc` of another pid namespace. Its pids are not the ones this process's
+/// system calls act on: `sched_setaffinity(1234)` would move this namespace's 1234, an
+/// unrelated process, while `/proc/1234` describes the other one. `/proc/self` names
+/// this process as that procfs numbers it; in its own namespace that is `getpid()`.
+/// A root without `self` (a test's fake procfs) is not checked.
+fn own_pid_namespace(proc_root: &std::path::Path, pid: u32) -> anyhow::Result<()> {
+    let link = proc_root.join("self");
+    let Ok(target) = std::fs::read_link(&link) else {
+        return Ok(());
+    };
+    let seen = target.to_str().and_then(|t| t.parse::<u32>().ok());
+    match seen {
+        Some(p) if p == pid => Ok(()),
+        Some(p) => anyhow::bail!(
+            "{} belongs to another pid namespace (it numbers this process {p}, the kernel \
+             {pid}): its pids are not the processes numasched would act on; run in the pid \
+             namespace that mounted it, or mount this namespace's own /proc",
+            proc_root.display()
+        ),
+        None => anyhow::bail!(
+            "{}: {} points to {:?}, not a pid",
+            proc_root.display(),
+            link.display(),
+            target
+        ),
+    }
+}
+
 /// Whether the kernel's automatic NUMA balancing is on (`kernel.numa_balancing`, 1 or
 /// a mode mask with the NUMA_BALANCING_NORMAL bit); unreadable counts as off.
 fn kernel_balancing(proc_root: &std::path::Path) -> bool {
@@ -230,22 +259,24 @@ fn kernel_balancing(proc_root: &std::path::Path) -> bool {
 
 /// Undoes what a crashed earlier run left in the journal, then checks the journal
 /// can be written. A journal that cannot be read is an error (what it holds would be
-/// lost); one that cannot be written is a warning: the daemon runs, but a crash
-/// would leave affinities changed, and it says so.
+/// lost), and so is one that cannot be written: numasched changes nothing it could
+/// not undo after a crash. `--no-journal` runs without one, knowingly.
 fn journal_file(
     opts: &Options,
     kernel: &LinuxKernel,
 ) -> anyhow::Result<Option<(JournalFile, JournalLock)>> {
-    let file = JournalFile::new(&opts.journal);
+    if opts.no_journal {
+        warn!("running without a journal (--no-journal): a crash or kill -9 would leave the affinities numasched set");
+        return Ok(None);
+    }
+    let unsafe_hint = "fix it, pass --journal PATH, or --no-journal to run without crash recovery";
+    let mut file = JournalFile::new(&opts.journal);
     let lock = match file.lock() {
         Ok(l) => l,
         Err(e @ recovery::RecoveryError::InUse { .. }) => return Err(e.into()),
-        Err(e) => {
-            warn!("{e}; continuing without a journal: a crash would leave affinities changed");
-            return Ok(None);
-        }
+        Err(e) => anyhow::bail!("{e}; {unsafe_hint}"),
     };
-    let restored = recovery::recover(kernel, &file)?;
+    let restored = recovery::recover(kernel, &mut file)?;
     if !restored.is_empty() {
         info!(
             journal = %file.path().display(),
@@ -257,8 +288,7 @@ fn journal_file(
         }
     }
     if let Err(e) = file.save(&crate::apply::Journal::new()) {
-        warn!("{e}; continuing without a journal: a crash would leave affinities changed");
-        return Ok(None);
+        anyhow::bail!("{e}; {unsafe_hint}");
     }
     Ok(Some((file, lock)))
 }
@@ -291,5 +321,27 @@ fn open_store(opts: &Options, usage: Use) -> Option<Store> {
             warn!("{e:#}; continuing without the profile store (nothing learned is kept)");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proc_of_another_pid_namespace_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(
+            own_pid_namespace(dir.path(), 42).is_ok(),
+            "no self: not checked"
+        );
+        std::os::unix::fs::symlink("42", dir.path().join("self")).expect("link");
+        assert!(own_pid_namespace(dir.path(), 42).is_ok());
+        let err = own_pid_namespace(dir.path(), 1).expect_err("another namespace");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("another pid namespace") && msg.contains("42"),
+            "{msg}"
+        );
     }
 }

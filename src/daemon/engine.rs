@@ -108,8 +108,10 @@ pub struct Engine<K: Kernel> {
     last_plan: HashMap<Key, (Vec<CpuId>, String)>,
     /// Recent demand and run-queue delay per managed process, for sizing its set.
     needs: Needs,
-    /// Threads waiting for a CPU per process, as of the last epoch (for `status`).
-    waiting: HashMap<Key, f64>,
+    /// CPU used and threads waiting per process, as of the last epoch (for `status`:
+    /// the snapshot holds the planning demand, which counts waiting and the recent
+    /// peak).
+    loads: HashMap<Key, Load>,
     /// Harms seen while releasing processes this epoch (their CPUs are free now).
     freed: Vec<String>,
     /// The longest epoch the caller reported ([`Engine::took`]).
@@ -152,7 +154,7 @@ impl<K: Kernel> Engine<K> {
             last_chars: Vec::new(),
             last_plan: HashMap::new(),
             needs: Needs::default(),
-            waiting: HashMap::new(),
+            loads: HashMap::new(),
             freed: Vec::new(),
             max_epoch_ms: 0.0,
             journal_file: stages.journal_file,
@@ -196,7 +198,7 @@ impl<K: Kernel> Engine<K> {
             &self.last_chars,
             &self.last_plan,
             &self.changes,
-            &self.waiting,
+            &self.loads,
         )
     }
 
@@ -254,7 +256,14 @@ impl<K: Kernel> Engine<K> {
         if self.epoch % SWEEP_EVERY == 0 {
             self.actuator.forget_gone(&obs.snapshot);
         }
-        let written = save_if_changed(&self.journal_file, &mut self.saved, self.actuator.journal());
+        // Children forked since carry numasched's set: journal them before a crash
+        // could leave them narrowed with nothing to undo it.
+        self.actuator.adopt_descendants();
+        let written = save_if_changed(
+            &mut self.journal_file,
+            &mut self.saved,
+            self.actuator.journal(),
+        );
         if let Err(e) = written {
             rep.notes.push(e.to_string());
         }
@@ -270,7 +279,7 @@ impl<K: Kernel> Engine<K> {
         let proc_root = self.scanner.config().proc_root.clone();
         let machine = self.topology.num_cpus();
         let mut urgent = Vec::new();
-        self.waiting.clear();
+        self.loads.clear();
         for (p, info) in obs.snapshot.processes.iter_mut().zip(&obs.details) {
             let key = (p.pid, p.start_time);
             let may_use = p.allowed_cpus.as_ref().map_or(machine, Vec::len);
@@ -279,12 +288,18 @@ impl<K: Kernel> Engine<K> {
                 .get(&key)
                 .map(Vec::len)
                 .filter(|&n| n < may_use);
-            let delay = match narrowed_to {
-                Some(_) => ProcDir::open(&proc_root, p.pid)
+            // Run-queue delay of the processes numasched narrowed, and of busy
+            // multi-threaded ones it placed: what they waited for is demand too.
+            let placed_busy = self.applied.contains_key(&key)
+                && p.threads.max(info.stat.num_threads) > 1
+                && p.cpu_demand >= crate::policy::granularity::IDLE_DEMAND;
+            let delay = if narrowed_to.is_some() || placed_busy {
+                ProcDir::open(&proc_root, p.pid)
                     .ok()
                     .flatten()
-                    .and_then(|d| d.run_delay().ok().flatten()),
-                None => None,
+                    .and_then(|d| d.run_delay().ok().flatten())
+            } else {
+                None
             };
             let Need {
                 demand,
@@ -301,11 +316,15 @@ impl<K: Kernel> Engine<K> {
                 },
                 now,
             );
+            self.loads.insert(
+                key,
+                Load {
+                    used: p.cpu_demand,
+                    waiting,
+                },
+            );
             p.cpu_demand = demand;
             p.threads = p.threads.max(info.stat.num_threads);
-            if waiting > 0.0 {
-                self.waiting.insert(key, waiting);
-            }
             urgent.extend(why);
         }
         let managed = lock(&self.managed).clone();
@@ -331,7 +350,7 @@ impl<K: Kernel> Engine<K> {
             None => None,
         };
         let written = intents.map_or(Ok(()), |j| {
-            save_if_changed(&self.journal_file, &mut self.saved, &j)
+            save_if_changed(&mut self.journal_file, &mut self.saved, &j)
         });
         if let Err(e) = written {
             rep.notes.push(format!(
@@ -541,9 +560,9 @@ impl<K: Kernel> Engine<K> {
         self.applied.clear();
         let restored = self.actuator.restore_all();
         let journal = self.actuator.journal();
-        let err = match (&self.journal_file, journal.is_empty()) {
+        let err = match (&mut self.journal_file, journal.is_empty()) {
             (Some(f), true) => f.remove().err(),
-            _ => save_if_changed(&self.journal_file, &mut self.saved, journal).err(),
+            _ => save_if_changed(&mut self.journal_file, &mut self.saved, journal).err(),
         };
         (restored, err)
     }
@@ -591,16 +610,17 @@ impl<K: Kernel> Engine<K> {
 }
 
 /// Writes `journal` to the journal file (if there is one) when it differs from what
-/// was last written; the comparison is in memory, the write only on change.
+/// was last written, or when the file is not what was last written (deleted, replaced
+/// or edited: a crash would otherwise find nothing, or the wrong thing, to undo).
 fn save_if_changed(
-    file: &Option<JournalFile>,
+    file: &mut Option<JournalFile>,
     saved: &mut Journal,
     journal: &Journal,
 ) -> Result<(), RecoveryError> {
     let Some(f) = file else {
         return Ok(());
     };
-    if journal == saved {
+    if journal == saved && (journal.is_empty() || f.is_current()) {
         return Ok(());
     }
     f.save(journal)?;
@@ -615,12 +635,19 @@ fn start_of(s: &Snapshot, pid: u32) -> u64 {
         .map_or(0, |p| p.start_time)
 }
 
+/// What a process used and waited for over the last epoch.
+#[derive(Debug, Clone, Copy)]
+struct Load {
+    used: f64,
+    waiting: f64,
+}
+
 fn views(
     processes: &[Process],
     chars: &[Characterised],
     plan: &HashMap<Key, (Vec<CpuId>, String)>,
     changes: &HashMap<Key, u64>,
-    waiting: &HashMap<Key, f64>,
+    loads: &HashMap<Key, Load>,
 ) -> Vec<ProcessView> {
     processes
         .iter()
@@ -628,12 +655,13 @@ fn views(
         .map(|(p, c)| {
             let key = (p.pid, p.start_time);
             let (planned, reason) = plan.get(&key).cloned().unwrap_or_default();
+            let load = loads.get(&key);
             ProcessView {
                 pid: p.pid,
                 start_time: p.start_time,
                 program: p.program.clone(),
                 threads: p.threads,
-                cpu_demand: p.cpu_demand,
+                cpu_demand: load.map_or(p.cpu_demand, |l| l.used),
                 memory_bytes: p.memory_bytes.clone(),
                 memory_from: c.memory_from.to_string(),
                 local_fraction: c.local_fraction,
@@ -646,7 +674,7 @@ fn views(
                 reason,
                 allowed_cpus: p.allowed_cpus.clone(),
                 placement_changes: changes.get(&key).copied().unwrap_or(0),
-                waiting: waiting.get(&key).copied().unwrap_or(0.0),
+                waiting: load.map_or(0.0, |l| l.waiting),
             }
         })
         .collect()

@@ -9,10 +9,13 @@
 //! other use for one.
 
 use std::fmt::Write as _;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use super::conns::{self, Conns};
 use super::socket::Shared;
 use super::status::Status;
 
@@ -70,12 +73,16 @@ impl BoundMetrics {
         std::thread::Builder::new()
             .name("numasched-metrics".into())
             .spawn(move || {
+                let conns = Conns::new();
                 for stream in listener.incoming() {
                     match stream {
                         Ok(s) => {
-                            if let Err(e) = answer(s, &shared) {
-                                tracing::debug!("metrics request: {e}");
-                            }
+                            let shared = Arc::clone(&shared);
+                            conns.spawn("numasched-scrape", s, move |s, deadline| {
+                                if let Err(e) = answer(s, &shared, deadline) {
+                                    tracing::debug!("metrics request: {e}");
+                                }
+                            });
                         }
                         Err(e) => tracing::debug!("metrics accept: {e}"),
                     }
@@ -94,9 +101,9 @@ impl BoundMetrics {
 }
 
 /// Reads one request and answers it; the connection is then closed.
-fn answer(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+fn answer(mut stream: TcpStream, shared: &Shared, deadline: Instant) -> std::io::Result<()> {
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    let (code, body) = match read_request(&mut stream)? {
+    let (code, body) = match read_request(&mut stream, deadline)? {
         Some(head) => respond(&head, shared),
         None => (400, "bad request\n".to_string()),
     };
@@ -121,49 +128,20 @@ fn answer(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
     // Closing with unread input would reset the connection and could lose the answer
     // (an oversized request): say we are done, then discard a bounded remainder.
     stream.shutdown(std::net::Shutdown::Write)?;
-    stream.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let _ = std::io::copy(&mut (&mut stream).take(64 * 1024), &mut std::io::sink());
+    let until = deadline.min(Instant::now() + Duration::from_millis(200));
+    conns::drain(&mut stream, until, 64 * 1024);
     Ok(())
 }
 
-/// The request head up to the blank line, or `None` if it is too long, too slow, or
-/// not text.
-fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<String>> {
-    let deadline = Instant::now() + CLIENT_TIMEOUT;
-    let mut buf = Vec::with_capacity(512);
-    let mut chunk = [0u8; 1024];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Ok(None);
-        }
-        stream.set_read_timeout(Some(left))?;
-        let n = match stream.read(&mut chunk) {
-            Ok(0) => return Ok(None),
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Ok(None)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = find(&buf, b"\r\n\r\n").or_else(|| find(&buf, b"\n\n")) {
-            if end > MAX_REQUEST {
-                return Ok(None);
-            }
-            buf.truncate(end);
-            return Ok(String::from_utf8(buf).ok());
-        }
-        if buf.len() > MAX_REQUEST {
-            return Ok(None);
-        }
-    }
+/// The request head up to the blank line, or `None` if it is too long, too slow (the
+/// whole head must arrive by `deadline`), or not text.
+fn read_request(stream: &mut TcpStream, deadline: Instant) -> std::io::Result<Option<String>> {
+    let head = conns::read_until(stream, deadline, MAX_REQUEST, |b| {
+        find(b, b"\r\n\r\n").or_else(|| find(b, b"\n\n"))
+    })?;
+    Ok(head
+        .filter(|h| h.len() <= MAX_REQUEST)
+        .and_then(|h| String::from_utf8(h).ok()))
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -451,6 +429,7 @@ mod tests {
     use crate::daemon::status::ProcessView;
     use crate::observe::Sensors;
     use std::collections::BTreeMap;
+    use std::io::Read;
 
     fn status() -> Status {
         let p = |pid: u32, program: &str, mpki: Option<f64>, changes: u64| ProcessView {

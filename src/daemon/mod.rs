@@ -21,6 +21,7 @@
 pub mod board;
 pub mod build;
 pub mod config;
+pub mod conns;
 pub mod engine;
 pub mod logging;
 pub mod metrics;

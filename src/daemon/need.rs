@@ -6,8 +6,9 @@
 //! So a process is sized from
 //! - its *peak* demand over the last few epochs (a burst keeps its CPUs between
 //!   bursts), and
-//! - when numasched narrowed it, its run-queue delay ([`schedstat`]): threads that
-//!   were runnable but waited for a CPU of its set are demand the set hid. With more
+//! - its run-queue delay ([`schedstat`], read for busy processes numasched placed):
+//!   threads that were runnable but waited for a CPU are demand that sharing hid,
+//!   counted with what it ran. When numasched narrowed it, with more
 //!   runnable threads than CPUs in its set, that is the sign of a throttled process,
 //!   and it makes the trigger re-plan at once. (One runnable thread that waits is
 //!   waiting for co-runners, which a wider set of its own would not change.)
@@ -116,7 +117,11 @@ impl Needs {
         if t.demands.len() == PEAK_EPOCHS {
             t.demands.pop_front();
         }
-        t.demands.push_back(r.demand);
+        // Threads that waited for a CPU wanted it: what they waited for is demand that
+        // sharing hid, and counting it keeps a set from shrinking back to what a busy
+        // machine let the process use.
+        t.demands
+            .push_back((r.demand + waiting).min(f64::from(r.threads.max(1))));
         let peak = t.demands.iter().copied().fold(0.0, f64::max);
         let was_busy = std::mem::replace(&mut t.busy, peak >= IDLE_DEMAND);
         let threads = f64::from(r.threads.max(1));
@@ -306,7 +311,8 @@ mod tests {
         r.delay = delay(0.4);
         let need = n.update((1, 1), r, 1.0);
         assert!(need.urgent.is_none(), "{need:?}");
-        assert_eq!(need.demand, 0.6);
+        // It ran 0.6 of a CPU and waited 0.4: it needs one CPU, as it has.
+        assert!((need.demand - 1.0).abs() < 1e-9, "{need:?}");
     }
 
     #[test]

@@ -19,6 +19,10 @@ use std::path::{Path, PathBuf};
 
 use crate::apply::{undo, Journal, Kernel, Restored};
 
+/// Largest journal read back: about 100 bytes per thread, so room for tens of
+/// thousands of managed threads.
+pub const MAX_JOURNAL_BYTES: u64 = 64 << 20;
+
 /// Where the daemon keeps its journal unless told otherwise (`--journal`).
 pub const DEFAULT_PATH: &str = "/var/lib/numasched/journal.json";
 
@@ -32,6 +36,8 @@ pub enum RecoveryError {
     Corrupt { path: PathBuf, what: String },
     #[error("{}: is a symlink; refusing to follow it for the journal", path.display())]
     Symlink { path: PathBuf },
+    #[error("{}: cannot use it as the journal: {}", .0.path().display(), .0.without_path())]
+    File(crate::files::FileError),
     #[error("{}: another numasched daemon keeps its journal here; stop it first (two schedulers would undo each other)", path.display())]
     InUse { path: PathBuf },
 }
@@ -46,11 +52,45 @@ pub struct JournalLock {
 #[derive(Debug, Clone)]
 pub struct JournalFile {
     path: PathBuf,
+    /// What the file looked like right after this process last wrote it.
+    written: Option<Stamp>,
+}
+
+/// Identity and version of the file on disk: a file deleted, replaced or edited since
+/// the last write no longer matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(path: &Path) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = fs::symlink_metadata(path).ok()?;
+        Some(Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+        })
+    }
 }
 
 impl JournalFile {
     pub fn new(path: &Path) -> JournalFile {
-        JournalFile { path: path.into() }
+        JournalFile {
+            path: path.into(),
+            written: None,
+        }
+    }
+
+    /// The file is still exactly what this process last wrote (not deleted, replaced
+    /// or edited since): what it holds can be trusted without writing it again.
+    pub fn is_current(&self) -> bool {
+        self.written.is_some() && self.written == Stamp::of(&self.path)
     }
 
     pub fn path(&self) -> &Path {
@@ -66,12 +106,23 @@ impl JournalFile {
         }
     }
 
+    /// Refuses anything but a regular file (or nothing) at the journal's path: the
+    /// journal is read whole, replaced by rename and removed at a clean stop, none of
+    /// which may happen to a device or a FIFO.
+    fn refuse_special(&self) -> Result<(), RecoveryError> {
+        crate::files::regular_or_absent(&self.path)
+            .map(|_| ())
+            .map_err(RecoveryError::File)
+    }
+
     /// Takes the journal for this process; fails at once if another holds it.
     pub fn lock(&self) -> Result<JournalLock, RecoveryError> {
         let werr = |err| RecoveryError::Write {
             path: self.path.clone(),
             err,
         };
+        self.refuse_symlink()?;
+        self.refuse_special()?;
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(werr)?;
         }
@@ -108,15 +159,16 @@ impl JournalFile {
     /// The journal a previous run left, or `None` if there is no file.
     pub fn load(&self) -> Result<Option<Journal>, RecoveryError> {
         self.refuse_symlink()?;
-        let text = match fs::read_to_string(&self.path) {
+        let text = match crate::files::read_text(&self.path, MAX_JOURNAL_BYTES, "journal") {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => {
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(crate::files::FileError::Io { err, .. }) => {
                 return Err(RecoveryError::Read {
                     path: self.path.clone(),
                     err,
                 })
             }
+            Err(e) => return Err(RecoveryError::File(e)),
         };
         serde_json::from_str(&text)
             .map(Some)
@@ -127,12 +179,13 @@ impl JournalFile {
     }
 
     /// Replaces the file with `journal`, atomically.
-    pub fn save(&self, journal: &Journal) -> Result<(), RecoveryError> {
+    pub fn save(&mut self, journal: &Journal) -> Result<(), RecoveryError> {
         let werr = |err| RecoveryError::Write {
             path: self.path.clone(),
             err,
         };
         self.refuse_symlink()?;
+        self.refuse_special()?;
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(werr)?;
         }
@@ -151,11 +204,17 @@ impl JournalFile {
             .map_err(werr)?;
         f.write_all(&text).map_err(werr)?;
         f.sync_all().map_err(werr)?;
-        fs::rename(&tmp, &self.path).map_err(werr)
+        self.written = None;
+        fs::rename(&tmp, &self.path).map_err(werr)?;
+        self.written = Stamp::of(&self.path);
+        Ok(())
     }
 
     /// A clean stop: nothing left to undo.
-    pub fn remove(&self) -> Result<(), RecoveryError> {
+    pub fn remove(&mut self) -> Result<(), RecoveryError> {
+        self.written = None;
+        self.refuse_symlink()?;
+        self.refuse_special()?;
         match fs::remove_file(&self.path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RecoveryError::Write {
                 path: self.path.clone(),
@@ -170,7 +229,7 @@ impl JournalFile {
 /// not be restored (removing it when nothing is left). Returns one result per process.
 pub fn recover<K: Kernel>(
     kernel: &K,
-    file: &JournalFile,
+    file: &mut JournalFile,
 ) -> Result<Vec<(u32, Restored)>, RecoveryError> {
     let Some(mut journal) = file.load()? else {
         return Ok(Vec::new());
@@ -201,7 +260,7 @@ mod tests {
     #[test]
     fn a_journal_left_by_a_crash_is_restored_and_removed() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let file = JournalFile::new(&dir.path().join("state/journal.json"));
+        let mut file = JournalFile::new(&dir.path().join("state/journal.json"));
         let k = FakeKernel::new(&[0, 1, 2, 3]);
         k.add(100, 7, 1, &[2]); // left on CPU 2 by the crashed daemon
         k.add(101, 9, 1, &[3]); // pid reused since: another process
@@ -214,7 +273,7 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
-        let r = recover(&k, &file).expect("recover");
+        let r = recover(&k, &mut file).expect("recover");
         assert_eq!(r.len(), 2);
         assert_eq!(k.affinity_of(100, 100), Some(vec![0, 1, 2, 3]));
         assert_eq!(
@@ -223,13 +282,13 @@ mod tests {
             "the newcomer untouched"
         );
         assert!(!file.path().exists(), "nothing left to undo");
-        assert!(recover(&k, &file).expect("again").is_empty());
+        assert!(recover(&k, &mut file).expect("again").is_empty());
     }
 
     #[test]
     fn what_cannot_be_restored_stays_in_the_file() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let file = JournalFile::new(&dir.path().join("journal.json"));
+        let mut file = JournalFile::new(&dir.path().join("journal.json"));
         let k = FakeKernel::new(&[0, 1, 2, 3]);
         k.add(100, 7, 1, &[2]);
         k.inject_always(
@@ -238,7 +297,7 @@ mod tests {
             crate::apply::Fault::Fail(crate::apply::ErrorKind::PermissionDenied),
         );
         file.save(&journal_of(100, 7, &[2])).expect("save");
-        let r = recover(&k, &file).expect("recover");
+        let r = recover(&k, &mut file).expect("recover");
         assert!(matches!(r[0].1, Restored::Failed(_)));
         let left = file.load().expect("load").expect("kept");
         assert!(left.entry(100).is_some());
@@ -261,7 +320,7 @@ mod tests {
         let target = dir.path().join("victim");
         fs::write(&target, "precious").expect("write");
         std::os::unix::fs::symlink(&target, &link).expect("symlink");
-        let file = JournalFile::new(&link);
+        let mut file = JournalFile::new(&link);
         assert!(matches!(
             file.save(&Journal::new()),
             Err(RecoveryError::Symlink { .. })
@@ -276,5 +335,37 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains('\n'));
+    }
+
+    /// A journal deleted, or edited, after it was written no longer counts as
+    /// current, so the engine writes it again (issue 17: a deleted journal was never
+    /// recreated, and a kill -9 then left processes narrowed).
+    #[test]
+    fn a_deleted_or_edited_journal_is_not_current() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut file = JournalFile::new(&dir.path().join("journal.json"));
+        assert!(!file.is_current(), "never written");
+        file.save(&journal_of(100, 7, &[2])).expect("save");
+        assert!(file.is_current());
+        fs::remove_file(file.path()).expect("delete");
+        assert!(!file.is_current());
+        file.save(&journal_of(100, 7, &[2])).expect("save");
+        fs::write(file.path(), "{}").expect("edit");
+        assert!(!file.is_current());
+    }
+
+    /// A device, FIFO or directory at the journal's path is never read, replaced or
+    /// removed.
+    #[test]
+    fn a_device_as_journal_is_refused_for_every_use() {
+        let mut file = JournalFile::new(Path::new("/dev/null"));
+        for e in [
+            file.lock().map(|_| ()).expect_err("lock"),
+            file.save(&Journal::new()).expect_err("save"),
+            file.remove().expect_err("remove"),
+        ] {
+            assert!(e.to_string().contains("a character device"), "{e}");
+        }
+        assert!(Path::new("/dev/null").exists());
     }
 }

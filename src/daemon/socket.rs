@@ -7,7 +7,7 @@
 //! the socket path is refused rather than followed; a live socket of another daemon is
 //! never taken over (two schedulers would fight), a stale one is replaced.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -17,6 +17,7 @@ use std::time::Duration;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 
 use super::board::Board;
+use super::conns::{self, Conns};
 use super::status::Status;
 
 /// How long a client may take to send its request, so a stuck client cannot hold the
@@ -144,25 +145,38 @@ impl Server {
 
 fn serve(listener: UnixListener, shared: Shared) {
     let me = nix::unistd::geteuid().as_raw();
+    let conns = Conns::new();
     for conn in listener.incoming() {
         let Ok(stream) = conn else { continue };
         let allowed = getsockopt(&stream, PeerCredentials)
             .map(|c| c.uid() == 0 || c.uid() == me)
             .unwrap_or(false);
-        let _ = answer(stream, &shared, allowed);
+        let shared = Arc::clone(&shared);
+        conns.spawn("numasched-status", stream, move |s, deadline| {
+            let _ = answer(s, &shared, allowed, deadline);
+        });
     }
 }
 
-fn answer(stream: UnixStream, shared: &Shared, allowed: bool) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+fn answer(
+    mut stream: UnixStream,
+    shared: &Shared,
+    allowed: bool,
+    deadline: std::time::Instant,
+) -> std::io::Result<()> {
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
     let mut w = stream.try_clone()?;
     // The request is read before anything is answered, a refused peer's included:
     // closing on a client that is still writing would give it EPIPE instead of the
-    // reason. One bounded line, so a client that never sends a newline cannot make
-    // the server buffer without limit.
-    let mut line = String::new();
-    BufReader::new(stream.take(4096)).read_line(&mut line)?;
+    // reason. One bounded line by one deadline, so a client that never sends a
+    // newline, or sends it a byte at a time, cannot hold the connection.
+    let Some(bytes) = conns::read_until(&mut stream, deadline, 4096, |b| {
+        b.iter().position(|&c| c == b'\n')
+    })?
+    else {
+        return Ok(());
+    };
+    let line = String::from_utf8_lossy(&bytes).into_owned();
     if !allowed {
         return writeln!(w, "{{\"error\":\"permission denied: only root may ask\"}}");
     }

@@ -60,6 +60,8 @@ pub struct ProcessView {
     pub start_time: u64,
     pub program: String,
     pub threads: u32,
+    /// CPUs' worth it used over the last epoch (what `top` would show); the plan
+    /// sizes its set from more: the recent peak plus what its threads waited for.
     pub cpu_demand: f64,
     pub memory_bytes: BTreeMap<NodeId, u64>,
     /// Where its memory picture came from (`numa_maps`, `hinting faults`, `none`).

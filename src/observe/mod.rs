@@ -48,6 +48,7 @@ pub mod error;
 pub mod fakeproc;
 pub mod numa_maps;
 pub mod pids;
+pub mod printable;
 pub mod proc;
 pub mod resctrl;
 pub mod scan;

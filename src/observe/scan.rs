@@ -585,7 +585,8 @@ fn to_process(
     topology: &Topology,
     machine: &[CpuId],
 ) -> Option<Process> {
-    let mut p = Process::new(info.pid(), &info.stat.comm);
+    // The name every later stage shows; the raw `comm` is only matched (selection).
+    let mut p = Process::new(info.pid(), &super::printable::printable(&info.stat.comm));
     p.start_time = info.stat.start_time;
     let threads = if info.threads.is_empty() {
         info.stat.num_threads

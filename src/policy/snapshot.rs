@@ -150,11 +150,16 @@ fn one_line(err: &serde_json::Error) -> String {
     err.to_string().replace('\n', "\\n").replace('\r', "\\r")
 }
 
+/// Largest snapshot file read: a machine with 100,000 processes writes about 50 MB.
+pub const MAX_SNAPSHOT_BYTES: u64 = 256 << 20;
+
 impl Snapshot {
     pub fn load(path: &Path) -> Result<Snapshot, SnapshotError> {
-        let text = std::fs::read_to_string(path).map_err(|err| SnapshotError::Io {
-            path: path.to_path_buf(),
-            err,
+        let text = crate::files::read_text(path, MAX_SNAPSHOT_BYTES, "snapshot").map_err(|e| {
+            SnapshotError::Io {
+                path: path.to_path_buf(),
+                err: e.into_io(),
+            }
         })?;
         Snapshot::from_json(&text, path)
     }

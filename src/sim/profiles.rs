@@ -279,6 +279,9 @@ pub struct ProfileSet {
     by_name: BTreeMap<String, usize>,
 }
 
+/// Largest profile file read: thousands of programs fit in a few hundred KiB.
+pub const MAX_PROFILE_BYTES: u64 = 16 << 20;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     // The I/O error is part of the message, not a `source`: anyhow's `{:#}` would
@@ -352,10 +355,13 @@ impl ProfileSet {
 
     /// Reads a TOML (`.toml`) or JSON (any other extension) profile file.
     pub fn load(path: &Path) -> Result<ProfileSet, ProfileError> {
-        let text = std::fs::read_to_string(path).map_err(|err| ProfileError::Io {
-            path: path.to_path_buf(),
-            err,
-        })?;
+        let text =
+            crate::files::read_text(path, MAX_PROFILE_BYTES, "profile file").map_err(|e| {
+                ProfileError::Io {
+                    path: path.to_path_buf(),
+                    err: e.into_io(),
+                }
+            })?;
         let toml = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("toml"));

@@ -186,6 +186,13 @@ pub(super) fn locate(path: &Path) -> Result<PathBuf, StoreError> {
     let real_dir = std::fs::canonicalize(dir)
         .map_err(|e| not_writable(format!("resolving {}: {e}", dir.display())))?;
     let real = real_dir.join(name);
+    // A device or FIFO is no store, and SQLite would create its `-journal` beside it
+    // (`--db /dev/null` left /dev/null-journal, world-writable, in /dev).
+    if let Err(e) = crate::files::regular_or_absent(&real) {
+        if !is_symlink(&real) {
+            return Err(not_writable(e.to_string()));
+        }
+    }
     for suffix in COMPANIONS {
         if is_symlink(&with_suffix(&real, suffix)) {
             return Err(StoreError::Symlink {

@@ -414,9 +414,14 @@ pub struct ProfileFile {
 
 impl ProfileFile {
     pub fn read(file: &Path) -> Result<ProfileFile, StoreError> {
-        let text = std::fs::read_to_string(file).map_err(|err| ProfileError::Io {
+        let text = crate::files::read_text(
+            file,
+            crate::sim::profiles::MAX_PROFILE_BYTES,
+            "profile file",
+        )
+        .map_err(|e| ProfileError::Io {
             path: file.to_path_buf(),
-            err,
+            err: e.into_io(),
         })?;
         let toml = is_toml(file);
         let set = ProfileSet::parse(&text, toml, file)?;

@@ -1,0 +1,187 @@
+//! Files an operator names (configuration, journal, profile store, exports): they must
+//! be regular files or not exist yet, and are read with a size limit. A device, FIFO or
+//! socket at such a path is refused before anything is read or created beside it:
+//! `--config /dev/zero` would be read until memory runs out, a FIFO would block the
+//! start forever, and `--db /dev/null` would make SQLite create `/dev/null-journal`.
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{}: is {kind}, not a regular file", path.display())]
+    NotRegular { path: PathBuf, kind: &'static str },
+    #[error("{}: {size} bytes, more than the {limit} a {what} may have", path.display())]
+    TooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+        what: &'static str,
+    },
+    #[error("{}: {err}", path.display())]
+    Io { path: PathBuf, err: std::io::Error },
+}
+
+impl FileError {
+    /// The path the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            FileError::NotRegular { path, .. }
+            | FileError::TooLarge { path, .. }
+            | FileError::Io { path, .. } => path,
+        }
+    }
+
+    /// The message without the path, for errors that name the path themselves.
+    pub fn without_path(&self) -> String {
+        match self {
+            FileError::NotRegular { kind, .. } => format!("is {kind}, not a regular file"),
+            FileError::TooLarge {
+                size, limit, what, ..
+            } => format!("{size} bytes, more than the {limit} a {what} may have"),
+            FileError::Io { err, .. } => err.to_string(),
+        }
+    }
+
+    /// As an I/O error without the path, for error types that carry the path beside
+    /// an `io::Error`.
+    pub fn into_io(self) -> std::io::Error {
+        match self {
+            FileError::Io { err, .. } => err,
+            other => std::io::Error::other(other.without_path()),
+        }
+    }
+
+    /// The path does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, FileError::Io { err, .. } if err.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
+fn kind_of(t: std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// `Ok(true)` for a regular file (following symlinks), `Ok(false)` when nothing is
+/// there, an error for anything else.
+pub fn regular_or_absent(path: &Path) -> Result<bool, FileError> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(true),
+        Ok(m) => Err(FileError::NotRegular {
+            path: path.into(),
+            kind: kind_of(m.file_type()),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(err) => Err(FileError::Io {
+            path: path.into(),
+            err,
+        }),
+    }
+}
+
+/// The text of a regular file of at most `limit` bytes. Opened without blocking (a
+/// FIFO's open would wait for a writer) and checked on the open descriptor, so a file
+/// swapped for a device between a check and the read is still refused.
+pub fn read_text(path: &Path, limit: u64, what: &'static str) -> Result<String, FileError> {
+    let io = |err| FileError::Io {
+        path: path.into(),
+        err,
+    };
+    let file: File = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(FileError::NotRegular {
+            path: path.into(),
+            kind: kind_of(meta.file_type()),
+        });
+    }
+    let too_large = |size| FileError::TooLarge {
+        path: path.into(),
+        size,
+        limit,
+        what,
+    };
+    if meta.len() > limit {
+        return Err(too_large(meta.len()));
+    }
+    // The file may grow after the check: never read more than the limit.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 text ({e})"),
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regular_files_are_read_and_others_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("a.toml");
+        std::fs::write(&f, "x = 1\n").expect("write");
+        assert_eq!(read_text(&f, 100, "config").expect("read"), "x = 1\n");
+        assert!(regular_or_absent(&f).expect("regular"));
+        assert!(!regular_or_absent(&dir.path().join("none")).expect("absent"));
+        let e = read_text(Path::new("/dev/zero"), 100, "config").expect_err("device");
+        assert!(e.to_string().contains("a character device"), "{e}");
+        let e = regular_or_absent(Path::new("/dev/null")).expect_err("device");
+        assert!(
+            e.to_string()
+                .starts_with("/dev/null: is a character device"),
+            "{e}"
+        );
+        let e = read_text(dir.path(), 100, "config").expect_err("directory");
+        assert!(e.to_string().contains("a directory"), "{e}");
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("fifo");
+        let st = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(st.success());
+        let e = read_text(&fifo, 100, "journal").expect_err("fifo");
+        assert!(e.to_string().contains("a FIFO"), "{e}");
+    }
+
+    #[test]
+    fn a_file_over_the_limit_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("big");
+        std::fs::write(&f, vec![b'a'; 101]).expect("write");
+        let e = read_text(&f, 100, "journal").expect_err("too large");
+        assert!(
+            e.to_string().contains("101 bytes, more than the 100"),
+            "{e}"
+        );
+    }
+}
