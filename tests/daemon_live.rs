@@ -299,8 +299,11 @@ fn plan_on_this_machine_is_valid_names_the_missing_sensors_and_replays() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let p = sleeper(dir.path(), "nsd_plan");
-    // A second of running, so that its demand is measured over more than a few ticks.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Older than a young process (whose lifetime average is not trusted: it would be
+    // given room for all its threads), so that its demand is measured.
+    std::thread::sleep(Duration::from_secs_f64(
+        numasched::daemon::need::YOUNG_S + 0.5,
+    ));
     let (code, out, err) = numasched(&[
         "plan",
         "--json",

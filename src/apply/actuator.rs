@@ -484,13 +484,17 @@ impl<K: Kernel> Actuator<K> {
                 if let Some(applied) = &e.applied {
                     if !subset(&main, applied) {
                         // Someone re-pinned it after numasched did: their choice now.
+                        // Threads they did not touch (`taskset -p` sets the main
+                        // thread only) still carry numasched's set: those go back,
+                        // the re-pinned ones stay as they were set.
+                        let r = undo::restore(&self.kernel, &mut self.journal, pid);
                         self.journal.forget(pid);
                         return line(
                             pid,
                             &target,
                             Action::Refused,
                             format!(
-                                "re-pinned to {} by someone else; no longer managed",
+                                "re-pinned to {} by someone else; no longer managed ({r})",
                                 fmt(&main)
                             ),
                         );
@@ -544,6 +548,7 @@ impl<K: Kernel> Actuator<K> {
             .original
             .clone();
         let mut changed = 0;
+        let mut foreign_threads = 0;
         // Threads changed in this pass, with what they had: undone if the kernel
         // refuses part of the process.
         let mut undo_now: Vec<(u32, Vec<CpuId>)> = Vec::new();
@@ -567,6 +572,13 @@ impl<K: Kernel> Actuator<K> {
             }
             for (tid, cur) in batch {
                 seen.push(tid);
+                // A thread the application pinned itself (its affinity differs from
+                // the main thread's, at numasched's first pass) is its own: left as it
+                // is, and never "restored".
+                if round == 0 && !existed && inherited.is_none() && cur != main {
+                    foreign_threads += 1;
+                    continue;
+                }
                 let recorded = entry.as_ref().is_some_and(|e| e.threads.contains_key(&tid));
                 let orig = if round > 0 || (existed && !recorded) || inherited.is_some() {
                     &original
@@ -617,6 +629,16 @@ impl<K: Kernel> Actuator<K> {
                 &target,
                 Action::Unchanged,
                 format!("already there ({total} thread(s))"),
+            ),
+            None if foreign_threads > 0 => line(
+                pid,
+                &target,
+                Action::Done,
+                format!(
+                    "set {changed} of {total} thread(s), left {foreign_threads} pinned by the \
+                     application: {}",
+                    pl.reason
+                ),
             ),
             None => line(
                 pid,
@@ -1014,6 +1036,54 @@ mod tests {
         assert_eq!(a.kernel().affinity_of(160, 160), Some(vec![0, 1]));
         assert_eq!(a.kernel().affinity_of(170, 170), Some(vec![1]));
         assert!(a.journal().is_empty(), "{:?}", a.journal());
+    }
+
+    /// Issue 17: pins judged per thread. A thread the application pinned to CPU 1
+    /// itself is neither moved with the rest nor "restored" to the process's original.
+    #[test]
+    fn a_thread_the_application_pinned_is_its_own() {
+        let k = kernel(&[(100, 3)]);
+        k.with_proc(100, |p| p.threads.insert(102, vec![1]));
+        let mut a = actuator(k);
+        let r = a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        let l = r.placement(100).unwrap();
+        assert_eq!(l.action, Action::Done);
+        assert!(l.detail.contains("left 1 pinned by the application"), "{l}");
+        assert_eq!(a.kernel().affinity_of(100, 101), Some(vec![0]));
+        assert_eq!(a.kernel().affinity_of(100, 102), Some(vec![1]), "not moved");
+        a.restore_all();
+        assert_eq!(a.kernel().affinity_of(100, 101), Some(vec![0, 1]));
+        assert_eq!(
+            a.kernel().affinity_of(100, 102),
+            Some(vec![1]),
+            "not widened"
+        );
+    }
+
+    /// Issue 17: `taskset -p -c 0-1 PID` re-pins the main thread only; the daemon
+    /// dropped the process and left its busy worker on CPU 0 for good. The worker goes
+    /// back; the main thread keeps what the administrator set.
+    #[test]
+    fn a_main_thread_re_pinned_by_someone_else_gives_the_others_back() {
+        let k = FakeKernel::new(&[0, 1, 2]);
+        k.add(100, 100, 2, &[0, 1, 2]);
+        let mut a = actuator(k);
+        let s = Snapshot {
+            topology: topology::machine("1n:1l:3c:1t").unwrap(),
+            processes: snap(&[100]).processes,
+        };
+        a.apply(&plan(&[(100, &[0])]), &s);
+        a.kernel()
+            .with_proc(100, |p| p.threads.insert(100, vec![1, 2]));
+        let r = a.apply(&plan(&[(100, &[2])]), &s);
+        assert_eq!(action(&r, 100), Action::Refused, "{r}");
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![1, 2]), "theirs");
+        assert_eq!(
+            a.kernel().affinity_of(100, 101),
+            Some(vec![0, 1, 2]),
+            "ours, back"
+        );
+        assert!(a.journal().is_empty());
     }
 
     /// Issue 17: with the main thread under SCHED_DEADLINE (EBUSY) the worker was

@@ -8,7 +8,8 @@
 //! - A process or thread that exited is not an error (ESRCH/ENOENT): its entry is
 //!   simply forgotten.
 //! - A thread whose affinity is no longer inside the set numasched gave it was
-//!   re-pinned by someone else since, and keeps their choice.
+//!   re-pinned by someone else since, and keeps their choice; a thread numasched never
+//!   set is restored only if it carries exactly numasched's set (it inherited it).
 //! - Threads created after numasched changed the process inherited numasched's set;
 //!   they get the process's original affinity back too.
 //! - Failures other than "gone" keep the entry, so the caller can try again.
@@ -88,8 +89,17 @@ pub fn restore<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal, pid: u32) 
     let (mut threads, mut foreign) = (0, 0);
     for tid in tids {
         if let Some(applied) = &entry.applied {
+            // A thread numasched set may have been narrowed further by the kernel (a
+            // cpuset); one it never set (started since, or pinned by the application
+            // before numasched came) is numasched's only if it carries exactly the
+            // set numasched gave the others.
+            let recorded = entry.threads.contains_key(&tid);
             match kernel.affinity(pid, tid) {
-                Ok(now) if !now.iter().all(|c| applied.contains(c)) => {
+                Ok(now) if recorded && !now.iter().all(|c| applied.contains(c)) => {
+                    foreign += 1;
+                    continue;
+                }
+                Ok(now) if !recorded && !same_set(&now, applied) => {
                     foreign += 1;
                     continue;
                 }
@@ -113,6 +123,13 @@ pub fn restore<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal, pid: u32) 
     } else {
         Restored::Failed(errors)
     }
+}
+
+fn same_set(a: &[crate::topology::CpuId], b: &[crate::topology::CpuId]) -> bool {
+    let (mut a, mut b) = (a.to_vec(), b.to_vec());
+    a.sort_unstable();
+    b.sort_unstable();
+    a == b
 }
 
 /// Restores every journaled process, for shutdown; one result per pid.

@@ -278,6 +278,7 @@ impl<K: Kernel> Engine<K> {
     fn size(&mut self, obs: &mut Observation, now: f64) -> Vec<String> {
         let proc_root = self.scanner.config().proc_root.clone();
         let machine = self.topology.num_cpus();
+        let tps = self.scanner.config().ticks_per_second.max(1) as f64;
         let mut urgent = Vec::new();
         self.loads.clear();
         for (p, info) in obs.snapshot.processes.iter_mut().zip(&obs.details) {
@@ -313,6 +314,7 @@ impl<K: Kernel> Engine<K> {
                     stopped: matches!(info.stat.state, 'T' | 't'),
                     narrowed_to,
                     delay,
+                    age_s: (obs.uptime - p.start_time as f64 / tps).max(0.0),
                 },
                 now,
             );

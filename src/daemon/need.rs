@@ -35,6 +35,9 @@ use super::select::Key;
 /// 1 s epochs, and a process that really quietened returns them within this many.
 pub const PEAK_EPOCHS: usize = 5;
 
+/// A process younger than this has a lifetime average too short to size it by.
+pub const YOUNG_S: f64 = 5.0;
+
 /// Average waiting threads that count as throttled: half a thread waiting all the time.
 pub const THROTTLED_WAITING: f64 = 0.5;
 
@@ -59,6 +62,8 @@ pub struct Reading {
     pub narrowed_to: Option<usize>,
     /// Run-queue delay, read only for narrowed processes.
     pub delay: Option<RunDelay>,
+    /// Seconds since the process started.
+    pub age_s: f64,
 }
 
 /// The answer for one process.
@@ -82,6 +87,8 @@ struct Track {
     busy: bool,
     /// Readings so far (saturating): the first is a lifetime average.
     seen: u8,
+    /// Threads at the last reading.
+    threads: u32,
 }
 
 /// Per managed process, the recent past that sizing needs.
@@ -120,8 +127,18 @@ impl Needs {
         // Threads that waited for a CPU wanted it: what they waited for is demand that
         // sharing hid, and counting it keeps a set from shrinking back to what a busy
         // machine let the process use.
-        t.demands
-            .push_back((r.demand + waiting).min(f64::from(r.threads.max(1))));
+        //
+        // The first reading is a lifetime average, and of a process that started
+        // seconds ago it says little (its workers may not run yet): a young busy one
+        // is given room for every thread until an epoch has been measured, rather
+        // than a set its workers would outgrow at once.
+        let first = if t.seen == 1 && r.demand >= IDLE_DEMAND && r.age_s < YOUNG_S {
+            f64::from(r.threads.max(1))
+        } else {
+            r.demand + waiting
+        };
+        t.demands.push_back(first.min(f64::from(r.threads.max(1))));
+        let grew = r.threads > std::mem::replace(&mut t.threads, r.threads) && t.seen > 1;
         let peak = t.demands.iter().copied().fold(0.0, f64::max);
         let was_busy = std::mem::replace(&mut t.busy, peak >= IDLE_DEMAND);
         let threads = f64::from(r.threads.max(1));
@@ -134,7 +151,21 @@ impl Needs {
             let runnable = r.delay.map_or(0, |d| d.runnable) as usize;
             let wanted = (r.demand + waiting).max(runnable as f64).min(threads);
             let saturated = r.demand + waiting >= SATURATED * cpus as f64;
-            if waiting >= THROTTLED_WAITING && saturated && runnable > cpus && slots(wanted) > cpus
+            if grew && runnable > cpus {
+                // A thread started inside the set and there are more runnable threads
+                // than CPUs now: do not wait an epoch of run-queue delay to see it.
+                need.demand = need.demand.max(runnable as f64).min(threads);
+                if let Some(last) = t.demands.back_mut() {
+                    *last = last.max(need.demand);
+                }
+                need.urgent = Some(format!(
+                    "pid {} started a thread: {runnable} runnable on {cpus} CPU(s)",
+                    key.0
+                ));
+            } else if waiting >= THROTTLED_WAITING
+                && saturated
+                && runnable > cpus
+                && slots(wanted) > cpus
             {
                 need.demand = need.demand.max(wanted);
                 // Kept for the peak window, so the wider set is not taken back at once.
@@ -176,6 +207,7 @@ mod tests {
             stopped: false,
             narrowed_to: None,
             delay: None,
+            age_s: 1.0,
         }
     }
 
@@ -204,8 +236,14 @@ mod tests {
     fn the_first_lifetime_reading_gives_way_to_the_first_measured_epoch() {
         let mut n = Needs::default();
         let k = (10, 1);
-        assert_eq!(n.update(k, reading(1.8, 2), 0.0).demand, 1.8);
+        // A busy process's lifetime reading: room for every thread until measured.
+        assert_eq!(n.update(k, reading(1.8, 2), 0.0).demand, 2.0);
         assert_eq!(n.update(k, reading(1.0, 2), 1.0).demand, 1.0);
+        // An idle one's is taken as it is, and so is an old one's.
+        assert_eq!(n.update((11, 1), reading(0.01, 8), 0.0).demand, 0.01);
+        let mut old = reading(1.2, 8);
+        old.age_s = 3600.0;
+        assert_eq!(n.update((12, 1), old, 0.0).demand, 1.2);
     }
 
     #[test]
@@ -297,6 +335,36 @@ mod tests {
             .urgent
             .as_deref()
             .is_some_and(|u| u.contains("throttled")));
+    }
+
+    /// A narrowed process that starts a thread, with more runnable threads than CPUs
+    /// at once, is re-planned in that epoch, without an epoch of waiting first.
+    #[test]
+    fn a_thread_started_inside_a_narrow_set_is_urgent_at_once() {
+        let mut n = Needs::default();
+        let k = (10, 1);
+        let mut r = reading(1.0, 2);
+        r.narrowed_to = Some(1);
+        let runnable = |k: u32| {
+            Some(RunDelay {
+                wait_ns: 0,
+                threads: 3,
+                runnable: k,
+            })
+        };
+        r.delay = runnable(1);
+        n.update(k, r, 0.0);
+        n.update(k, r, 1.0);
+        r.threads = 3;
+        r.delay = runnable(2);
+        let need = n.update(k, r, 2.0);
+        assert!(
+            need.urgent
+                .as_deref()
+                .is_some_and(|u| u.contains("started a thread")),
+            "{need:?}"
+        );
+        assert!(need.demand >= 2.0, "{need:?}");
     }
 
     #[test]
