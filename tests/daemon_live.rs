@@ -21,7 +21,7 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use common::daemon::{view, Daemon, BIN};
-use common::live::{allowed, named_copy, two_cpus, wait_secs, Guard};
+use common::live::{allowed, busy, named_copy, thread_affinities, two_cpus, wait_secs, Guard};
 use common::numasched;
 
 fn cpus(v: &Value) -> Vec<u64> {
@@ -35,16 +35,7 @@ fn cpus(v: &Value) -> Vec<u64> {
 /// need load. The daemons here pin hard (`--pin cpu`), so that on this one-LLC
 /// machine placement narrows at all.
 fn sleeper(dir: &Path, name: &str) -> Guard {
-    let bin = dir.join(name);
-    if !bin.exists() {
-        std::os::unix::fs::symlink(BIN, &bin).expect("link numasched");
-    }
-    Guard::spawn(
-        Command::new(bin)
-            .args(["workload", "cpu", "--seconds", "60"])
-            .stdout(Stdio::null()),
-    )
-    .expect("start a busy load")
+    busy(dir, name, &[])
 }
 
 /// `--pin cpu` with the test's own flags: narrowing to single CPUs, as placement tests
@@ -767,16 +758,7 @@ fn a_deleted_journal_is_written_again_and_kill_9_is_still_undone() {
         "journal not written again:\n{}",
         d.log()
     );
-    assert_eq!(d.stop(Signal::SIGKILL), -1);
-    let mut next = Daemon::start(dir.path(), &["--include-comm", "nsd_nothing"]);
-    assert!(
-        wait_secs(10, || allowed(a.pid()) == vec![0, 1]
-            && allowed(b.pid()) == vec![0, 1]),
-        "not restored:\n{}",
-        next.log()
-    );
-    assert!(wait_secs(10, || next.status().is_some()), "{}", next.log());
-    assert_eq!(next.stop(Signal::SIGTERM), 0);
+    kill_9_then_next_start_restores(&mut d, dir.path(), &[a.pid(), b.pid()]);
 }
 
 /// A journal that cannot be written at start stops the daemon before it changes
@@ -859,14 +841,115 @@ fn a_child_forked_after_placement_is_restored_after_kill_9() {
     );
     // One epoch or two to journal it.
     std::thread::sleep(Duration::from_millis(600));
-    assert_eq!(d.stop(Signal::SIGKILL), -1);
-    let mut next = Daemon::start(dir.path(), &["--include-comm", "nsd_nothing"]);
+    kill_9_then_next_start_restores(&mut d, dir.path(), &[kid]);
+}
+
+/// Issue 17: with the main thread under SCHED_DEADLINE the kernel refuses to move it
+/// (EBUSY). The worker was narrowed anyway, the set journaled as applied, and every
+/// re-plan alternated FAILED and "re-pinned by someone else"; after SIGTERM the worker
+/// stayed on one CPU. Now the process is left as it was, reported once.
+#[test]
+fn a_process_the_kernel_refuses_to_move_is_left_as_it_was_and_reported_once() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    // One busy worker beside the main thread: planned one CPU, so numasched tries to
+    // narrow both, and the main thread (SCHED_DEADLINE) refuses.
+    let l = busy(dir.path(), "nsd_deadline", &[]);
+    // A SCHED_DEADLINE thread cannot create threads: the worker must exist first.
+    assert!(wait_secs(5, || thread_affinities(l.pid()).len() >= 2));
+    let pid = l.pid().to_string();
+    let chrt = Command::new("chrt")
+        .args([
+            "-d", "-T", "1000000", "-P", "10000000", "-D", "10000000", "-p", "0", &pid,
+        ])
+        .status();
+    if !chrt.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot make a thread SCHED_DEADLINE here");
+        return;
+    }
+    let mut d = pinned(dir.path(), &["--include-comm", "nsd_deadline"]);
+    d.wait_managed(l.pid(), 3);
+    // A few more epochs: nothing may narrow any thread, and the refusal is said once.
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        for t in thread_affinities(l.pid()) {
+            assert_eq!(t, vec![0, 1], "a thread was narrowed\n{}", d.log());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let refusals = d
+        .log()
+        .lines()
+        .filter(|l| l.contains("refuses to move it") && l.contains("\"WARN\""))
+        .count();
+    assert_eq!(refusals, 1, "{}", d.log());
+    assert_eq!(d.stop(Signal::SIGTERM), 0);
+    for t in thread_affinities(l.pid()) {
+        assert_eq!(t, vec![0, 1]);
+    }
+}
+
+/// Kills `d` with SIGKILL, starts the next daemon in `dir` (managing nothing), and
+/// asserts that it restores every process in `pids` to both CPUs and then stops
+/// cleanly: what every crash-recovery test ends with.
+fn kill_9_then_next_start_restores(d: &mut Daemon, dir: &Path, pids: &[u32]) {
+    assert_eq!(d.stop(Signal::SIGKILL), -1, "killed, no exit code");
+    let mut next = Daemon::start(dir, &["--include-comm", "nsd_nothing"]);
     assert!(
-        wait_secs(10, || allowed(kid) == vec![0, 1]),
-        "the child is still on {:?}:\n{}",
-        allowed(kid),
+        wait_secs(10, || pids.iter().all(|&p| allowed(p) == vec![0, 1])),
+        "not restored: {:?}\n{}",
+        pids.iter().map(|&p| allowed(p)).collect::<Vec<_>>(),
         next.log()
     );
     assert!(wait_secs(10, || next.status().is_some()), "{}", next.log());
     assert_eq!(next.stop(Signal::SIGTERM), 0);
+}
+
+/// A thread the application pinned itself is its own: numasched places the others,
+/// leaves it where it is, and neither a clean stop nor the recovery after kill -9
+/// widens it (issue 17: it was moved with the rest, then "restored").
+#[test]
+fn a_thread_the_application_pinned_survives_placement_and_kill_9_recovery() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    // One busy worker beside the idle main thread: planned one CPU, so the main
+    // thread is narrowed while the worker keeps the pin below.
+    let l = busy(dir.path(), "nsd_apppin", &[]);
+    let pid = l.pid();
+    assert!(wait_secs(5, || thread_affinities(pid).len() >= 2));
+    // The application pins its worker to CPU 1 (as pthread_setaffinity_np would).
+    let worker = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("tasks")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .max()
+        .expect("a worker");
+    let st = Command::new("taskset")
+        .args(["-p", "-c", "1", &worker.to_string()])
+        .stdout(Stdio::null())
+        .status()
+        .expect("taskset");
+    assert!(st.success());
+    let pinned_one =
+        || common::live::allowed_of(&format!("/proc/{pid}/task/{worker}/status")) == Some(vec![1]);
+    let mut d = pinned(dir.path(), &["--include-comm", "nsd_apppin"]);
+    d.wait_managed(pid, 3);
+    assert!(
+        wait_secs(5, || allowed(pid).len() == 1),
+        "the main thread was not placed\n{}",
+        d.log()
+    );
+    assert!(
+        pinned_one(),
+        "the application's pin was changed\n{}",
+        d.log()
+    );
+    kill_9_then_next_start_restores(&mut d, dir.path(), &[pid]);
+    assert!(
+        pinned_one(),
+        "the application's pin was widened by the recovery"
+    );
 }

@@ -11,40 +11,15 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use common::daemon::{view, Daemon, BIN};
-use common::live::{allowed, allowed_of, two_cpus, wait_secs, Guard};
-
-/// A busy `workload cpu` under a name of this test's own, with extra arguments.
-fn load(dir: &Path, name: &str, extra: &[&str]) -> Guard {
-    let bin = dir.join(name);
-    if !bin.exists() {
-        std::os::unix::fs::symlink(BIN, &bin).expect("link numasched");
-    }
-    Guard::spawn(
-        Command::new(bin)
-            .args(["workload", "cpu", "--seconds", "60"])
-            .args(extra)
-            .stdout(Stdio::null()),
-    )
-    .expect("start a busy load")
-}
-
-/// Every thread's allowed CPUs.
-fn threads(pid: u32) -> Vec<Vec<u32>> {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok())
-        .filter_map(|e| allowed_of(&format!("{}/status", e.path().display())))
-        .collect()
-}
+use common::live::{allowed, busy as load, thread_affinities as threads, two_cpus, wait_secs};
 
 fn thread_count(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())

@@ -40,6 +40,15 @@ pub struct EvalArgs {
     /// Granularity plans are applied at, as the daemon's --pin (llc, node, core, cpu).
     #[arg(long, value_name = "UNIT", default_value = "llc", value_parser = crate::daemon::config::parse_pin)]
     pub pin: crate::policy::Pin,
+    /// Also print the per-case table (always written to table.txt with --out).
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+/// Colour on a terminal unless `NO_COLOR` is set (https://no-color.org).
+fn colour() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
@@ -81,12 +90,20 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let elapsed = started.elapsed().as_secs_f64();
     let table = report::table(&rows);
-    println!("{table}");
+    if args.verbose {
+        println!("{table}");
+    }
+    print!("{}", report::summary_table(&rows, colour()));
     println!(
-        "suite {} on {}: {} entries in {elapsed:.1} s",
+        "suite {} on {}: {} entries in {elapsed:.1} s{}",
         suite.name,
         suite.machine,
-        rows.len()
+        rows.len(),
+        if args.verbose || args.out.is_some() {
+            ""
+        } else {
+            " (per case: --verbose, or table.txt with --out)"
+        }
     );
     let results = Results {
         results: &rows,
@@ -108,8 +125,13 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
              computed in {elapsed:.1} s.",
             rows.len()
         );
-        write(&dir.join("report.html"), &html::page(&title, &rows, &notes))?;
-        println!("wrote {}", dir.display());
+        let page = dir.join("report.html");
+        write(&page, &html::page(&title, &rows, &notes))?;
+        println!(
+            "wrote results.json, results.csv, table.txt to {}",
+            dir.display()
+        );
+        println!("report: {}", page.display());
     }
     Ok(())
 }

@@ -132,10 +132,16 @@ impl Needs {
         // seconds ago it says little (its workers may not run yet): a young busy one
         // is given room for every thread until an epoch has been measured, rather
         // than a set its workers would outgrow at once.
+        // (One runnable thread that waits is waiting for co-runners: a wider set
+        // would not let it run more, so its wait is no demand.)
+        let hidden = match r.delay {
+            Some(d) if d.runnable > 1 => waiting,
+            _ => 0.0,
+        };
         let first = if t.seen == 1 && r.demand >= IDLE_DEMAND && r.age_s < YOUNG_S {
             f64::from(r.threads.max(1))
         } else {
-            r.demand + waiting
+            r.demand + hidden
         };
         t.demands.push_back(first.min(f64::from(r.threads.max(1))));
         let grew = r.threads > std::mem::replace(&mut t.threads, r.threads) && t.seen > 1;
@@ -209,6 +215,14 @@ mod tests {
             delay: None,
             age_s: 1.0,
         }
+    }
+
+    fn one_runnable(wait_s: f64) -> Option<RunDelay> {
+        Some(RunDelay {
+            wait_ns: (wait_s * 1e9) as u64,
+            threads: 1,
+            runnable: 1,
+        })
     }
 
     fn delay(wait_s: f64) -> Option<RunDelay> {
@@ -374,13 +388,14 @@ mod tests {
         let mut n = Needs::default();
         let mut r = reading(0.6, 1);
         r.narrowed_to = Some(1);
-        r.delay = delay(0.0);
+        r.delay = one_runnable(0.0);
         n.update((1, 1), r, 0.0);
-        r.delay = delay(0.4);
+        r.delay = one_runnable(0.4);
         let need = n.update((1, 1), r, 1.0);
         assert!(need.urgent.is_none(), "{need:?}");
-        // It ran 0.6 of a CPU and waited 0.4: it needs one CPU, as it has.
-        assert!((need.demand - 1.0).abs() < 1e-9, "{need:?}");
+        // It ran 0.6 of a CPU and waited 0.4 with one thread runnable: waiting for
+        // co-runners, no demand of its own beyond what it ran.
+        assert_eq!(need.demand, 0.6, "{need:?}");
     }
 
     #[test]

@@ -119,3 +119,28 @@ pub fn named_copy(dir: &Path, system: &str, name: &str) -> PathBuf {
     }
     dst
 }
+
+/// A busy `numasched workload cpu` running 60 s under the name `name` (a symlink in
+/// `dir`, so that `--include-comm` selects exactly it), with `extra` arguments.
+pub fn busy(dir: &Path, name: &str, extra: &[&str]) -> Guard {
+    let bin = dir.join(name);
+    if !bin.exists() {
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_numasched"), &bin).expect("link numasched");
+    }
+    Guard::spawn(
+        Command::new(bin)
+            .args(["workload", "cpu", "--seconds", "60"])
+            .args(extra),
+    )
+    .expect("start a busy load")
+}
+
+/// The allowed CPUs of every thread of a live process.
+pub fn thread_affinities(pid: u32) -> Vec<Vec<CpuId>> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| allowed_of(&format!("{}/status", e.path().display())))
+        .collect()
+}

@@ -12,7 +12,7 @@
 #                        `cargo build --release --locked` when missing)
 #   NUMASCHED_VM_CACHE   where the kernel and the base initramfs are cached
 #                        (default ~/.cache/numasched-vm)
-#   NUMASCHED_VM_TIMEOUT seconds one guest may run before it counts as hung (450)
+#   NUMASCHED_VM_TIMEOUT seconds one guest may run before it counts as hung (600)
 #   NUMASCHED_VM_SCENARIOS  space-separated subset of scenarios to run in each guest
 #
 # Runs as root on a Debian-like host (installs what it needs with apt).
@@ -23,10 +23,10 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 here="$repo/tests/vm"
 cache=${NUMASCHED_VM_CACHE:-$HOME/.cache/numasched-vm}
 out="$repo/target/vm"
-guest_timeout=${NUMASCHED_VM_TIMEOUT:-450}
+guest_timeout=${NUMASCHED_VM_TIMEOUT:-600}
 bin=${NUMASCHED_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/numasched}
 # Set but empty: boot and power off only (measures boot time).
-scenarios=${NUMASCHED_VM_SCENARIOS-topo placement restore pinned migrate mems numad}
+scenarios=${NUMASCHED_VM_SCENARIOS-topo placement restore pinned noharm migrate mems numad}
 
 log() { printf '== %s\n' "$*"; }
 die() { printf 'run.sh: %s\n' "$*" >&2; exit 2; }

@@ -152,6 +152,54 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
+/// The terminal summary: one row per suite and policy, within 100 columns. With
+/// `colour`, gains over Linux are green and losses red (ANSI; the caller decides,
+/// from the terminal and `NO_COLOR`).
+pub fn summary_table(rows: &[Row], colour: bool) -> String {
+    let paint = |x: f64, text: String| match (colour, x) {
+        (true, x) if x > 0.0005 => format!("\x1b[32m{text}\x1b[0m"),
+        (true, x) if x < -0.0005 => format!("\x1b[31m{text}\x1b[0m"),
+        _ => text,
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<10} {:<16} {:>13} {:>12} {:>14} {:>13}  worst entry",
+        "suite", "policy", "mean vs linux", "min vs linux", "mean of oracle", "min of oracle"
+    );
+    for s in summaries(rows) {
+        let mean = paint(
+            s.mean_improvement_vs_linux,
+            format!("{:>+12.2}%", 100.0 * s.mean_improvement_vs_linux),
+        );
+        let min = paint(
+            s.min_improvement_vs_linux,
+            format!("{:>+11.2}%", 100.0 * s.min_improvement_vs_linux),
+        );
+        let mut worst = s.worst_entry.clone();
+        if worst.chars().count() > 18 {
+            worst = worst.chars().take(17).collect::<String>() + "…";
+        }
+        let _ = writeln!(
+            out,
+            "{:<10} {:<16} {mean} {min} {:>14.3} {:>13.3}  {worst}",
+            clip(&s.suite, 10),
+            clip(&s.policy, 16),
+            s.mean_fraction_of_oracle,
+            s.min_fraction_of_oracle,
+        );
+    }
+    out
+}
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n - 1).collect::<String>() + "…"
+    }
+}
+
 pub fn csv(rows: &[Row]) -> String {
     let mut out = String::from(
         "suite,workload,map,policy,programs,avg_slowdown,performance,unfairness,\
