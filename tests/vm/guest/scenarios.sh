@@ -349,7 +349,7 @@ scenario_noharm() {
       numasched run --no-db --dry-run -- \
         nscpu workload cpu $args --seconds "$NOHARM_SECONDS" --json >/tmp/nh.json 2>>/tmp/nh.err
       dr="$dr $(rate_of /tmp/nh.json)"
-      numasched run --no-db --journal /tmp/nh-journal.json -- \
+      numasched run -v --no-db --journal /tmp/nh-journal.json -- \
         nscpu workload cpu $args --seconds "$NOHARM_SECONDS" --json >/tmp/nh.json 2>>/tmp/nh.err
       ma="$ma $(rate_of /tmp/nh.json)"
     done
@@ -359,7 +359,27 @@ scenario_noharm() {
     awk -v r="$(ratio "$m" "$d")" 'BEGIN { exit !(r >= 0.97) }' ||
       why="$why $name: managed/observed $(ratio "$m" "$d") < 0.97;"
   done
+  grep -E "affinity|re-planned" /tmp/nh.err | sed 's/^.*INFO //' | tail -n 12 | sed 's/^/    /'
   if [ -z "$why" ]; then echo "PASS noharm"; else echo "FAIL noharm:$why"; fi
+}
+
+# tcgpairs: diagnostic for noharm, no numasched at all: the 2-thread load pinned by
+# taskset to two vCPUs of one virtual socket, to one vCPU of each, and unpinned.
+scenario_tcgpairs() {
+  local set i r rates
+  for set in all "0,1" "2,3" "0,2" "1,3"; do
+    rates=""
+    for i in 1 2 3; do
+      if [ "$set" = all ]; then
+        nscpu workload cpu --threads 2 --seconds "$NOHARM_SECONDS" --json >/tmp/nh.json 2>/dev/null
+      else
+        /usr/bin/taskset -c "$set" nscpu workload cpu --threads 2 --seconds "$NOHARM_SECONDS" --json >/tmp/nh.json 2>/dev/null
+      fi
+      rates="$rates $(rate_of /tmp/nh.json)"
+    done
+    say "cpus $set: median $(median3 $rates) (rates$rates)"
+  done
+  echo "PASS tcgpairs"
 }
 
 # pinned: a load an administrator pinned with taskset keeps its pin while the daemon
