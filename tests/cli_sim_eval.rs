@@ -99,6 +99,43 @@ fn sim_json_follows_the_contract_under_a_policy() {
     assert_eq!(cpus.len(), 4, "{v}");
 }
 
+/// Per-process traffic and latency, and every shared resource's utilisation: what the
+/// published bus and link figures (SPEC §5b) are read from.
+#[test]
+fn sim_json_reports_bandwidth_latency_and_every_shared_resource() {
+    let v = sim_json(&[
+        "--machine",
+        "xeon-e5345",
+        "--programs",
+        "lbm,lbm",
+        "--homes",
+        "0,0",
+        "--cores",
+        "0,2",
+    ]);
+    let mut total = 0.0;
+    for p in processes(&v) {
+        let bw = f64_field(p, "bandwidth_gbps");
+        assert!(bw > 0.5, "{p}");
+        total += bw;
+        // Above the E5345's 100 ns idle latency: the two share the package's bus.
+        assert!(f64_field(p, "latency_ns") > 100.0, "{p}");
+    }
+    let res = v["resources"].as_array().expect("resources is an array");
+    let bus = res
+        .iter()
+        .find(|r| r["kind"] == "package_bus")
+        .unwrap_or_else(|| panic!("no package_bus in {v}"));
+    assert_eq!(u64_field(bus, "package"), 0, "{bus}");
+    // Both programs' traffic crosses package 0's bus, and nothing else does.
+    assert!(
+        (f64_field(bus, "gbps") - total).abs() < 1e-6,
+        "{bus} vs {total}"
+    );
+    let u = f64_field(bus, "utilisation");
+    assert!(u > 0.0 && u < 1.0, "{bus}");
+}
+
 #[test]
 fn sim_json_of_a_single_program_alone_and_local_has_no_slowdown() {
     let v = sim_json(&[

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use super::bucket::TokenBucket;
 use super::journal::Journal;
 use super::kernel::{Kernel, KernelError};
-use super::migrate::{Migration, Migrations};
+use super::migrate::{Migration, Migrations, STEP_SECONDS};
 use super::report::{Action, ApplyReport, Line, Subject};
 use super::undo::{self, Restored};
 use crate::policy::plan::{PageMove, Placement, Plan};
@@ -68,6 +68,15 @@ pub struct Actuator<K: Kernel> {
     /// Processes (pid, start time) whose move the kernel refused (EBUSY, EINVAL), with
     /// why: left as they were for the rest of their life, and reported once.
     refused: HashMap<(u32, u64), String>,
+    /// Longest time one pass spent in `move_pages` calls, seconds: what the epoch loop
+    /// was held for by migration, reported so the bound can be checked live.
+    longest_step_s: f64,
+}
+
+/// One pass's migration time: a deadline all its moves share, and what they spent.
+struct StepClock {
+    deadline: f64,
+    spent_s: f64,
 }
 
 fn line(pid: u32, cpus: &[CpuId], action: Action, detail: impl Into<String>) -> Line {
@@ -108,6 +117,7 @@ impl<K: Kernel> Actuator<K> {
             migrations: Migrations::default(),
             self_pid: std::process::id(),
             refused: HashMap::new(),
+            longest_step_s: 0.0,
         }
     }
 
@@ -149,14 +159,36 @@ impl<K: Kernel> Actuator<K> {
         // Dry runs spend from a copy, so the report shows this pass's rate limit
         // without costing later real passes anything.
         let mut bucket = self.bucket.clone();
+        let mut clock = self.step_clock();
         for mv in &plan.page_moves {
-            let line = self.move_pages(mv, snapshot, &report, &mut bucket);
+            let line = self.move_pages(mv, snapshot, &report, &mut bucket, &mut clock);
             report.moves.push(line);
         }
+        self.longest_step_s = self.longest_step_s.max(clock.spent_s);
         if !self.config.dry_run {
             self.bucket = bucket;
         }
         report
+    }
+
+    fn step_clock(&self) -> StepClock {
+        StepClock {
+            deadline: self.kernel.now() + STEP_SECONDS,
+            spent_s: 0.0,
+        }
+    }
+
+    /// Steps every migration in progress within `clock`, adding the time it took.
+    fn step_migrations(&mut self, bucket: &mut TokenBucket, clock: &mut StepClock) -> Vec<Line> {
+        let t0 = self.kernel.now();
+        let lines = self.migrations.step(&self.kernel, bucket, clock.deadline);
+        clock.spent_s += (self.kernel.now() - t0).max(0.0);
+        lines
+    }
+
+    /// The longest time one pass has spent moving pages, seconds.
+    pub fn longest_migration_step_s(&self) -> f64 {
+        self.longest_step_s
     }
 
     /// Page moves in progress.
@@ -172,7 +204,12 @@ impl<K: Kernel> Actuator<K> {
             return Vec::new();
         }
         self.advance_clock(now_s);
-        self.migrations.step(&self.kernel, &mut self.bucket)
+        let mut clock = self.step_clock();
+        let mut bucket = self.bucket.clone();
+        let lines = self.step_migrations(&mut bucket, &mut clock);
+        self.bucket = bucket;
+        self.longest_step_s = self.longest_step_s.max(clock.spent_s);
+        lines
     }
 
     /// Restores one process's original affinity (it stops being managed), and that
@@ -575,11 +612,27 @@ impl<K: Kernel> Actuator<K> {
                 // A thread the application pinned itself (its affinity differs from
                 // the main thread's, at numasched's first pass) is its own: left as it
                 // is, and never "restored".
-                if round == 0 && !existed && inherited.is_none() && cur != main {
+                // Later, a thread numasched has no record of is its own only if it
+                // carries numasched's set (it was created since, and inherited it).
+                let recorded = entry.as_ref().is_some_and(|e| e.threads.contains_key(&tid));
+                let known_foreign = entry.as_ref().is_some_and(|e| e.foreign.contains(&tid));
+                let foreign = if known_foreign {
+                    true
+                } else if round == 0 && !existed && inherited.is_none() {
+                    cur != main
+                } else if round == 0 && existed && !recorded {
+                    entry
+                        .as_ref()
+                        .and_then(|e| e.applied.as_ref())
+                        .is_some_and(|a| sorted(a) != sorted(&cur))
+                } else {
+                    false
+                };
+                if foreign {
+                    self.journal.mark_foreign(pid, start, tid);
                     foreign_threads += 1;
                     continue;
                 }
-                let recorded = entry.as_ref().is_some_and(|e| e.threads.contains_key(&tid));
                 let orig = if round > 0 || (existed && !recorded) || inherited.is_some() {
                     &original
                 } else {
@@ -693,6 +746,7 @@ impl<K: Kernel> Actuator<K> {
         snapshot: &Snapshot,
         report: &ApplyReport,
         bucket: &mut TokenBucket,
+        clock: &mut StepClock,
     ) -> Line {
         let pid = mv.pid;
         let mk = |action, detail: String| Line {
@@ -798,7 +852,7 @@ impl<K: Kernel> Actuator<K> {
         };
         self.migrations.start(m);
         // The first chunks go now, in this pass's budget.
-        let mut lines = self.migrations.step(&self.kernel, bucket);
+        let mut lines = self.step_migrations(bucket, clock);
         match lines.iter().position(|l| l.pid == pid) {
             Some(i) => lines.swap_remove(i),
             None => mk(Action::Deferred, "started".into()),
@@ -1051,6 +1105,15 @@ mod tests {
         assert!(l.detail.contains("left 1 pinned by the application"), "{l}");
         assert_eq!(a.kernel().affinity_of(100, 101), Some(vec![0]));
         assert_eq!(a.kernel().affinity_of(100, 102), Some(vec![1]), "not moved");
+        // Nor by a later re-plan.
+        a.apply(&plan(&[(100, &[1])]), &snap(&[100]));
+        assert_eq!(a.kernel().affinity_of(100, 101), Some(vec![1]));
+        a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        assert_eq!(
+            a.kernel().affinity_of(100, 102),
+            Some(vec![1]),
+            "not moved later"
+        );
         a.restore_all();
         assert_eq!(a.kernel().affinity_of(100, 101), Some(vec![0, 1]));
         assert_eq!(
@@ -1408,6 +1471,47 @@ mod tests {
         assert_eq!(chunks(&a), 2, "one more the next epoch");
         let m = a.migrations().get(100).expect("in progress");
         assert_eq!(m.moved_bytes, 2 * CHUNK_BYTES);
+    }
+
+    #[test]
+    fn moves_started_in_one_pass_share_one_step() {
+        // Four processes, each with 8 MB to move at 51 ms a chunk: a step of 0.1 s
+        // holds two or three chunks in all, not two or three per process started.
+        let pids = [100, 101, 102, 103];
+        let k = kernel(&[(100, 1), (101, 1), (102, 1), (103, 1)]);
+        for &pid in &pids {
+            k.pages(pid, 1, 8_000_000 / crate::apply::fake::FAKE_PAGE);
+        }
+        k.set_move_cost(0.0002);
+        let mut a = Actuator::new(
+            k,
+            ActuatorConfig {
+                migrate_pages: true,
+                migrate_mb_per_s: 10_000.0,
+                migrate_burst_mb: 10_000.0,
+                ..ActuatorConfig::default()
+            },
+        );
+        let mut p = plan(&[(100, &[0]), (101, &[0]), (102, &[0]), (103, &[0])]);
+        for &pid in &pids {
+            p.page_moves.push(PageMove {
+                pid,
+                from_node: 1,
+                to_node: 0,
+                bytes: 8_000_000,
+                reason: "follow".into(),
+            });
+        }
+        a.apply_at(&p, &snap(&pids), 0.0);
+        let chunks = a
+            .kernel()
+            .calls()
+            .iter()
+            .filter(|c| matches!(c, Call::MovePages { .. }))
+            .count();
+        assert!(chunks <= 3, "{chunks} chunks in one pass");
+        let held = a.longest_migration_step_s();
+        assert!(held > 0.1 && held < 0.16, "held the pass {held} s");
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub struct Entry {
     /// placed it: it goes back when its parent does.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub adopted: bool,
+    /// Threads pinned by someone else (the application) when numasched found them:
+    /// never changed, never restored, even once their set happens to equal numasched's.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub foreign: std::collections::BTreeSet<u32>,
 }
 
 impl Entry {
@@ -92,6 +96,7 @@ impl Journal {
             threads: BTreeMap::new(),
             applied: None,
             adopted: false,
+            foreign: Default::default(),
         })
     }
 
@@ -137,6 +142,18 @@ impl Journal {
             .filter(|e| e.start_time == start_time)
         {
             e.threads.retain(|t, _| alive.contains(t));
+            e.foreign.retain(|t| alive.contains(t));
+        }
+    }
+
+    /// Marks a thread as someone else's.
+    pub fn mark_foreign(&mut self, pid: u32, start_time: u64, tid: u32) {
+        if let Some(e) = self
+            .entries
+            .get_mut(&pid)
+            .filter(|e| e.start_time == start_time)
+        {
+            e.foreign.insert(tid);
         }
     }
 

@@ -139,10 +139,15 @@ impl Migrations {
         self.active.remove(&pid);
     }
 
-    /// Moves pages for up to [`STEP_SECONDS`] of `kernel.now()` and what `bucket`
-    /// holds; one line per migration that finished, was dropped, or is waiting.
-    pub fn step<K: Kernel + ?Sized>(&mut self, kernel: &K, bucket: &mut TokenBucket) -> Vec<Line> {
-        let deadline = kernel.now() + STEP_SECONDS;
+    /// Moves pages until `deadline` of `kernel.now()` (one pass shares one deadline,
+    /// however many moves it starts) and what `bucket` holds; one line per migration
+    /// that finished, was dropped, or is waiting.
+    pub fn step<K: Kernel + ?Sized>(
+        &mut self,
+        kernel: &K,
+        bucket: &mut TokenBucket,
+        deadline: f64,
+    ) -> Vec<Line> {
         let mut lines = Vec::new();
         let pids: Vec<u32> = self.active.keys().copied().collect();
         for pid in pids {

@@ -88,6 +88,10 @@ pub fn restore<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal, pid: u32) 
     let mut errors = Vec::new();
     let (mut threads, mut foreign) = (0, 0);
     for tid in tids {
+        if entry.foreign.contains(&tid) {
+            foreign += 1;
+            continue;
+        }
         if let Some(applied) = &entry.applied {
             // A thread numasched set may have been narrowed further by the kernel (a
             // cpuset); one it never set (started since, or pinned by the application

@@ -51,6 +51,9 @@ struct Report {
     avg_slowdown: f64,
     performance: f64,
     unfairness: f64,
+    /// Every shared resource some traffic crosses, with its utilisation (nodes, LLCs by
+    /// index in the topology; packages by id), so bus and link figures can be checked.
+    resources: Vec<sim::ResourceLoad>,
 }
 
 #[derive(Debug, Serialize)]
@@ -68,6 +71,10 @@ struct ProcReport {
     speed: f64,
     ipc: f64,
     local_fraction: f64,
+    /// DRAM traffic it causes, fills and writebacks, GB/s.
+    bandwidth_gbps: f64,
+    /// Mean miss latency with queueing, ns.
+    latency_ns: f64,
     reason: String,
 }
 
@@ -129,6 +136,8 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
                     speed: o.speed,
                     ipc: o.ipc,
                     local_fraction: o.local_fraction,
+                    bandwidth_gbps: o.bandwidth_gbps,
+                    latency_ns: o.latency_ns,
                     reason: pl.reason.clone(),
                 }
             })
@@ -136,18 +145,19 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         avg_slowdown: out.avg_slowdown,
         performance: out.performance,
         unfairness: out.unfairness,
+        resources: out.resources.clone(),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     println!(
-        "{:<12} {:>4} {:>4} {:>4} {:>7} {:>8} {:>6} {:>6}",
-        "program", "home", "node", "cpu", "mpki", "slowdown", "ipc", "local"
+        "{:<12} {:>4} {:>4} {:>4} {:>7} {:>8} {:>6} {:>6} {:>6} {:>6}",
+        "program", "home", "node", "cpu", "mpki", "slowdown", "ipc", "local", "GB/s", "lat ns"
     );
     for p in &report.processes {
         println!(
-            "{:<12} {:>4} {:>4} {:>4} {:>7.2} {:>7.1}% {:>6.3} {:>5.0}%",
+            "{:<12} {:>4} {:>4} {:>4} {:>7.2} {:>7.1}% {:>6.3} {:>5.0}% {:>6.2} {:>6.0}",
             p.program,
             p.home,
             p.node,
@@ -155,7 +165,18 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             p.mpki,
             100.0 * p.slowdown,
             p.ipc,
-            100.0 * p.local_fraction
+            100.0 * p.local_fraction,
+            p.bandwidth_gbps,
+            p.latency_ns
+        );
+    }
+    for r in &report.resources {
+        println!(
+            "{}: {:.2} GB/s, utilisation {:.2}, +{:.1} ns a miss",
+            resource_name(&r.kind),
+            r.gbps,
+            r.utilisation,
+            r.delay_ns
         );
     }
     println!(
@@ -165,6 +186,17 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         report.unfairness
     );
     Ok(())
+}
+
+fn resource_name(k: &sim::ResourceKind) -> String {
+    use sim::ResourceKind as K;
+    match *k {
+        K::MemoryController { node } => format!("memory controller of node index {node}"),
+        K::PackageLink { from, to } => format!("link package {from} -> {to}"),
+        K::NodeLink { from, to } => format!("link node index {from} -> {to}"),
+        K::LlcPort { llc } => format!("port of LLC {llc}"),
+        K::PackageBus { package } => format!("bus of package {package}"),
+    }
 }
 
 /// Built-in profiles, overridden and extended by a file.

@@ -581,6 +581,7 @@ impl<K: Kernel> Engine<K> {
     pub fn fill_status(&self, s: &mut Status) {
         let views = self.views();
         s.max_epoch_ms = self.max_epoch_ms;
+        s.max_migration_step_ms = self.actuator.longest_migration_step_s() * 1e3;
         s.migrations = self
             .actuator
             .migrations()

@@ -281,6 +281,16 @@ pub fn render(s: &Status) -> String {
         s.max_epoch_ms / 1e3,
     );
     o.family(
+        "numasched_migration_step_max_seconds",
+        "gauge",
+        "Longest time one epoch spent moving pages since start.",
+    );
+    o.sample(
+        "numasched_migration_step_max_seconds",
+        &[],
+        s.max_migration_step_ms / 1e3,
+    );
+    o.family(
         "numasched_migration_moved_bytes",
         "gauge",
         "Bytes a page move in progress has moved so far, per process.",

@@ -36,6 +36,10 @@ pub struct Status {
     /// loop (a chunked migration spends at most 100 ms of an epoch).
     #[serde(default)]
     pub max_epoch_ms: f64,
+    /// The longest time one epoch spent in `move_pages` calls since start: the part of
+    /// an epoch that migration may hold (about 100 ms plus one 1 MiB chunk).
+    #[serde(default)]
+    pub max_migration_step_ms: f64,
     /// Page moves in progress.
     #[serde(default)]
     pub migrations: Vec<MigrationView>,
@@ -145,6 +149,7 @@ impl Status {
             replans: 0,
             last_epoch_ms: 0.0,
             max_epoch_ms: 0.0,
+            max_migration_step_ms: 0.0,
             migrations: Vec::new(),
             errors_total: 0,
             nodes_view: Vec::new(),
@@ -184,6 +189,13 @@ impl Status {
             "epochs {}, re-plans {}, last epoch {:.1} ms (longest {:.1} ms), errors {}",
             self.epochs, self.replans, self.last_epoch_ms, self.max_epoch_ms, self.errors_total
         );
+        if self.max_migration_step_ms > 0.0 {
+            let _ = writeln!(
+                s,
+                "page moves held an epoch for at most {:.1} ms",
+                self.max_migration_step_ms
+            );
+        }
         for m in &self.migrations {
             let _ = writeln!(
                 s,

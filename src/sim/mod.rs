@@ -9,6 +9,7 @@
 //! every number comes from are in `docs/model.md`.
 
 pub mod eval;
+pub mod fidelity;
 pub mod machine;
 mod model;
 mod network;

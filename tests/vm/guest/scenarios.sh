@@ -108,7 +108,27 @@ start_cpu() {
   echo $!
 }
 
-stop_pids() { for p in "$@"; do kill "$p" 2>/dev/null; done; for p in "$@"; do wait "$p" 2>/dev/null; done; true; }
+# Stops processes: TERM, up to 10 s to go, then KILL (a plain `wait` on a load that
+# does not die would hold the whole guest until the host's timeout).
+stop_pids() {
+  local p i=0
+  for p in "$@"; do kill "$p" 2>/dev/null; done
+  while [ $i -lt 40 ]; do
+    for p in "$@"; do
+      [ -d "/proc/$p" ] && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null && break
+      p=""
+    done
+    [ -z "$p" ] && break
+    sleep 0.25; i=$((i + 1))
+  done
+  for p in "$@"; do kill -9 "$p" 2>/dev/null; done
+  for p in "$@"; do wait "$p" 2>/dev/null; done
+  true
+}
+
+# Where a scenario is, with the guest's uptime: printed if the scenario hangs.
+TRAIL=/tmp/trail
+trail() { echo "$(now) $*" >>"$TRAIL"; }
 
 DAEMON_PID=""
 # Starts `numasched daemon` with the test's socket and epoch; --no-db unless the
@@ -426,12 +446,14 @@ run_case() {
     frac=0 nodes cpus sum=0 samples=0
   eval "home=\$CPUS_$MIGRATE_HOME"
   if [ "$mgr" = autonuma ]; then balancing 1; else balancing 0; fi
+  trail "$mgr: starting loads"
   for c in $home; do hogs="$hogs $(start_cpu 300 "/usr/bin/taskset -c $c")"; done
   pid=$(start_stream "$MIGRATE_HOME" "$mib" 300 "" --touch-node)
   if ! wait_touched "$pid" "$mib"; then
     CASE_ERR="load never touched its ${mib}M"; stop_pids $pid $hogs; return 1
   fi
   sleep 1
+  trail "$mgr: load $pid touched its memory"
   before=$(pages_by_node "$pid" | tr '\n' ' ')
   case $mgr in
     numasched)
@@ -451,6 +473,7 @@ run_case() {
       mpid=$(cat /var/run/numad.pid 2>/dev/null) ;;
     none|autonuma) ;;
   esac
+  trail "$mgr: manager started (pid ${mpid:-none})"
   t0=$(now)
   # Every second: the node(s) it runs on (its affinity when narrowed, else the node of
   # the CPU it last ran on) and the fraction of its pages there. Settled = the start of
@@ -474,6 +497,7 @@ run_case() {
       settle=""   # not settled after all (e.g. numad binds first, moves it later)
     fi
   done
+  trail "$mgr: window over"
   after=$(pages_by_node "$pid" | tr '\n' ' ')
   CASE_MOVED=$(echo "$before|$after" | awk -F'|' '{ n = split($1, b, " "); split($2, a, " ")
       for (i = 1; i < n; i += 2) { d = a[i + 1] - b[i + 1]; if (d > 0) m += d } print m + 0 }')
@@ -489,11 +513,14 @@ run_case() {
       sleep 0.5; i=$((i + 1))
     done
   fi
+  trail "$mgr: stopping the manager"
   case $mgr in
     numasched)
       CASE_CPU_S=$(cpu_seconds "$DAEMON_PID")
       CASE_USER_S=$(cpu_seconds "$DAEMON_PID" user)
-      CASE_MAX_EPOCH=$(json_num "$(status_json)" max_epoch_ms)
+      case_status=$(status_json)
+      CASE_MAX_EPOCH=$(json_num "$case_status" max_epoch_ms)
+      CASE_MAX_STEP=$(json_num "$case_status" max_migration_step_ms)
       stop_daemon
       # What the daemon did with this load and why, from its log (complete once it has
       # stopped: an epoch's lines are written when its apply pass ends).
@@ -513,8 +540,10 @@ run_case() {
         kill -9 "$mpid" 2>/dev/null
       fi ;;
   esac
+  trail "$mgr: stopping the loads"
   stop_pids $pid $hogs
   balancing "$BALANCING_AT_BOOT"
+  trail "$mgr: done"
   return 0
 }
 
@@ -531,13 +560,19 @@ scenario_migrate() {
   say "daemon: ${CASE_REASON:-(no line about pid $CASE_PID in its log; last lines follow)}"
   [ -n "$CASE_REASON" ] || tail -n 5 "$DAEMON_LOG" | sed 's/^/    /'
   say "nearest node(s) with CPUs to node $MIGRATE_HOME: $(nearest_cpu_nodes "$MIGRATE_HOME" "$MIGRATE_HOME")"
-  # The daemon's epochs are 500 ms; page moves go in steps of at most 0.1 s per epoch,
-  # so no epoch may take more than two intervals however much memory moves.
-  say "slowest epoch: ${CASE_MAX_EPOCH:-?} ms"
-  if [ -z "$CASE_MAX_EPOCH" ]; then
-    echo "FAIL migrate: status --json had no max_epoch_ms"
-  elif awk -v m="$CASE_MAX_EPOCH" 'BEGIN { exit !(m > 1000) }'; then
-    echo "FAIL migrate: an epoch took ${CASE_MAX_EPOCH} ms (more than two 500 ms intervals) while pages moved"
+  # Page moves go in steps of at most 0.1 s per epoch (plus the 1 MiB chunk under way
+  # when the time runs out): the step the daemon measured must stay within two 500 ms
+  # intervals however much memory moves (384 ms seen while the host compiled: under
+  # TCG on a busy host one chunk can take most of 300 ms). The whole epoch also reads /proc under TCG on
+  # a shared host (once 1.1 s, 3.1 s while the host compiled), so it gets a loose bound
+  # that still catches a move in one piece (320 MiB at the guest's 5-8 MB/s: > 40 s).
+  say "longest migration step: ${CASE_MAX_STEP:-?} ms; slowest epoch: ${CASE_MAX_EPOCH:-?} ms"
+  if [ -z "$CASE_MAX_STEP" ] || [ -z "$CASE_MAX_EPOCH" ]; then
+    echo "FAIL migrate: status --json had no max_migration_step_ms or max_epoch_ms"
+  elif awk -v m="$CASE_MAX_STEP" 'BEGIN { exit !(m > 1000) }'; then
+    echo "FAIL migrate: page moves held an epoch for ${CASE_MAX_STEP} ms (more than two 500 ms intervals)"
+  elif awk -v m="$CASE_MAX_EPOCH" 'BEGIN { exit !(m > 5000) }'; then
+    echo "FAIL migrate: an epoch took ${CASE_MAX_EPOCH} ms (more than ten 500 ms intervals) while pages moved"
   elif [ "$CASE_MOVED" -gt 0 ] && [ "${CASE_PAGES_DONE:-0}" = 0 ]; then
     echo "FAIL migrate: $CASE_MOVED pages moved, but the daemon's log has no page move of pid $CASE_PID done"
   elif [ "$CASE_MOVED" -gt 0 ] && awk -v f="$CASE_FRAC" 'BEGIN { exit !(f >= 0.9) }'; then
@@ -624,9 +659,32 @@ scenario_numad() {
 }
 nullable() { if [ "$1" = - ] || [ -z "$1" ]; then echo null; else echo "$1"; fi; }
 
+# Each scenario runs under a watchdog: one that hangs (a wait on a process stuck in
+# the kernel, a manager that never exits) says FAIL with where it was and what ran,
+# and the next scenario still runs, instead of the host's timeout losing the guest.
+SCENARIO_LIMIT=${SCENARIO_LIMIT:-360}
+watchdog() {
+  local s=$1 job=$2 i=0
+  while [ -d "/proc/$job" ] && [ $i -lt "$SCENARIO_LIMIT" ]; do sleep 1; i=$((i + 1)); done
+  [ -d "/proc/$job" ] || return 0
+  echo "FAIL $s: no result after ${SCENARIO_LIMIT}s; its last steps (uptime, step):"
+  tail -n 8 "$TRAIL" 2>/dev/null | sed 's/^/    /'
+  echo "  processes (pid state wchan command):"
+  for d in /proc/[0-9]*; do
+    [ -r "$d/stat" ] || continue
+    printf '    %s %s %s %s\n' "${d#/proc/}" "$(awk '{ print $3 }' "$d/stat" 2>/dev/null)" \
+      "$(cat "$d/wchan" 2>/dev/null)" "$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null | cut -c1-60)"
+  done | grep -E ' (ns|numa|unshare)' || true
+  kill -9 "$job" 2>/dev/null
+  pkill -9 nsload; pkill -9 nscpu; pkill -9 numad; pkill -9 -x numasched
+  balancing "$BALANCING_AT_BOOT"
+}
 for s in $SCENARIOS; do
   echo "--- $s"
-  "scenario_$s"
+  : >"$TRAIL"
+  ( "scenario_$s" ) &
+  watchdog "$s" $!
+  wait 2>/dev/null
 done
 stop_daemon >/dev/null 2>&1
 true

@@ -1,0 +1,12 @@
+//! Prints the model against SPEC §5b's published measurements as the markdown table of
+//! docs/fidelity.md. `cargo run --release --example fidelity`.
+
+fn main() {
+    match numasched::sim::fidelity::rows() {
+        Ok(rows) => print!("{}", numasched::sim::fidelity::markdown(&rows)),
+        Err(e) => {
+            eprintln!("fidelity: {e}");
+            std::process::exit(1);
+        }
+    }
+}
