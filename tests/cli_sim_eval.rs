@@ -614,3 +614,46 @@ fn eval_checks_where_it_writes_before_the_work() {
     assert!(err.contains("/proc/nope: cannot create"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
+
+/// Issue 14's case: on 2n:2l:4c:2t (cores are CPUs {c, c+16}), mcf, three perlbench,
+/// namd and sphinx3 all homed on node 0. Policies used to count a free SMT sibling of a
+/// busy core as room and put sphinx3 beside a perlbench (both 60-70% slower, performance
+/// 0.85) while three whole cores of node 0's other LLC idled.
+#[test]
+fn no_policy_shares_a_core_while_whole_cores_idle() {
+    let args = |policy: &'static str| {
+        vec![
+            "--machine",
+            "2n:2l:4c:2t",
+            "--programs",
+            "mcf,perlbench,perlbench,perlbench,namd,sphinx3",
+            "--homes",
+            "0,0,0,0,0,0",
+            "--policy",
+            policy,
+        ]
+    };
+    let linux = f64_field(&sim_json(&args("linux")), "performance");
+    for policy in [
+        "maxlocal",
+        "nmass",
+        "membus",
+        "cmload",
+        "auto",
+        "auto-migrate",
+    ] {
+        let v = sim_json(&args(policy));
+        let cores: Vec<u64> = processes(&v)
+            .iter()
+            .map(|p| u64_field(p, "cpu") % 16)
+            .collect();
+        let mut distinct = cores.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), cores.len(), "{policy}: cores {cores:?}");
+        if policy.starts_with("auto") {
+            let perf = f64_field(&v, "performance");
+            assert!(perf >= linux, "{policy}: {perf} below linux {linux}");
+        }
+    }
+}

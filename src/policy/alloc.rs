@@ -50,6 +50,20 @@ impl<'t> Occupancy<'t> {
         self.free_per_llc[llc]
     }
 
+    /// Physical cores with nothing on any of their CPUs, counted among `candidates`:
+    /// room where a thread runs without sharing a pipeline. A free SMT sibling of a busy
+    /// core is not such room (both threads then run at roughly 60% speed).
+    pub fn idle_cores(&self, candidates: impl IntoIterator<Item = usize>) -> usize {
+        let mut seen: Vec<usize> = Vec::new();
+        for c in candidates {
+            let core = self.topo.cpus()[c].core;
+            if self.core_load[core] < FREE && !seen.contains(&core) {
+                seen.push(core);
+            }
+        }
+        seen.len()
+    }
+
     /// Free CPUs among `candidates`.
     pub fn free_count(&self, candidates: impl IntoIterator<Item = usize>) -> usize {
         candidates.into_iter().filter(|&c| self.is_free(c)).count()
@@ -190,6 +204,18 @@ mod tests {
         // CPU 2 is idle but shares a core with 0; CPU 1 is on an idle core.
         assert_eq!(ids(&t, &occ.pick(&all, 1)), vec![1]);
         assert_eq!(ids(&t, &Occupancy::new(&t).pick(&all, 2)), vec![0, 1]);
+    }
+
+    #[test]
+    fn a_free_sibling_of_a_busy_core_is_not_an_idle_core() {
+        let t = topology::machine("1n:1l:2c:2t").unwrap(); // cores {0,2} {1,3}
+        let mut occ = Occupancy::new(&t);
+        let all: Vec<usize> = (0..4).collect();
+        assert_eq!(occ.idle_cores(all.iter().copied()), 2);
+        occ.add(&[0], 1.0);
+        assert_eq!(occ.free_count(all.iter().copied()), 3);
+        assert_eq!(occ.idle_cores(all.iter().copied()), 1);
+        assert_eq!(occ.idle_cores([2]), 0, "CPU 2's core is busy through CPU 0");
     }
 
     #[test]

@@ -569,13 +569,14 @@ impl<const N: usize> Few<N> {
     }
 }
 
-/// Free CPUs the process may use in `llc`; O(1) for unpinned processes.
+/// Idle cores the process may use in `llc`: a move is only worth considering to a
+/// thread of its own. The cost function has no SMT term, so a free sibling of a busy
+/// core would look like room and cost both threads ~40% (a sphinx3 moved beside a
+/// perlbench while whole cores of another LLC idled).
 fn room(layout: &Layout, mask: &AllowedMask, llc: usize) -> usize {
-    if mask.is_all() {
-        layout.occ.free_in_llc(llc)
-    } else {
-        free_cpus(layout, mask, llc).len()
-    }
+    layout
+        .occ
+        .idle_cores(mask.filter(layout.topology().llc_cpu_indices(llc)))
 }
 
 fn free_cpus(layout: &Layout, mask: &AllowedMask, llc: usize) -> Vec<usize> {

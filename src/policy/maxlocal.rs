@@ -284,25 +284,32 @@ fn free_in_node(
     if llcs.clone().map(free_in).sum::<usize>() < slots {
         return None;
     }
-    let mut best: Option<(usize, usize)> = None; // (llc, free count)
+    // An LLC with enough idle cores beats one that has room only on SMT siblings of
+    // busy cores, whatever its pressure: sharing a pipeline costs a thread about 40%,
+    // more than any cache or bandwidth sharing the pressure stands for.
+    let idle_in = |l: usize| occ.idle_cores(allowed.filter(topo.llc_cpu_indices(l))) >= slots;
+    let mut best: Option<(usize, bool, usize)> = None; // (llc, on idle cores, free count)
     for llc in llcs {
         let f = free_in(llc);
         if f < slots {
             continue;
         }
+        let idle = idle_in(llc);
         let better = match best {
             None => true,
-            Some((b, bf)) => {
-                pressure[llc] < pressure[b] - 1e-9
-                    || ((pressure[llc] - pressure[b]).abs() <= 1e-9 && f > bf)
+            Some((b, bidle, bf)) => {
+                (idle && !bidle)
+                    || (idle == bidle
+                        && (pressure[llc] < pressure[b] - 1e-9
+                            || ((pressure[llc] - pressure[b]).abs() <= 1e-9 && f > bf)))
             }
         };
         if better {
-            best = Some((llc, f));
+            best = Some((llc, idle, f));
         }
     }
     let domain: &[usize] = match best {
-        Some((llc, _)) => topo.llc_cpu_indices(llc),
+        Some((llc, _, _)) => topo.llc_cpu_indices(llc),
         None => topo.node_cpu_indices(ni),
     };
     let cands: Vec<usize> = allowed.filter(domain).filter(|&c| occ.is_free(c)).collect();

@@ -201,8 +201,11 @@ fn place(
         .iter()
         .map(|(&llc, cpus)| {
             let free = occ.free_count(cpus.iter().copied());
-            let fit = if free >= slots {
+            // Idle cores first; free SMT siblings of busy cores only after them.
+            let fit = if occ.idle_cores(cpus.iter().copied()) >= slots {
                 0.0
+            } else if free >= slots {
+                0.5
             } else if free > 0 {
                 1.0
             } else {

@@ -201,7 +201,10 @@ pub fn refine(layout: &mut Layout, threshold: f64) -> Vec<Move> {
                 if best.is_some_and(|(c, _)| cost >= c - 1e-12) {
                     continue;
                 }
-                if free_in_llc(layout, &masks[back], dst).len() >= slots {
+                // Room means idle cores: a free SMT sibling of a busy core would cost
+                // both threads more than the contention the move relieves.
+                let dst_cpus = masks[back].filter(layout.topology().llc_cpu_indices(dst));
+                if layout.occ.idle_cores(dst_cpus) >= slots {
                     best = Some((cost, dst));
                 }
             }

@@ -15,6 +15,8 @@
 #   NUMASCHED_VM_TIMEOUT seconds one guest may run before it counts as hung (600)
 #   NUMASCHED_VM_SCENARIOS  space-separated subset of scenarios to run in each guest;
 #                        `noharm` is not in the default list (it fails, see docs/vm.md)
+#   NUMASCHED_VM_SCENARIO_LIMIT  seconds one scenario may run inside the guest before
+#                        its watchdog says FAIL and the next one starts (360)
 #
 # Runs as root on a Debian-like host (installs what it needs with apt).
 set -eu
@@ -25,6 +27,8 @@ here="$repo/tests/vm"
 cache=${NUMASCHED_VM_CACHE:-$HOME/.cache/numasched-vm}
 out="$repo/target/vm"
 guest_timeout=${NUMASCHED_VM_TIMEOUT:-600}
+scenario_limit=${NUMASCHED_VM_SCENARIO_LIMIT:-360}
+case $scenario_limit in ''|*[!0-9]*) echo "NUMASCHED_VM_SCENARIO_LIMIT: '$scenario_limit' is not a whole number of seconds" >&2; exit 2 ;; esac
 bin=${NUMASCHED_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/numasched}
 # Set but empty: boot and power off only (measures boot time).
 scenarios=${NUMASCHED_VM_SCENARIOS-topo placement restore pinned migrate mems numad}
@@ -205,7 +209,8 @@ run_guest() {
   topology "$name"
   rm -rf "$conf_root"
   mkdir -p "$conf_root/etc"
-  printf 'TOPO=%s\n%s\nSCENARIOS="%s"\n' "$name" "$expect" "$scenarios" >"$conf_root/etc/nstest.conf"
+  printf 'TOPO=%s\n%s\nSCENARIOS="%s"\nSCENARIO_LIMIT=%s\n' "$name" "$expect" "$scenarios" \
+    "$scenario_limit" >"$conf_root/etc/nstest.conf"
   (cd "$conf_root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/conf-$name.cpio.gz"
   cat "$cache/base.cpio.gz" "$out/app.cpio.gz" "$out/conf-$name.cpio.gz" >"$out/initrd-$name.gz"
   rm -rf "$conf_root" "$out/conf-$name.cpio.gz"

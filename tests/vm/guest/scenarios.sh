@@ -663,6 +663,15 @@ nullable() { if [ "$1" = - ] || [ -z "$1" ]; then echo null; else echo "$1"; fi;
 # the kernel, a manager that never exits) says FAIL with where it was and what ran,
 # and the next scenario still runs, instead of the host's timeout losing the guest.
 SCENARIO_LIMIT=${SCENARIO_LIMIT:-360}
+# SIGKILLs every process whose command name is one of the arguments (no pkill here).
+kill_named() {
+  local d c n
+  for d in /proc/[0-9]*; do
+    c=$(cat "$d/comm" 2>/dev/null) || continue
+    for n in "$@"; do [ "$c" = "$n" ] && kill -9 "${d#/proc/}" 2>/dev/null; done
+  done
+  true
+}
 watchdog() {
   local s=$1 job=$2 i=0
   while [ -d "/proc/$job" ] && [ $i -lt "$SCENARIO_LIMIT" ]; do sleep 1; i=$((i + 1)); done
@@ -676,7 +685,7 @@ watchdog() {
       "$(cat "$d/wchan" 2>/dev/null)" "$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null | cut -c1-60)"
   done | grep -E ' (ns|numa|unshare)' || true
   kill -9 "$job" 2>/dev/null
-  pkill -9 nsload; pkill -9 nscpu; pkill -9 numad; pkill -9 -x numasched
+  kill_named nsload nscpu numad numasched
   balancing "$BALANCING_AT_BOOT"
 }
 for s in $SCENARIOS; do
