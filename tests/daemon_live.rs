@@ -20,7 +20,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use common::daemon::{view, Daemon, BIN};
+use common::daemon::{run_script, view, Daemon, BIN};
 use common::live::{allowed, busy, named_copy, thread_affinities, two_cpus, wait_secs, Guard};
 use common::numasched;
 
@@ -222,30 +222,17 @@ fn run_places_its_command_and_restores_what_outlives_it() {
     let pidfile = dir.path().join("orphan.pid");
     // The command starts a busy load that outlives it (its output elsewhere, so that
     // `output()` need not wait for it), reports the load's affinity once numasched
-    // has had time to place it, and exits 3.
+    // has placed it (up to 8 s: on a loaded host the load needs longer to show as busy,
+    // and the daemon rightly leaves alone what it has not seen busy), and exits 3.
     let script = format!(
-        "{bin} workload cpu --seconds 30 >/dev/null 2>&1 & echo $! > {pf}; sleep 1.5; \
-         grep Cpus_allowed_list /proc/$!/status; exit 3",
+        "{bin} workload cpu --seconds 30 >/dev/null 2>&1 & l=$!; echo $l > {pf}; i=0; \
+         while [ $i -lt 80 ] && grep -q 'Cpus_allowed_list:.*-' /proc/$l/status; do \
+         sleep 0.1; i=$((i + 1)); done; \
+         grep Cpus_allowed_list /proc/$l/status; exit 3",
         bin = bin.display(),
         pf = pidfile.display()
     );
-    let out = Command::new(BIN)
-        .args([
-            "run",
-            "--no-db",
-            "--pin",
-            "cpu",
-            "--interval",
-            "100ms",
-            "--min-replan-interval",
-            "100ms",
-        ])
-        .arg("--journal")
-        .arg(dir.path().join("journal.json"))
-        .args(["--", "sh", "-c", &script])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run");
+    let out = run_script(dir.path(), "100ms", &script);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let orphan: u32 = std::fs::read_to_string(&pidfile)

@@ -11,14 +11,12 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use common::daemon::{view, Daemon, BIN};
+use common::daemon::{run_script, view, Daemon, BIN};
 use common::live::{allowed, busy as load, thread_affinities as threads, two_cpus, wait_secs};
 
 fn thread_count(pid: u32) -> usize {
@@ -179,23 +177,7 @@ fn run_pinned_hard_a_late_child_does_not_share_the_first_ones_cpu() {
          grep Cpus_allowed_list /proc/$p1/status /proc/$p2/status; wait",
         b = bin.display()
     );
-    let out = Command::new(BIN)
-        .args([
-            "run",
-            "--no-db",
-            "--pin",
-            "cpu",
-            "--interval",
-            "200ms",
-            "--min-replan-interval",
-            "200ms",
-        ])
-        .arg("--journal")
-        .arg(dir.path().join("journal.json"))
-        .args(["--", "sh", "-c", &script])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run");
+    let out = run_script(dir.path(), "200ms", &script);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");

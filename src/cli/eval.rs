@@ -119,14 +119,16 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         write(&dir.join("results.json"), &json)?;
         write(&dir.join("results.csv"), &report::csv(&rows))?;
         write(&dir.join("table.txt"), &table)?;
-        let title = format!("numasched eval: suite {} on {}", suite.name, suite.machine);
         let notes = format!(
             "Simulated with numasched's performance model (docs/model.md); {} entries, \
              computed in {elapsed:.1} s.",
             rows.len()
         );
         let page = dir.join("report.html");
-        write(&page, &html::page(&title, &rows, &notes))?;
+        write(
+            &page,
+            &html::page(suite.name, &suite.machine, &rows, &notes),
+        )?;
         println!(
             "wrote results.json, results.csv, table.txt to {}",
             dir.display()

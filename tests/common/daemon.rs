@@ -118,3 +118,17 @@ pub fn view(status: &Value, pid: u32) -> Option<&Value> {
         .iter()
         .find(|p| p["pid"].as_u64() == Some(u64::from(pid)))
 }
+
+/// `numasched run --pin cpu` with a fast epoch (`interval`, also the re-plan interval)
+/// and a journal in `dir`, around `sh -c script`; its output once it has ended.
+pub fn run_script(dir: &Path, interval: &str, script: &str) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .args(["run", "--no-db", "--pin", "cpu", "--interval", interval])
+        .args(["--min-replan-interval", interval])
+        .arg("--journal")
+        .arg(dir.join("journal.json"))
+        .args(["--", "sh", "-c", script])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run numasched")
+}

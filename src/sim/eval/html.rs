@@ -1,226 +1,384 @@
-//! The evaluation as one self-contained HTML page with SVG charts in the manner of the
-//! published figures: improvement over Linux per workload and allocation map, each
-//! program's best and worst improvement, and every policy as a fraction of the oracle.
-//! No scripts and no external files, so the report can be mailed or archived as is.
+//! The evaluation as one self-contained HTML page: what the suite is and how to read
+//! it, the summary, and charts in the manner of the published figures (improvement over
+//! Linux per workload and allocation map, each program's best and worst, performance
+//! and unfairness per program, every policy as a fraction of the oracle). No scripts
+//! and no external files, so the report can be mailed or archived as is.
 
 use std::fmt::Write;
 
-use super::report::{policies, program_extremes, summaries};
+use super::charts::{colour, grouped_bars, span, Axis, Group, Series};
+use super::report::{policies, program_extremes, summaries, Summary};
 use super::runner::{Row, LINUX, ORACLE};
 
-const COLOURS: &[&str] = &[
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-    "#9c755f", "#bab0ac",
-];
+const STYLE: &str = "body{font-family:sans-serif;margin:16px 24px;max-width:1400px}\
+    table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;\
+    text-align:right;white-space:nowrap}th{background:#f4f4f4}.chart{overflow-x:auto}\
+    .legend{position:sticky;top:0;background:#fff;padding:6px 0;\
+    border-bottom:1px solid #ddd;z-index:1}.sw{display:inline-block;width:12px;\
+    height:12px;margin:0 4px 0 12px;vertical-align:middle}dt{font-weight:bold}\
+    dd{margin:0 0 6px 16px}";
 
-pub fn page(title: &str, rows: &[Row], notes: &str) -> String {
+/// What each built-in suite is, for the report's opening.
+fn about(suite: &str) -> &'static str {
+    match suite {
+        "nmass" => {
+            "The N-MASS evaluation of Majo &amp; Gross (ISMM 2011): eleven workloads of \
+             SPEC CPU2006 programs on a two-socket Nehalem, each under every allocation \
+             map. Memory stays where the map puts it; only CPU placement changes."
+        }
+        "nmass-migrate" => {
+            "The N-MASS workloads with page migration allowed: a policy may also move a \
+             process's memory (at 1 GB/s, amortised over a 300 s run, the copy's bandwidth \
+             charged to the processes sharing either memory controller)."
+        }
+        "membus" => {
+            "The memory-bus study of Tudu et al.: lbm, soplex, gromacs and hmmer ×2 on a \
+             two-package Xeon E5345, whose two dies per package share one front-side bus. \
+             The figures that matter are performance (mean solo time / time) and \
+             unfairness (coefficient of variation of the programs' speeds)."
+        }
+        "cmload" => {
+            "The memory-aware CPU allocation study of Kang et al.: 2 to 64 processes, half \
+             compute-bound and half STREAM-like, on a two-node machine with memory spread or \
+             all on node 0."
+        }
+        _ => "A suite of simulated workloads.",
+    }
+}
+
+const GLOSSARY: &str = "<dl>\
+    <dt>allocation map</dt><dd>One digit per program, in workload order: the node that \
+    holds its memory. <code>1100</code> puts the first two programs' memory on node 1 \
+    and the others' on node 0; <code>0000</code> puts all of it on node 0.</dd>\
+    <dt>improvement over Linux</dt><dd>Mean over the workload's programs of \
+    1 − T<sub>policy</sub> / T<sub>Linux</sub>, where T<sub>Linux</sub> is the mean \
+    over the CPU-balanced schedules Linux's load balancer settles on. Above zero: \
+    faster than Linux.</dd>\
+    <dt>fraction of the oracle</dt><dd>The policy's performance divided by that of the \
+    best placement found by searching all of them (1 = as good as the oracle).</dd>\
+    <dt>performance, unfairness</dt><dd>Performance is the mean over programs of \
+    T<sub>alone</sub> / T (1 = every program as fast as alone on the idle machine); \
+    unfairness is the coefficient of variation of those speeds (0 = all slowed \
+    alike).</dd></dl>";
+
+/// The report of one suite run on `machine`.
+pub fn page(suite: &str, machine: &str, rows: &[Row], notes: &str) -> String {
+    let title = format!("numasched eval: suite {suite} on {machine}");
     let mut out = String::new();
     let _ = write!(
         out,
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{t}</title>\
-         <style>body{{font-family:sans-serif;max-width:1100px;margin:auto}}\
-         table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;\
-         text-align:right}}svg{{display:block;margin:8px 0}}</style></head><body>\
-         <h1>{t}</h1><p>{n}</p>",
-        t = esc(title),
+         <style>{STYLE}</style></head><body><h1>{t}</h1><p>{a}</p><p>{n}</p>\
+         <h2>How to read it</h2>{GLOSSARY}",
+        t = esc(&title),
+        a = about(suite),
         n = esc(notes)
     );
     let pols: Vec<String> = policies(rows).into_iter().filter(|p| p != LINUX).collect();
-    out.push_str("<h2>Summary</h2><table><tr><th>suite</th><th>policy</th><th>mean improvement</th><th>min improvement</th><th>mean fraction of oracle</th><th>min fraction</th><th>worst entry</th></tr>");
+    summary_table(&mut out, rows);
+    out.push_str(&legend(&pols));
+    improvement_charts(&mut out, rows, &pols);
+    speed_charts(&mut out, rows);
+    extremes_charts(&mut out, rows, &pols);
+    oracle_chart(&mut out, rows);
+    out.push_str("</body></html>\n");
+    out
+}
+
+fn summary_table(out: &mut String, rows: &[Row]) {
+    out.push_str(
+        "<h2>Summary</h2><table><tr><th>policy</th><th>mean improvement</th>\
+         <th>min improvement</th><th>mean fraction of oracle</th><th>min fraction</th>\
+         <th>worst entry</th><th>performance</th><th>unfairness</th></tr>",
+    );
     for s in summaries(rows) {
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{}</td><td>{:+.2}%</td><td>{:+.2}%</td><td>{:.3}</td><td>{:.3}</td><td>{}</td></tr>",
-            esc(&s.suite),
+            "<tr><td>{}{}</td><td>{:+.2}%</td><td>{:+.2}%</td><td>{:.3}</td><td>{:.3}</td>\
+             <td>{}</td><td>{:.3}</td><td>{:.3}</td></tr>",
+            swatch(&s.policy),
             esc(&s.policy),
             100.0 * s.mean_improvement_vs_linux,
             100.0 * s.min_improvement_vs_linux,
             s.mean_fraction_of_oracle,
             s.min_fraction_of_oracle,
-            esc(&s.worst_entry)
+            esc(&s.worst_entry),
+            s.mean_performance,
+            s.mean_unfairness
         );
     }
     out.push_str("</table>");
-    out.push_str(&legend(&pols));
+}
 
-    out.push_str("<h2>Improvement over Linux per workload and allocation map</h2>");
-    let mut workloads: Vec<(String, String)> = Vec::new();
+fn improvement_charts(out: &mut String, rows: &[Row], pols: &[String]) {
+    out.push_str(
+        "<h2>Improvement over Linux per workload and allocation map</h2>\
+         <p>All charts of this section share one scale.</p>",
+    );
+    let range = span(
+        rows.iter()
+            .filter(|r| r.policy != LINUX)
+            .map(|r| 100.0 * r.improvement_vs_linux),
+        0.0,
+        1.0,
+    );
+    let series: Vec<Series> = pols.iter().map(|p| Series::new(p)).collect();
+    let mut workloads: Vec<(&str, &str)> = Vec::new();
     for r in rows {
-        let k = (r.suite.clone(), r.workload.clone());
-        if !workloads.contains(&k) {
-            workloads.push(k);
+        if !workloads.contains(&(r.suite.as_str(), r.workload.as_str())) {
+            workloads.push((&r.suite, &r.workload));
         }
     }
-    for (suite, wl) in &workloads {
+    for (suite, wl) in workloads {
         let mine: Vec<&Row> = rows
             .iter()
-            .filter(|r| &r.suite == suite && &r.workload == wl)
+            .filter(|r| r.suite == suite && r.workload == wl)
             .collect();
-        let mut maps: Vec<String> = Vec::new();
+        let mut maps: Vec<&str> = Vec::new();
         for r in &mine {
-            if !maps.contains(&r.map) {
-                maps.push(r.map.clone());
+            if !maps.contains(&r.map.as_str()) {
+                maps.push(&r.map);
             }
         }
-        let groups: Vec<(String, Vec<f64>)> = maps
+        let groups: Vec<Group> = maps
             .iter()
             .map(|m| {
-                let vals = pols
+                let values = pols
                     .iter()
                     .map(|p| {
                         mine.iter()
-                            .find(|r| &r.map == m && &r.policy == p)
-                            .map_or(0.0, |r| 100.0 * r.improvement_vs_linux)
+                            .find(|r| r.map == *m && &r.policy == p)
+                            .map(|r| 100.0 * r.improvement_vs_linux)
                     })
                     .collect();
-                (m.clone(), vals)
+                Group::new(m, values)
             })
             .collect();
         let programs = mine
             .first()
-            .map(|r| r.programs.join(" "))
+            .map(|r| program_list(&r.programs))
             .unwrap_or_default();
-        let _ = write!(
-            out,
-            "<h3>{} {} ({})</h3>",
-            esc(suite),
-            esc(wl),
-            esc(&programs)
-        );
-        out.push_str(&bars(&groups, "% improvement over linux", 0.0));
+        let _ = write!(out, "<h3>{} ({})</h3>", esc(wl), esc(&programs));
+        chart(out, &groups, &series, &improvement_axis(&range));
     }
+}
 
-    out.push_str("<h2>Per program: best and worst improvement over Linux</h2>");
-    for p in pols.iter().filter(|p| p.as_str() != ORACLE) {
-        let ex = program_extremes(rows, p);
-        if ex.is_empty() {
-            continue;
+/// Each program's speed (solo time / time, averaged over the entries it is in) under
+/// every policy, then each policy's performance and unfairness.
+fn speed_charts(out: &mut String, rows: &[Row]) {
+    let all = policies(rows);
+    let mut programs: Vec<&str> = Vec::new();
+    for r in rows {
+        for p in &r.programs {
+            if !programs.contains(&p.as_str()) {
+                programs.push(p);
+            }
         }
-        let groups: Vec<(String, Vec<f64>)> = ex
-            .iter()
-            .map(|(name, best, worst)| (name.clone(), vec![100.0 * best, 100.0 * worst]))
-            .collect();
-        let _ = write!(out, "<h3>{}</h3>", esc(p));
-        out.push_str(&legend(&["best".to_string(), "worst".to_string()]));
-        out.push_str(&bars(&groups, "% improvement over linux", 0.0));
     }
+    let groups: Vec<Group> = programs
+        .iter()
+        .map(|prog| {
+            let values = all
+                .iter()
+                .map(|pol| {
+                    let speeds: Vec<f64> = rows
+                        .iter()
+                        .filter(|r| &r.policy == pol)
+                        .flat_map(|r| r.programs.iter().zip(&r.times))
+                        .filter(|(name, t)| name.as_str() == *prog && **t > 0.0)
+                        .map(|(_, t)| 1.0 / t)
+                        .collect();
+                    (!speeds.is_empty()).then(|| speeds.iter().sum::<f64>() / speeds.len() as f64)
+                })
+                .collect();
+            Group::new(prog, values)
+        })
+        .collect();
+    let series: Vec<Series> = all.iter().map(|p| Series::new(p)).collect();
+    out.push_str(
+        "<h2>Performance and unfairness</h2><p>Each program's speed (alone / shared run \
+         time, 1 = as fast as alone) under every policy, Linux included, averaged over \
+         the entries it appears in.</p>",
+    );
+    out.push_str(&legend(&all));
+    chart(
+        out,
+        &groups,
+        &series,
+        &Axis {
+            title: "speed (T alone / T)",
+            range: span(
+                groups
+                    .iter()
+                    .flat_map(|g| g.values.iter().flatten().copied()),
+                0.0,
+                0.1,
+            ),
+            base: 0.0,
+            format: &|v| format!("{v:.2}"),
+        },
+    );
+    for (title, pick) in [
+        (
+            "performance (mean speed)",
+            (|s: &Summary| s.mean_performance) as fn(&Summary) -> f64,
+        ),
+        ("unfairness (CV of speeds)", |s: &Summary| s.mean_unfairness),
+    ] {
+        // One bar per policy, in the policy's colour.
+        let groups: Vec<Group> = summaries(rows)
+            .iter()
+            .map(|s| Group {
+                colour: Some(colour(&s.policy)),
+                ..Group::new(&s.policy, vec![Some(pick(s))])
+            })
+            .collect();
+        let _ = write!(out, "<h3>{title}</h3>");
+        chart(
+            out,
+            &groups,
+            &[Series::new(title)],
+            &Axis {
+                title,
+                range: span(groups.iter().flat_map(|g| g.values[0]), 0.0, 0.1),
+                base: 0.0,
+                format: &|v| format!("{v:.3}"),
+            },
+        );
+    }
+}
 
+/// Per program: name, best and worst improvement over Linux.
+type Extremes = Vec<(String, f64, f64)>;
+
+fn extremes_charts(out: &mut String, rows: &[Row], pols: &[String]) {
+    out.push_str(
+        "<h2>Per program: best and worst improvement over Linux</h2>\
+         <p>Over all entries a program appears in; all charts share one scale.</p>",
+    );
+    let per: Vec<(&String, Extremes)> = pols
+        .iter()
+        .filter(|p| p.as_str() != ORACLE)
+        .map(|p| (p, program_extremes(rows, p)))
+        .filter(|(_, ex)| !ex.is_empty())
+        .collect();
+    let range = span(
+        per.iter()
+            .flat_map(|(_, ex)| ex.iter().flat_map(|e| [100.0 * e.1, 100.0 * e.2])),
+        0.0,
+        1.0,
+    );
+    out.push_str(&legend(&["best".to_string(), "worst".to_string()]));
+    let series = [Series::new("best"), Series::new("worst")];
+    for (p, ex) in per {
+        let groups: Vec<Group> = ex
+            .iter()
+            .map(|(name, best, worst)| {
+                Group::new(name, vec![Some(100.0 * best), Some(100.0 * worst)])
+            })
+            .collect();
+        let _ = write!(out, "<h3>{}{}</h3>", swatch(p), esc(p));
+        chart(out, &groups, &series, &improvement_axis(&range));
+    }
+}
+
+fn oracle_chart(out: &mut String, rows: &[Row]) {
     out.push_str("<h2>Fraction of the oracle</h2>");
-    let groups: Vec<(String, Vec<f64>)> = summaries(rows)
+    let groups: Vec<Group> = summaries(rows)
         .into_iter()
         .filter(|s| s.policy != ORACLE)
         .map(|s| {
-            (
-                format!("{} {}", s.suite, s.policy),
-                vec![s.mean_fraction_of_oracle, s.min_fraction_of_oracle],
+            Group::new(
+                &s.policy,
+                vec![
+                    Some(s.mean_fraction_of_oracle),
+                    Some(s.min_fraction_of_oracle),
+                ],
             )
         })
         .collect();
     out.push_str(&legend(&["mean".to_string(), "minimum".to_string()]));
-    // Fractions live near 1: start the axis just below the lowest so differences show.
+    // Fractions live near 1: the axis starts just below the lowest, a step of 0.05,
+    // so differences show; the axis title says so.
     let lowest = groups
         .iter()
-        .flat_map(|g| g.1.iter().copied())
+        .flat_map(|g| g.values.iter().flatten().copied())
         .fold(1.0f64, f64::min);
-    let base = ((lowest - 0.02) * 20.0).floor() / 20.0;
-    out.push_str(&bars(
+    let base = (((lowest - 0.02) * 20.0).floor() / 20.0).min(0.95);
+    let title = format!("performance / oracle (axis from {base:.2})");
+    chart(
+        out,
         &groups,
-        "performance / oracle performance",
-        base.min(0.95),
-    ));
-    out.push_str("</body></html>\n");
-    out
+        &[Series::new("mean"), Series::new("minimum")],
+        &Axis {
+            title: &title,
+            range: span([1.0], base, 0.05),
+            base,
+            format: &|v| format!("{v:.2}"),
+        },
+    );
 }
 
-fn legend(names: &[String]) -> String {
-    let mut out = String::from("<p>");
-    for (i, n) in names.iter().enumerate() {
-        let _ = write!(
-            out,
-            "<span style=\"color:{}\">&#9632;</span> {} &nbsp; ",
-            COLOURS[i % COLOURS.len()],
-            esc(n)
-        );
-    }
-    out.push_str("</p>");
-    out
-}
-
-/// Grouped bar chart: one group per label, one bar per series, bars drawn from
-/// `base` (0 for signed figures), and an axis labelled at its extremes and at `base`.
-fn bars(groups: &[(String, Vec<f64>)], axis: &str, base: f64) -> String {
-    let series = groups.iter().map(|g| g.1.len()).max().unwrap_or(0).max(1);
-    let bar_w = 10.0;
-    let group_w = bar_w * series as f64 + 14.0;
-    let (h, top, left) = (180.0, 16.0, 60.0);
-    // Room on the right for the last rotated label.
-    let width = left + group_w * groups.len() as f64 + 90.0;
-    let vals = groups.iter().flat_map(|g| g.1.iter().copied());
-    let (mut lo, mut hi) = vals.fold((base, base), |(l, h), v| (l.min(v), h.max(v)));
-    if hi - lo < 1e-9 {
-        hi = lo + 1.0;
-    }
-    let pad = (hi - lo) * 0.05;
-    lo -= pad;
-    hi += pad;
-    let y = |v: f64| top + (hi - v) / (hi - lo) * h;
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0}\" height=\"{:.0}\" font-size=\"10\">",
-        width,
-        h + top + 60.0
-    );
-    let _ = write!(
-        out,
-        "<line x1=\"{left}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#000\"/>",
-        width - 85.0,
-        y(base),
-        y(base)
-    );
-    for v in [hi - pad, lo + pad, base] {
-        let _ = write!(
-            out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{v:.2}</text>",
-            left - 4.0,
-            y(v) + 3.0
-        );
-    }
-    let _ = write!(
-        out,
-        "<text x=\"10\" y=\"{:.1}\" transform=\"rotate(-90 10 {:.1})\" text-anchor=\"middle\">{}</text>",
-        top + h / 2.0,
-        top + h / 2.0,
-        esc(axis)
-    );
-    for (gi, (label, vals)) in groups.iter().enumerate() {
-        let x0 = left + 7.0 + gi as f64 * group_w;
-        for (si, &v) in vals.iter().enumerate() {
-            let (a, b) = (y(v), y(base));
-            let _ = write!(
-                out,
-                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{}: {v:.3}</title></rect>",
-                x0 + si as f64 * bar_w,
-                a.min(b),
-                bar_w - 1.0,
-                (a - b).abs().max(0.5),
-                COLOURS[si % COLOURS.len()],
-                esc(label)
-            );
+/// "mcf lbm" as is; a list with repeats by name and count ("compute ×16, stream ×16").
+fn program_list(programs: &[String]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for p in programs {
+        match counts.iter_mut().find(|(n, _)| n == p) {
+            Some((_, k)) => *k += 1,
+            None => counts.push((p, 1)),
         }
-        let cx = x0 + bar_w * vals.len() as f64 / 2.0;
-        let ly = top + h + 12.0;
-        let _ = write!(
-            out,
-            "<text x=\"{cx:.1}\" y=\"{ly:.1}\" transform=\"rotate(40 {cx:.1} {ly:.1})\">{}</text>",
-            esc(label)
-        );
     }
-    out.push_str("</svg>");
+    if counts.len() == programs.len() {
+        return programs.join(" ");
+    }
+    counts
+        .iter()
+        .map(|(n, k)| {
+            if *k > 1 {
+                format!("{n} ×{k}")
+            } else {
+                n.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The axis of every improvement-over-Linux chart, on the shared `range`.
+fn improvement_axis(range: &std::ops::Range<f64>) -> Axis<'static> {
+    Axis {
+        title: "improvement over Linux, %",
+        range: range.clone(),
+        base: 0.0,
+        format: &|v| format!("{v:+.1}%"),
+    }
+}
+
+fn chart(out: &mut String, groups: &[Group], series: &[Series], axis: &Axis) {
+    out.push_str("<div class=\"chart\">");
+    out.push_str(&grouped_bars(groups, series, axis));
+    out.push_str("</div>");
+}
+
+fn swatch(name: &str) -> String {
+    let c = colour(name);
+    format!(
+        "<span class=\"sw\" style=\"background:#{:02x}{:02x}{:02x}\"></span>",
+        c.0, c.1, c.2
+    )
+}
+
+/// The colours of `names`, kept in view while the charts scroll past.
+fn legend(names: &[String]) -> String {
+    let mut out = String::from("<div class=\"legend\">");
+    for n in names {
+        let _ = write!(out, "{}{}", swatch(n), esc(n));
+    }
+    out.push_str("</div>");
     out
 }
 
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -233,11 +391,11 @@ mod tests {
 
     #[test]
     fn page_is_self_contained_and_escaped() {
-        let row = Row {
+        let row = |policy: &str| Row {
             suite: "s".into(),
             workload: "W<1>".into(),
             map: "00".into(),
-            policy: "nmass".into(),
+            policy: policy.into(),
             programs: vec!["a".into()],
             times: vec![1.0],
             avg_slowdown: 0.0,
@@ -249,10 +407,25 @@ mod tests {
             proven_optimal: None,
             placements_evaluated: 1,
         };
-        let html = page("t", &[row], "n");
+        let html = page("nmass", "m", &[row("linux"), row("nmass")], "n");
         assert!(html.contains("W&lt;1&gt;"));
         assert!(!html.contains("<script"));
         assert_eq!(html.matches("<svg").count(), html.matches("</svg>").count());
-        assert!(html.matches("<svg").count() >= 3);
+        assert!(html.matches("<svg").count() >= 5);
+        assert!(
+            html.contains("allocation map"),
+            "the map notation is explained"
+        );
+        assert!(!html.contains("chart not drawn"), "every chart drawn");
+    }
+
+    #[test]
+    fn repeated_programs_are_counted() {
+        let v = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(program_list(&v(&["mcf", "lbm"])), "mcf lbm");
+        assert_eq!(
+            program_list(&v(&["compute", "stream", "compute", "stream", "lbm"])),
+            "compute ×2, stream ×2, lbm"
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! performance model, reported as tables, JSON, CSV and an HTML page of charts.
 
 pub mod bridge;
+pub mod charts;
 pub mod html;
 pub mod report;
 pub mod runner;

@@ -674,9 +674,13 @@ kill_named() {
 }
 watchdog() {
   local s=$1 job=$2 i=0
-  while [ -d "/proc/$job" ] && [ $i -lt "$SCENARIO_LIMIT" ]; do sleep 1; i=$((i + 1)); done
-  [ -d "/proc/$job" ] || return 0
-  echo "FAIL $s: no result after ${SCENARIO_LIMIT}s; its last steps (uptime, step):"
+  # Running = present and not a zombie (a finished job waits for `wait` to reap it).
+  running() { [ -d "/proc/$job" ] && ! grep -q '^State:.*Z' "/proc/$job/status" 2>/dev/null; }
+  while running && [ $i -lt "$SCENARIO_LIMIT" ]; do sleep 1; i=$((i + 1)); done
+  running || return 0
+  # The scenario of the job that was running (a job may hold two).
+  s=$(sed -n 's/^[0-9.]* scenario //p' "$TRAIL" | tail -n 1)
+  echo "FAIL ${s:-$1}: no result after ${SCENARIO_LIMIT}s; its last steps (uptime, step):"
   tail -n 8 "$TRAIL" 2>/dev/null | sed 's/^/    /'
   echo "  processes (pid state wchan command):"
   for d in /proc/[0-9]*; do
@@ -688,12 +692,25 @@ watchdog() {
   kill_named nsload nscpu numad numasched
   balancing "$BALANCING_AT_BOOT"
 }
-for s in $SCENARIOS; do
-  echo "--- $s"
+# `restore` goes on from the daemon and loads `placement` left running, so the two
+# share one job; after each job whatever it left running is stopped, so no scenario
+# sees another's daemon or loads.
+set -- $SCENARIOS
+while [ $# -gt 0 ]; do
+  s=$1; shift
+  job=$s
+  if [ "$s" = placement ] && [ "${1:-}" = restore ]; then job="placement restore"; shift; fi
   : >"$TRAIL"
-  ( "scenario_$s" ) &
-  watchdog "$s" $!
+  (
+    for one in $job; do
+      echo "--- $one"
+      trail "scenario $one"
+      "scenario_$one"
+    done
+  ) &
+  watchdog "$job" $!
   wait 2>/dev/null
+  kill_named nsload nscpu numad numasched
+  balancing "$BALANCING_AT_BOOT"
 done
-stop_daemon >/dev/null 2>&1
 true
