@@ -36,7 +36,7 @@ export PATH="$tmp/root/bin:$PATH"
 v=$(numasched --version 2>&1)
 if [[ $v == numasched\ * ]]; then ok "numasched on PATH: $v"; else bad "numasched --version: $v"; fi
 if numasched --help 2>&1 | grep -q "Usage: numasched"; then ok "numasched --help"; else bad "numasched --help"; fi
-if out=$(numasched topo 2>&1) && grep -q "^machine " <<<"$out"; then ok "numasched topo (this machine)"; else bad "numasched topo: $out"; fi
+if out=$(numasched topo 2>&1) && grep -q "node" <<<"$out"; then ok "numasched topo (this machine): $(head -n 1 <<<"$out")"; else bad "numasched topo: $out"; fi
 
 if out=$(cargo run --release -q -- eval --suite nmass --out target/eval-nmass 2>&1); then
   missing=""

@@ -71,9 +71,13 @@ pub struct Actuator<K: Kernel> {
     /// Longest time one pass spent in `move_pages` calls, seconds: what the epoch loop
     /// was held for by migration, reported so the bound can be checked live.
     longest_step_s: f64,
+    /// The step clock of the last `apply_at`, with its time: a `continue_migrations`
+    /// at the same time (the same epoch) goes on within it rather than starting another.
+    pass: Option<(f64, StepClock)>,
 }
 
 /// One pass's migration time: a deadline all its moves share, and what they spent.
+#[derive(Debug, Clone, Copy)]
 struct StepClock {
     deadline: f64,
     spent_s: f64,
@@ -118,6 +122,7 @@ impl<K: Kernel> Actuator<K> {
             self_pid: std::process::id(),
             refused: HashMap::new(),
             longest_step_s: 0.0,
+            pass: None,
         }
     }
 
@@ -141,12 +146,18 @@ impl<K: Kernel> Actuator<K> {
     /// [`advance_clock`](Self::advance_clock) then [`apply`](Self::apply).
     pub fn apply_at(&mut self, plan: &Plan, snapshot: &Snapshot, now_s: f64) -> ApplyReport {
         self.advance_clock(now_s);
-        self.apply(plan, snapshot)
+        let (report, clock) = self.apply_within(plan, snapshot);
+        self.pass = Some((now_s, clock));
+        report
     }
 
     /// Carries out `plan`, made from `snapshot`, as far as it safely can. Never stops
     /// early: every placement and page move gets its line in the report.
     pub fn apply(&mut self, plan: &Plan, snapshot: &Snapshot) -> ApplyReport {
+        self.apply_within(plan, snapshot).0
+    }
+
+    fn apply_within(&mut self, plan: &Plan, snapshot: &Snapshot) -> (ApplyReport, StepClock) {
         let machine: Vec<CpuId> = snapshot.topology.cpus().iter().map(|c| c.id).collect();
         let mut report = ApplyReport {
             dry_run: self.config.dry_run,
@@ -168,7 +179,7 @@ impl<K: Kernel> Actuator<K> {
         if !self.config.dry_run {
             self.bucket = bucket;
         }
-        report
+        (report, clock)
     }
 
     fn step_clock(&self) -> StepClock {
@@ -198,13 +209,21 @@ impl<K: Kernel> Actuator<K> {
 
     /// Moves the next chunks of every migration in progress, within the rate limit and
     /// [`STEP_SECONDS`](super::migrate::STEP_SECONDS) of loop time; called every
-    /// epoch, re-planned or not.
+    /// epoch, re-planned or not. After an `apply_at` at the same `now_s` it goes on
+    /// within that pass's step, so moves in progress advance in an epoch that re-planned
+    /// without the epoch spending more than one step.
     pub fn continue_migrations(&mut self, now_s: f64) -> Vec<Line> {
+        let pass = self.pass.take();
         if self.migrations.is_empty() || self.config.dry_run {
             return Vec::new();
         }
-        self.advance_clock(now_s);
-        let mut clock = self.step_clock();
+        let mut clock = match pass {
+            Some((t, clock)) if t == now_s => clock,
+            _ => {
+                self.advance_clock(now_s);
+                self.step_clock()
+            }
+        };
         let mut bucket = self.bucket.clone();
         let lines = self.step_migrations(&mut bucket, &mut clock);
         self.bucket = bucket;
@@ -1452,9 +1471,11 @@ mod tests {
 
     #[test]
     fn a_large_move_never_holds_an_epoch_longer_than_the_step() {
-        use crate::apply::migrate::CHUNK_BYTES;
-        // 1 ms per page on the fake clock: 256 pages (a chunk) take 0.256 s, so only
-        // one chunk fits an epoch's 0.1 s; without the bound, 339 MB would take hours.
+        use crate::apply::migrate::{CHUNK_BYTES, MIN_CHUNK_BYTES};
+        // 1 ms per page on the fake clock, as on a slow emulated machine: the first
+        // 1 MiB call (256 pages) takes 0.256 s and overruns the epoch's 0.1 s; after
+        // it the chunk halves until one call fits 25 ms, so later epochs are held for
+        // about 0.1 s. Without the bound, 339 MB would take hours in one call.
         let mut a = migrating(339);
         a.kernel().set_move_cost(0.001);
         let r = a.apply_at(&move_to_0(339), &snap(&[100]), 0.0);
@@ -1467,16 +1488,74 @@ mod tests {
                 .count()
         };
         assert_eq!(chunks(&a), 1, "one chunk, then the time was up");
-        a.continue_migrations(1.0);
-        assert_eq!(chunks(&a), 2, "one more the next epoch");
         let m = a.migrations().get(100).expect("in progress");
-        assert_eq!(m.moved_bytes, 2 * CHUNK_BYTES);
+        assert_eq!(m.moved_bytes, CHUNK_BYTES);
+        assert_eq!(
+            m.chunk_bytes(),
+            CHUNK_BYTES / 2,
+            "a slow call halves the next"
+        );
+        let first = a.longest_migration_step_s();
+        for epoch in 1..=6 {
+            a.continue_migrations(epoch as f64);
+        }
+        let m = a.migrations().get(100).expect("in progress");
+        assert_eq!(m.chunk_bytes(), MIN_CHUNK_BYTES, "64 KiB calls take 16 ms");
+        // Every later epoch: its calls start before 0.1 s and the last takes at most
+        // the previous chunk's time, so the hold stays under the first one's.
+        assert!(a.longest_migration_step_s() <= first + 1e-9);
+        let calls_before = chunks(&a);
+        let t = a.kernel().now();
+        a.continue_migrations(7.0);
+        let held = a.kernel().now() - t;
+        assert!(held < 0.1 + 0.017, "held {held} s");
+        assert!(
+            chunks(&a) - calls_before >= 6,
+            "64 KiB at a time, ~7 calls an epoch"
+        );
+    }
+
+    #[test]
+    fn moves_go_on_in_an_epoch_that_re_plans_without_a_second_step() {
+        let mut a = migrating(64);
+        a.kernel().set_move_cost(0.0002); // 51 ms a MiB
+                                          // The epoch that starts the move spends one step, carrying on included.
+        a.apply_at(&move_to_0(64), &snap(&[100]), 0.0);
+        a.continue_migrations(0.0);
+        let first = a.kernel().now();
+        assert!(first < 0.1 + 0.052, "one step, held {first} s");
+        let before = a.migrations().get(100).expect("in progress").moved_bytes;
+        // The next epoch re-plans with no new page move, then carries on.
+        let t = a.kernel().now();
+        a.apply_at(&plan(&[(100, &[0])]), &snap(&[100]), 1.0);
+        a.continue_migrations(1.0);
+        let held = a.kernel().now() - t;
+        let after = a.migrations().get(100).expect("in progress").moved_bytes;
+        assert!(after > before, "no progress in an epoch that re-planned");
+        assert!(held < 0.1 + 0.026, "one step, held {held} s");
+    }
+
+    #[test]
+    fn chunks_grow_back_when_calls_are_fast() {
+        use crate::apply::migrate::CHUNK_BYTES;
+        let mut a = migrating(640);
+        a.kernel().set_move_cost(0.001); // slow first: the chunk shrinks
+        a.apply_at(&move_to_0(640), &snap(&[100]), 0.0);
+        a.continue_migrations(1.0);
+        let shrunk = a.migrations().get(100).expect("in progress").chunk_bytes();
+        assert!(shrunk < CHUNK_BYTES);
+        // Then fast (0.26 ms a MiB): back to 1 MiB within the epoch, which ends with
+        // most of the 640 MB still to move.
+        a.kernel().set_move_cost(0.000001);
+        a.continue_migrations(2.0);
+        let grown = a.migrations().get(100).map(|m| m.chunk_bytes());
+        assert_eq!(grown, Some(CHUNK_BYTES));
     }
 
     #[test]
     fn moves_started_in_one_pass_share_one_step() {
-        // Four processes, each with 8 MB to move at 51 ms a chunk: a step of 0.1 s
-        // holds two or three chunks in all, not two or three per process started.
+        // Four processes, each with 8 MB to move at 51 ms a MiB: one step of 0.1 s in
+        // all, not one per process started (which held this pass for over 0.4 s).
         let pids = [100, 101, 102, 103];
         let k = kernel(&[(100, 1), (101, 1), (102, 1), (103, 1)]);
         for &pid in &pids {
@@ -1503,13 +1582,13 @@ mod tests {
             });
         }
         a.apply_at(&p, &snap(&pids), 0.0);
-        let chunks = a
-            .kernel()
-            .calls()
+        let moved: u64 = pids
             .iter()
-            .filter(|c| matches!(c, Call::MovePages { .. }))
-            .count();
-        assert!(chunks <= 3, "{chunks} chunks in one pass");
+            .filter_map(|&pid| a.migrations().get(pid))
+            .map(|m| m.moved_bytes)
+            .sum();
+        // 0.16 s at 0.2 ms a 4 KiB page is 3.3 MB.
+        assert!(moved > 0 && moved <= 3_300_000, "{moved} bytes in one pass");
         let held = a.longest_migration_step_s();
         assert!(held > 0.1 && held < 0.16, "held the pass {held} s");
     }
@@ -1517,8 +1596,9 @@ mod tests {
     #[test]
     fn exit_mid_migration_is_gone_and_forgotten() {
         let mut a = migrating(8);
-        a.kernel().set_move_cost(0.0002); // 51 ms a chunk: two chunks an epoch
-        a.kernel().inject_after(Op::MovePages, 100, 3, Fault::Exit);
+        // 51 ms a MiB: four calls the first epoch (1 MiB, then halving to 256 KiB).
+        a.kernel().set_move_cost(0.0002);
+        a.kernel().inject_after(Op::MovePages, 100, 5, Fault::Exit);
         let r = a.apply_at(&move_to_0(8), &snap(&[100]), 0.0);
         assert_eq!(r.moves[0].action, Action::Deferred, "{r}");
         let lines = a.continue_migrations(1.0);

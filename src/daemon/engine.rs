@@ -249,10 +249,8 @@ impl<K: Kernel> Engine<K> {
                 self.replan(&obs.snapshot, now, unix, &mut rep);
             }
         }
-        // A re-plan's pass already spent this epoch's migration time.
-        if rep.apply.is_none() {
-            self.carry_on_migrating(now, unix, &mut rep);
-        }
+        // After a re-plan this goes on within the pass's step (one step per epoch).
+        self.carry_on_migrating(now, unix, &mut rep);
         if self.epoch % SWEEP_EVERY == 0 {
             self.actuator.forget_gone(&obs.snapshot);
         }

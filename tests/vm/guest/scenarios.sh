@@ -560,10 +560,10 @@ scenario_migrate() {
   say "daemon: ${CASE_REASON:-(no line about pid $CASE_PID in its log; last lines follow)}"
   [ -n "$CASE_REASON" ] || tail -n 5 "$DAEMON_LOG" | sed 's/^/    /'
   say "nearest node(s) with CPUs to node $MIGRATE_HOME: $(nearest_cpu_nodes "$MIGRATE_HOME" "$MIGRATE_HOME")"
-  # Page moves go in steps of at most 0.1 s per epoch (plus the 1 MiB chunk under way
-  # when the time runs out): the step the daemon measured must stay within two 500 ms
-  # intervals however much memory moves (384 ms seen while the host compiled: under
-  # TCG on a busy host one chunk can take most of 300 ms). The whole epoch also reads /proc under TCG on
+  # Page moves go in steps of at most 0.1 s per epoch (plus the call under way when the
+  # time runs out; chunks shrink while calls are slow): the step the daemon measured
+  # must stay within two 500 ms intervals however much memory moves (384-455 ms seen
+  # with 1 MiB chunks before they adapted: under TCG one 1 MiB call took ~350 ms). The whole epoch also reads /proc under TCG on
   # a shared host (once 1.1 s, 3.1 s while the host compiled), so it gets a loose bound
   # that still catches a move in one piece (320 MiB at the guest's 5-8 MB/s: > 40 s).
   say "longest migration step: ${CASE_MAX_STEP:-?} ms; slowest epoch: ${CASE_MAX_EPOCH:-?} ms"
