@@ -3,9 +3,7 @@
 //! One `migrate_pages(2)` call moves a whole process however large it is: 339 MB at a
 //! 64 MB/s setting held a QEMU guest's epoch loop for 9 s. So a planned page move
 //! becomes a [`Migration`]: the process's movable regions ([`super::regions`]) walked
-//! with `move_pages(2)`, a chunk at a time: [`CHUNK_BYTES`] at first, halved while
-//! calls are slow (down to [`MIN_CHUNK_BYTES`]) and grown back when they are fast, so
-//! one call takes about a quarter of the step on any machine. Each epoch moves at most
+//! with `move_pages(2)`, a chunk of [`CHUNK_BYTES`] at a time. Each epoch moves at most
 //! what the rate bucket holds and at most [`STEP_SECONDS`] of the loop's time, then
 //! stops where it is and goes on next epoch. Before each epoch's chunks it checks the
 //! process is still the one planned for (pid + start time) and that the target node is
@@ -22,18 +20,9 @@ use super::kernel::{Kernel, KernelError};
 use super::report::{Action, Line, Subject};
 use crate::topology::{cpulist, NodeId};
 
-/// Bytes handed to the first `move_pages` call of a migration, and the most any call
-/// gets: short enough that one call stays in the milliseconds on real machines.
+/// Bytes handed to one `move_pages` call: short enough that one call stays in the
+/// milliseconds even under software emulation (1 MiB took ~25 ms in a TCG guest).
 pub const CHUNK_BYTES: u64 = 1 << 20;
-
-/// The fewest bytes a call gets: below this the per-call cost dominates.
-pub const MIN_CHUNK_BYTES: u64 = 64 << 10;
-
-/// Time one call should take. The step's deadline is checked between calls, so a slow
-/// call overruns it: where a 1 MiB call takes far longer (a TCG guest on a busy host
-/// took up to ~350 ms), the chunk halves until a call fits this, and grows back when
-/// calls are fast, so the loop is held for about [`STEP_SECONDS`] on any machine.
-const CALL_SECONDS: f64 = STEP_SECONDS / 4.0;
 
 /// Loop time one epoch may spend moving pages.
 pub const STEP_SECONDS: f64 = 0.1;
@@ -54,13 +43,6 @@ pub struct Migration {
     regions: Vec<(u64, u64, u64)>,
     /// Epochs it has been stepped in.
     pub epochs: u32,
-    /// Bytes the next `move_pages` call gets (see [`CALL_SECONDS`]).
-    #[serde(default = "first_chunk")]
-    chunk_bytes: u64,
-}
-
-fn first_chunk() -> u64 {
-    CHUNK_BYTES
 }
 
 impl Migration {
@@ -89,7 +71,6 @@ impl Migration {
             reason,
             regions: walk,
             epochs: 0,
-            chunk_bytes: CHUNK_BYTES,
         })
     }
 
@@ -102,27 +83,12 @@ impl Migration {
         self.regions.iter().map(|(s, e, _)| e - s).sum()
     }
 
-    /// Bytes the next call gets.
-    pub fn chunk_bytes(&self) -> u64 {
-        self.chunk_bytes
-    }
-
-    /// Sizes the next chunk from how long the last call took: halved when it took
-    /// longer than [`CALL_SECONDS`], doubled when it took under a quarter of that.
-    fn pace(&mut self, took: f64) {
-        if took > CALL_SECONDS {
-            self.chunk_bytes = (self.chunk_bytes / 2).max(MIN_CHUNK_BYTES);
-        } else if took < CALL_SECONDS / 4.0 {
-            self.chunk_bytes = (self.chunk_bytes * 2).min(CHUNK_BYTES);
-        }
-    }
-
     /// The next chunk's page addresses, and the walk advanced past them.
     fn next_chunk(&mut self) -> Vec<u64> {
         let Some(&(start, end, page)) = self.regions.first() else {
             return Vec::new();
         };
-        let stop = end.min(start.saturating_add(self.chunk_bytes.max(page)));
+        let stop = end.min(start.saturating_add(CHUNK_BYTES.max(page)));
         let addrs: Vec<u64> = (start..stop).step_by(page as usize).collect();
         if stop >= end {
             self.regions.remove(0);
@@ -144,6 +110,11 @@ enum End {
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Migrations {
     active: BTreeMap<u32, Migration>,
+    /// The longest single `move_pages` call so far, seconds. A step stops at the first
+    /// deadline check past [`STEP_SECONDS`], so it holds the loop for at most that plus
+    /// one call: with this figure the bound can be checked on a live machine.
+    #[serde(default)]
+    longest_call_s: f64,
 }
 
 impl Migrations {
@@ -157,6 +128,11 @@ impl Migrations {
 
     pub fn is_empty(&self) -> bool {
         self.active.is_empty()
+    }
+
+    /// The longest single `move_pages` call so far, seconds.
+    pub fn longest_call_s(&self) -> f64 {
+        self.longest_call_s
     }
 
     /// Starts `m` unless the process has one in progress already.
@@ -189,7 +165,7 @@ impl Migrations {
                 continue;
             };
             m.epochs += 1;
-            let end = advance(m, kernel, bucket, deadline);
+            let end = advance(m, kernel, bucket, deadline, &mut self.longest_call_s);
             let m = m.clone();
             let mk = |action, detail: String| Line {
                 pid,
@@ -247,6 +223,7 @@ fn advance<K: Kernel + ?Sized>(
     kernel: &K,
     bucket: &mut TokenBucket,
     deadline: f64,
+    longest_call_s: &mut f64,
 ) -> Option<End> {
     let dropped = |e: KernelError| {
         if e.is_gone() {
@@ -281,7 +258,7 @@ fn advance<K: Kernel + ?Sized>(
         ));
     }
     while !m.done() {
-        if kernel.now() >= deadline || bucket.available() < m.chunk_bytes as f64 {
+        if kernel.now() >= deadline || bucket.available() < CHUNK_BYTES as f64 {
             return None;
         }
         let page = m.regions.first().map_or(4096, |r| r.2);
@@ -289,7 +266,7 @@ fn advance<K: Kernel + ?Sized>(
         let targets = vec![m.to; addrs.len()];
         let t0 = kernel.now();
         let moved = kernel.move_pages(m.pid, &addrs, &targets);
-        m.pace(kernel.now() - t0);
+        *longest_call_s = longest_call_s.max(kernel.now() - t0);
         match moved {
             Ok(status) => {
                 let there = status.iter().filter(|&&s| s == m.to as i32).count() as u64;

@@ -580,6 +580,7 @@ impl<K: Kernel> Engine<K> {
         let views = self.views();
         s.max_epoch_ms = self.max_epoch_ms;
         s.max_migration_step_ms = self.actuator.longest_migration_step_s() * 1e3;
+        s.max_migration_call_ms = self.actuator.longest_migration_call_s() * 1e3;
         s.migrations = self
             .actuator
             .migrations()
