@@ -637,8 +637,9 @@ impl<K: Kernel> Actuator<K> {
                 // A thread the application pinned itself (its affinity differs from
                 // the main thread's, at numasched's first pass) is its own: left as it
                 // is, and never "restored".
-                // Later, a thread numasched has no record of is its own only if it
-                // carries numasched's set (it was created since, and inherited it).
+                // Later, a thread numasched has no record of (created since) is taken
+                // over only if it carries numasched's set, which it inherited; with any
+                // other set the application chose it. Once the application's, always.
                 let recorded = entry.as_ref().is_some_and(|e| e.threads.contains_key(&tid));
                 let known_foreign = entry.as_ref().is_some_and(|e| e.foreign.contains(&tid));
                 let foreign = if known_foreign {
