@@ -251,8 +251,10 @@ impl<K: Kernel> Actuator<K> {
         r
     }
 
-    /// Restores everything, for shutdown.
+    /// Restores everything, for shutdown. Children forked since the last epoch's
+    /// walk carry numasched's set too: they are found first, and go back with the rest.
     pub fn restore_all(&mut self) -> Vec<(u32, Restored)> {
+        self.adopt_descendants();
         undo::restore_all(&self.kernel, &mut self.journal)
     }
 
@@ -271,72 +273,16 @@ impl<K: Kernel> Actuator<K> {
         })
     }
 
-    /// Journals every descendant of a changed process that still carries the set
-    /// numasched gave its parent (it forked after placement, and fork copies the
-    /// affinity), so that it is restored with the parent, on every exit path and after
-    /// a crash, whether or not it is ever managed itself. Its original is the parent's
-    /// original. A child that set its own affinity is its own, and is left out. Runs
-    /// every epoch; grandchildren are found through children adopted earlier in the
-    /// same walk. Returns how many processes were adopted.
+    /// Journals the descendants that carry a set numasched gave their parent (see
+    /// [`undo::adopt_descendants`]). Runs every epoch and before every restore.
     pub fn adopt_descendants(&mut self) -> usize {
         if self.config.dry_run {
             return 0;
         }
-        let mut adopted = 0;
-        let mut queue: Vec<u32> = self.journal.pids();
-        let mut seen: std::collections::HashSet<u32> = queue.iter().copied().collect();
-        while let Some(parent) = queue.pop() {
-            let Some((original, applied)) = self
-                .journal
-                .entry(parent)
-                .and_then(|e| e.applied.clone().map(|a| (e.original.clone(), a)))
-            else {
-                continue;
-            };
-            let Ok(kids) = self.kernel.children(parent) else {
-                continue;
-            };
-            for kid in kids {
-                if !seen.insert(kid) || self.protected(kid) {
-                    continue;
-                }
-                if self.journal.entry(kid).is_some() {
-                    queue.push(kid);
-                    continue;
-                }
-                let Ok(id) = self.kernel.identity(kid) else {
-                    continue;
-                };
-                if id.kernel_thread {
-                    continue;
-                }
-                let Ok(tids) = self.kernel.threads(kid) else {
-                    continue;
-                };
-                let carrying: Vec<u32> = tids
-                    .iter()
-                    .copied()
-                    .filter(|&t| {
-                        self.kernel
-                            .affinity(kid, t)
-                            .is_ok_and(|c| sorted(&c) == sorted(&applied))
-                    })
-                    .collect();
-                if carrying.is_empty() {
-                    continue;
-                }
-                self.journal.begin(kid, id.start_time, &original);
-                for t in carrying {
-                    self.journal
-                        .remember_thread(kid, id.start_time, t, &original);
-                }
-                self.journal.set_applied(kid, id.start_time, &applied);
-                self.journal.set_adopted(kid, id.start_time, true);
-                adopted += 1;
-                queue.push(kid);
-            }
-        }
-        adopted
+        let (self_pid, exclude) = (self.self_pid, self.config.exclude.clone());
+        undo::adopt_descendants(&self.kernel, &mut self.journal, |pid| {
+            pid <= 2 || pid == self_pid || exclude.contains(&pid)
+        })
     }
 
     /// The parent's original affinity when `p`'s affinity (`main`) is exactly what
@@ -544,7 +490,10 @@ impl<K: Kernel> Actuator<K> {
         match &entry {
             Some(e) => {
                 if let Some(applied) = &e.applied {
-                    if !subset(&main, applied) {
+                    // Outside numasched's set, or narrowed inside it while another
+                    // thread still carries the set whole (a cpuset narrows them all).
+                    let narrowed_alone = undo::re_pinned_alone(pid, &main, &current, applied);
+                    if !subset(&main, applied) || narrowed_alone {
                         // Someone re-pinned it after numasched did: their choice now.
                         // Threads they did not touch (`taskset -p` sets the main
                         // thread only) still carry numasched's set: those go back,
@@ -640,17 +589,20 @@ impl<K: Kernel> Actuator<K> {
                 // Later, a thread numasched has no record of (created since) is taken
                 // over only if it carries numasched's set, which it inherited; with any
                 // other set the application chose it. Once the application's, always.
+                // A thread numasched set and that no longer carries that set, while
+                // the main thread still does, was re-pinned alone since (the
+                // application pinned it, or `taskset -p` on its tid): theirs from now.
                 let recorded = entry.as_ref().is_some_and(|e| e.threads.contains_key(&tid));
                 let known_foreign = entry.as_ref().is_some_and(|e| e.foreign.contains(&tid));
+                let applied = entry.as_ref().and_then(|e| e.applied.as_ref());
                 let foreign = if known_foreign {
                     true
                 } else if round == 0 && !existed && inherited.is_none() {
                     cur != main
                 } else if round == 0 && existed && !recorded {
-                    entry
-                        .as_ref()
-                        .and_then(|e| e.applied.as_ref())
-                        .is_some_and(|a| sorted(a) != sorted(&cur))
+                    applied.is_some_and(|a| sorted(a) != sorted(&cur))
+                } else if round == 0 && existed {
+                    applied.is_some_and(|a| undo::re_pinned_alone(tid, &cur, &current, a))
                 } else {
                     false
                 };
@@ -1146,6 +1098,71 @@ mod tests {
             a.kernel().affinity_of(100, 102),
             Some(vec![1]),
             "not widened"
+        );
+    }
+
+    /// Issue 17: a thread that pinned itself after numasched placed the process (to a
+    /// CPU inside numasched's set or outside it) is the application's from then on:
+    /// a re-plan does not move it, and stopping does not widen it.
+    #[test]
+    fn a_thread_that_pins_itself_after_placement_is_its_own() {
+        let k = FakeKernel::new(&[0, 1, 2]);
+        k.add(100, 100, 3, &[0, 1, 2]);
+        let mut a = actuator(k);
+        let s = Snapshot {
+            topology: topology::machine("1n:1l:3c:1t").unwrap(),
+            processes: snap(&[100]).processes,
+        };
+        a.apply(&plan(&[(100, &[0, 1])]), &s);
+        assert_eq!(a.kernel().affinity_of(100, 102), Some(vec![0, 1]));
+        a.kernel()
+            .with_proc(100, |p| p.threads.insert(101, vec![1]));
+        a.kernel()
+            .with_proc(100, |p| p.threads.insert(102, vec![2]));
+        let r = a.apply(&plan(&[(100, &[2])]), &s);
+        assert_eq!(action(&r, 100), Action::Done, "{r}");
+        assert_eq!(
+            a.kernel().affinity_of(100, 100),
+            Some(vec![2]),
+            "ours, moved"
+        );
+        assert_eq!(a.kernel().affinity_of(100, 101), Some(vec![1]), "theirs");
+        assert_eq!(a.kernel().affinity_of(100, 102), Some(vec![2]), "theirs");
+        a.restore_all();
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1, 2]));
+        assert_eq!(
+            a.kernel().affinity_of(100, 101),
+            Some(vec![1]),
+            "not widened"
+        );
+        assert_eq!(
+            a.kernel().affinity_of(100, 102),
+            Some(vec![2]),
+            "not widened"
+        );
+    }
+
+    /// Issue 17: `taskset -p -c 0 PID` inside numasched's own set {0, 1} narrows the
+    /// main thread alone (a cpuset would narrow every thread): the administrator's.
+    #[test]
+    fn a_main_thread_narrowed_inside_numascheds_set_is_theirs() {
+        let k = FakeKernel::new(&[0, 1, 2]);
+        k.add(100, 100, 2, &[0, 1, 2]);
+        let mut a = actuator(k);
+        let s = Snapshot {
+            topology: topology::machine("1n:1l:3c:1t").unwrap(),
+            processes: snap(&[100]).processes,
+        };
+        a.apply(&plan(&[(100, &[0, 1])]), &s);
+        a.kernel()
+            .with_proc(100, |p| p.threads.insert(100, vec![0]));
+        let r = a.apply(&plan(&[(100, &[2])]), &s);
+        assert_eq!(action(&r, 100), Action::Refused, "{r}");
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0]), "theirs");
+        assert_eq!(
+            a.kernel().affinity_of(100, 101),
+            Some(vec![0, 1, 2]),
+            "back"
         );
     }
 

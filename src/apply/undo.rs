@@ -87,6 +87,12 @@ pub fn restore<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal, pid: u32) 
     };
     let mut errors = Vec::new();
     let (mut threads, mut foreign) = (0, 0);
+    // Every thread's set now, to tell a thread re-pinned alone from a cpuset that
+    // narrowed every thread alike.
+    let now_all: Vec<(u32, Vec<crate::topology::CpuId>)> = tids
+        .iter()
+        .filter_map(|&t| kernel.affinity(pid, t).ok().map(|c| (t, c)))
+        .collect();
     for tid in tids {
         if entry.foreign.contains(&tid) {
             foreign += 1;
@@ -100,6 +106,10 @@ pub fn restore<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal, pid: u32) 
             let recorded = entry.threads.contains_key(&tid);
             match kernel.affinity(pid, tid) {
                 Ok(now) if recorded && !now.iter().all(|c| applied.contains(c)) => {
+                    foreign += 1;
+                    continue;
+                }
+                Ok(now) if recorded && re_pinned_alone(tid, &now, &now_all, applied) => {
                     foreign += 1;
                     continue;
                 }
@@ -127,6 +137,89 @@ pub fn restore<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal, pid: u32) 
     } else {
         Restored::Failed(errors)
     }
+}
+
+/// Journals every descendant of a changed process that still carries the set
+/// numasched gave its parent (it forked after placement, and fork copies the
+/// affinity), so that it is restored with the parent, on every exit path and after
+/// a crash, whether or not it is ever managed itself. Its original is the parent's
+/// original. A child that set its own affinity is its own, and is left out. Runs
+/// every epoch; grandchildren are found through children adopted earlier in the
+/// same walk. Returns how many processes were adopted.
+pub fn adopt_descendants<K: Kernel + ?Sized>(
+    kernel: &K,
+    journal: &mut Journal,
+    protected: impl Fn(u32) -> bool,
+) -> usize {
+    let mut adopted = 0;
+    let mut queue: Vec<u32> = journal.pids();
+    let mut seen: std::collections::HashSet<u32> = queue.iter().copied().collect();
+    while let Some(parent) = queue.pop() {
+        let Some((original, applied)) = journal
+            .entry(parent)
+            .and_then(|e| e.applied.clone().map(|a| (e.original.clone(), a)))
+        else {
+            continue;
+        };
+        let Ok(kids) = kernel.children(parent) else {
+            continue;
+        };
+        for kid in kids {
+            if !seen.insert(kid) || protected(kid) {
+                continue;
+            }
+            if journal.entry(kid).is_some() {
+                queue.push(kid);
+                continue;
+            }
+            let Ok(id) = kernel.identity(kid) else {
+                continue;
+            };
+            if id.kernel_thread {
+                continue;
+            }
+            let Ok(tids) = kernel.threads(kid) else {
+                continue;
+            };
+            let carrying: Vec<u32> = tids
+                .iter()
+                .copied()
+                .filter(|&t| {
+                    kernel
+                        .affinity(kid, t)
+                        .is_ok_and(|c| same_set(&c, &applied))
+                })
+                .collect();
+            if carrying.is_empty() {
+                continue;
+            }
+            journal.begin(kid, id.start_time, &original);
+            for t in carrying {
+                journal.remember_thread(kid, id.start_time, t, &original);
+            }
+            journal.set_applied(kid, id.start_time, &applied);
+            journal.set_adopted(kid, id.start_time, true);
+            adopted += 1;
+            queue.push(kid);
+        }
+    }
+    adopted
+}
+
+/// Whether thread `tid`, which numasched set to `applied`, was re-pinned on its own
+/// since: it no longer carries the set while another thread of the process still
+/// does. (A cpuset that shrank narrows every thread alike and is not a re-pin; nor is
+/// a process whose threads all moved, which the caller judges as a whole.)
+pub fn re_pinned_alone(
+    tid: u32,
+    now: &[crate::topology::CpuId],
+    threads: &[(u32, Vec<crate::topology::CpuId>)],
+    applied: &[crate::topology::CpuId],
+) -> bool {
+    !same_set(now, applied)
+        && threads
+            .iter()
+            .any(|(t, c)| *t != tid && same_set(c, applied))
 }
 
 fn same_set(a: &[crate::topology::CpuId], b: &[crate::topology::CpuId]) -> bool {

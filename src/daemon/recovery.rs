@@ -234,6 +234,9 @@ pub fn recover<K: Kernel>(
     let Some(mut journal) = file.load()? else {
         return Ok(Vec::new());
     };
+    // Children forked after the last epoch the killed daemon ran carry its sets too.
+    let me = std::process::id();
+    undo::adopt_descendants(kernel, &mut journal, |pid| pid <= 2 || pid == me);
     let restored = undo::restore_all(kernel, &mut journal);
     if journal.is_empty() {
         file.remove()?;

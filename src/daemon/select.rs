@@ -96,6 +96,9 @@ impl Selector {
         if self.exclude_pid.contains(&pid) || self.exclude_comm.is_match(comm) {
             return false;
         }
+        if c.stat.is_realtime() {
+            return false;
+        }
         let cgroup = if self.needs_cgroup() {
             cgroup_of(&self.proc_root, pid)
         } else {
@@ -210,6 +213,25 @@ mod tests {
         );
         crate::observe::proc::parse_stat(line.as_bytes(), Path::new("/proc/x/stat"))
             .expect("valid stat line")
+    }
+
+    /// Issue 17: real-time tasks are placed by whoever made them real-time; even
+    /// when named by an include rule (or run under `run`), they are left alone.
+    #[test]
+    fn real_time_tasks_are_never_selected() {
+        let sel = selector(|s| s.include_comm = vec!["rt*".into()]);
+        for policy in [1, 2, 6] {
+            let mut s = stat(10, 1, "rtjob");
+            s.policy = policy;
+            assert!(s.is_realtime());
+            assert_eq!(sel.verdict(&cand(&s, 1.0, 1 << 30), None), Verdict::Out);
+            assert_eq!(
+                sel.verdict(&cand(&s, 1.0, 1 << 30), Some(true)),
+                Verdict::Out
+            );
+        }
+        let s = stat(10, 1, "rtjob");
+        assert_eq!(sel.verdict(&cand(&s, 1.0, 1 << 30), None), Verdict::Admit);
     }
 
     fn cand(s: &Stat, cpu: f64, rss: u64) -> Candidate<'_> {

@@ -45,6 +45,10 @@ pub struct Stat {
     pub rss_pages: u64,
     /// CPU it last ran on.
     pub processor: Option<CpuId>,
+    /// Scheduling policy of the main thread (`SCHED_*`); 0 where the line is too short
+    /// to say.
+    #[serde(default)]
+    pub policy: u32,
 }
 
 impl Stat {
@@ -54,6 +58,13 @@ impl Stat {
     /// mistake.
     pub fn is_kernel_thread(&self) -> bool {
         self.flags & PF_KTHREAD != 0 || self.pid == 2 || self.ppid == 2
+    }
+
+    /// A real-time task (SCHED_FIFO, SCHED_RR, SCHED_DEADLINE) is placed by whoever
+    /// made it real-time: its CPUs are part of its timing guarantees (a deadline task
+    /// cannot be moved at all, EBUSY), so numasched leaves it alone.
+    pub fn is_realtime(&self) -> bool {
+        matches!(self.policy, 1 | 2 | 6)
     }
 }
 
@@ -113,6 +124,7 @@ pub fn parse_stat(bytes: &[u8], path: &Path) -> Result<Stat, ObserveError> {
         start_time: s.starttime,
         rss_pages: s.rss,
         processor: s.processor.and_then(|c| u32::try_from(c).ok()),
+        policy: s.policy.unwrap_or(0),
     })
 }
 

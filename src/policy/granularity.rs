@@ -12,6 +12,8 @@
 //! [`Granular`] wraps any policy and also decides who the policy sees:
 //! - processes using almost no CPU are not planned at all: they keep (or get back)
 //!   every CPU they are allowed, and take no CPU from a busy process;
+//! - at the soft granularities (LLC, node), a process nothing is known of (no MPKI,
+//!   no NUMA penalty) is not confined: there is no gain to weigh against the cost;
 //! - the rest are handed to the policy busiest first, so where it breaks ties by
 //!   order, CPU demand decides who gets a free CPU, not the pid;
 //! - with hard pinning, processes on an LLC where the plan makes some time-share a
@@ -133,6 +135,7 @@ impl Policy for Granular {
                         .push_str(" (its LLC time-shares CPUs: all of it, for fair shares)");
                     w
                 }
+                Some(_) if !hard(self.pin) && uncharacterised(p) => unknown_placement(topo, p),
                 Some(pl) => widen(topo, p, pl, self.pin),
                 None if idle.iter().any(|i| i.pid == p.pid) => idle_placement(topo, p),
                 None => Placement::unchanged(p.pid, "not planned".into()),
@@ -180,6 +183,27 @@ fn idle_placement(topo: &Topology, p: &Process) -> Placement {
             "idle ({:.2} CPUs): not placed, may run on every CPU it is allowed",
             p.cpu_demand
         ),
+    )
+}
+
+/// Nothing is known of how the process uses memory: no MPKI, no NUMA penalty (no
+/// counters, no profile, nothing learned). A policy can rank it, but confining it to
+/// a cache or a node has no predicted gain to weigh against what it may cost, so at
+/// the soft granularities it is left to the kernel, as on a machine where no
+/// placement can help. Hard pinning is an operator's explicit choice and still pins.
+fn uncharacterised(p: &Process) -> bool {
+    p.mpki.is_none() && p.numa_penalty.is_none()
+}
+
+fn unknown_placement(topo: &Topology, p: &Process) -> Placement {
+    Placement::new(
+        topo,
+        p.pid,
+        allowed_ids(topo, p),
+        "not characterised (no MPKI or NUMA penalty from counters, a profile or \
+         learning): nothing to gain from confining it; may run on every CPU it is \
+         allowed"
+            .to_string(),
     )
 }
 
@@ -292,6 +316,34 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Issue 12: a process nothing is known of is not confined at the soft
+    /// granularities (no predicted gain to weigh against a cost no model sees, such as
+    /// two busy threads on one LLC's CPUs); known ones are; hard pinning pins both.
+    #[test]
+    fn a_process_nothing_is_known_of_is_not_confined_at_llc_or_node() {
+        let mut known = busy(10, 2.0, 1);
+        known.mpki = Some(20.0);
+        known.numa_penalty = Some(1.4);
+        let unknown = busy(11, 2.0, 1);
+        let s = snap("2n:1l:2c:1t", vec![known, unknown]);
+        for pin in [Pin::Llc, Pin::Node] {
+            let plan = Granular::new(by_name("nmass").expect("policy"), pin).plan(&s);
+            assert_eq!(
+                planned(&plan, 10).cpus,
+                vec![2, 3],
+                "{pin}: known, on its home"
+            );
+            let pl = planned(&plan, 11);
+            assert_eq!(pl.cpus, vec![0, 1, 2, 3], "{pin}: unknown, everywhere");
+            assert!(pl.reason.contains("not characterised"), "{}", pl.reason);
+        }
+        let plan = Granular::new(by_name("nmass").expect("policy"), Pin::Cpu).plan(&s);
+        assert!(
+            planned(&plan, 11).cpus.len() <= 2,
+            "hard pinning still pins"
+        );
     }
 
     #[test]

@@ -31,6 +31,11 @@ impl Daemon {
 
     /// With epochs (and the shortest re-plan interval) of `interval`.
     pub fn every(dir: &Path, interval: &str, extra: &[&str]) -> Daemon {
+        Daemon::with_journal(dir, &dir.join("journal.json"), interval, extra)
+    }
+
+    /// With its journal at `journal` rather than in `dir`.
+    pub fn with_journal(dir: &Path, journal: &Path, interval: &str, extra: &[&str]) -> Daemon {
         let log = dir.join("daemon.log");
         let socket = dir.join("numasched.sock");
         let mut cmd = Command::new(BIN);
@@ -39,7 +44,7 @@ impl Daemon {
             .arg(&socket)
             .args(["--interval", interval, "--min-replan-interval", interval])
             .arg("--journal")
-            .arg(dir.join("journal.json"))
+            .arg(journal)
             .args(["--min-cpu", "0", "--log-format", "json"])
             .args(extra)
             .env("NUMASCHED_LOG", "debug")

@@ -16,6 +16,13 @@ cp /usr/bin/numasched /usr/bin/nscpu    # cpu-bound loads
 SOCK=/tmp/s.sock
 DAEMON_LOG=/tmp/daemon.log
 
+# Without hardware counters (none under TCG) a process is characterised only by the
+# profile store, and numasched confines no process it knows nothing of (--pin llc and
+# node). The stream loads get a profile, as an operator would give them: MPKI 20,
+# NUMA penalty 1.4, like a streaming SPEC program. The cpu loads get none.
+PROFILE_DB=/tmp/profiles.db
+numasched profile set nsload --mpki 20 --numa-penalty 1.4 --db "$PROFILE_DB" >/dev/null
+
 # ---------------------------------------------------------------- small helpers
 
 say() { echo "  $*"; }        # detail lines; the host only counts PASS/FAIL/SKIP
@@ -137,7 +144,8 @@ start_daemon() {
   local db=--no-db
   case " $* " in *" --db "*) db="" ;; esac
   rm -f "$SOCK"
-  numasched daemon $db --socket "$SOCK" --interval 500ms --min-replan-interval 500ms \
+  numasched daemon $db --socket "$SOCK" --interval "${DAEMON_INTERVAL_MS:-500}ms" \
+    --min-replan-interval "${DAEMON_INTERVAL_MS:-500}ms" \
     --min-cpu 0 "$@" >>"$DAEMON_LOG" 2>&1 &
   DAEMON_PID=$!
   local i=0
@@ -268,7 +276,7 @@ scenario_placement() {
   done
   [ -z "$why" ] || { echo "FAIL placement:$why"; return; }
   sleep 2   # a little CPU history, so every load counts as running
-  numasched plan --json --no-db --min-cpu 0 --include-comm nsload >/tmp/plan.json 2>/tmp/plan.err ||
+  numasched plan --json --db "$PROFILE_DB" --min-cpu 0 --include-comm nsload >/tmp/plan.json 2>/tmp/plan.err ||
     { echo "FAIL placement: numasched plan failed: $(head -c 300 /tmp/plan.err)"; return; }
   plan_placements </tmp/plan.json >/tmp/plan.txt
   for pid in $LOAD_PIDS; do
@@ -279,7 +287,7 @@ scenario_placement() {
     say "load $pid memory on node $n: plan cpus [$(grep "^$pid|" /tmp/plan.txt | cut -d'|' -f2)]: $(plan_reason "$pid")"
   done </tmp/loads.home
 
-  start_daemon --include-comm nsload
+  start_daemon --include-comm nsload --db "$PROFILE_DB"
   [ -S "$SOCK" ] || { echo "FAIL placement: daemon did not open $SOCK: $(tail -n 3 $DAEMON_LOG)"; return; }
   WAIT_S=15
   bad=$(wait_plan_applied /tmp/plan.txt $LOAD_PIDS) || why="$why$bad"
@@ -411,7 +419,7 @@ scenario_pinned() {
   pinned=$(start_stream "$far" 64 120 "/usr/bin/taskset -c $pin")
   free=$(start_stream "$far" 64 120)
   wait_touched "$pinned" 60 && wait_touched "$free" 60 || { echo "FAIL pinned: loads never touched their memory"; stop_pids $pinned $free; return; }
-  start_daemon --include-comm nsload
+  start_daemon --include-comm nsload --db "$PROFILE_DB"
   sleep 4
   [ "$(affinity "$free")" != "$(all_cpus)" ] || why="$why the daemon placed nothing (unpinned load still on all CPUs);"
   for t in $(thread_affinities "$pinned"); do
@@ -436,11 +444,9 @@ scenario_pinned() {
 # manager but the kernel's own balancing (kernel.numa_balancing=1), what an operator has
 # by default; each manager is measured alone.
 #
-# Without hardware counters a load is characterised only by the profile store; with no
-# profile its NUMA penalty is taken as 1, so no page move can pay off and numasched
-# never migrates. The case therefore gives `nsload` a profile (MPKI 20, penalty 1.4,
-# like a streaming SPEC program), as an operator would.
-PROFILE_DB=/tmp/profiles.db
+# The load has the stream loads' profile (see PROFILE_DB at the top): with none its
+# NUMA penalty would count as 1, no page move could pay off, and numasched would
+# never migrate.
 run_case() {
   local mgr=$1 mib=$2 secs=$3 early=$4 hogs="" c pid t0 before after settle="" i mpid="" \
     frac=0 nodes cpus sum=0 samples=0
@@ -457,8 +463,6 @@ run_case() {
   before=$(pages_by_node "$pid" | tr '\n' ' ')
   case $mgr in
     numasched)
-      [ -f "$PROFILE_DB" ] || numasched profile set nsload --mpki 20 --numa-penalty 1.4 \
-        --db "$PROFILE_DB" >/dev/null
       start_daemon --include-comm 'ns*' --migrate-pages --migrate-rate 64 --policy auto \
         --db "$PROFILE_DB"
       mpid=$DAEMON_PID ;;
@@ -555,7 +559,15 @@ balancing() { [ -w /proc/sys/kernel/numa_balancing ] && echo "$1" >/proc/sys/ker
 # migrate: numasched --migrate-pages runs the load off its full home node and moves its
 # pages after it (or, honestly, SKIP when the policy decides otherwise).
 scenario_migrate() {
-  run_case numasched 320 120 1 || { echo "FAIL migrate: $CASE_ERR"; return; }
+  # At the default 1 s interval: the bound below is two intervals, and what an epoch
+  # costs under TCG apart from page moves (reading /proc: 0.4-0.9 s measured) does not
+  # shrink with the interval. Steps of 100 ms move ~3 MB an epoch here, so 320 MiB
+  # take ~110 epochs: the window is 200 s (it ends 3 s after the load settles).
+  DAEMON_INTERVAL_MS=1000
+  if ! run_case numasched 320 200 1; then
+    unset DAEMON_INTERVAL_MS; echo "FAIL migrate: $CASE_ERR"; return
+  fi
+  unset DAEMON_INTERVAL_MS
   say "load on [$CASE_CPUS] (node(s) $CASE_NODES); pages per node before: $CASE_BEFORE after: $CASE_AFTER"
   say "local fraction $CASE_FRAC, $CASE_MOVED pages moved, settled after ${CASE_SETTLE}s"
   say "daemon: ${CASE_REASON:-(no line about pid $CASE_PID in its log; last lines follow)}"
@@ -567,15 +579,15 @@ scenario_migrate() {
   # whatever its size (384-705 ms steps measured; smaller chunks made it worse, 1180 ms
   # on 4n: the per-call cost dominates), so the bound is checked against the longest
   # call the daemon measured rather than against a fixed figure. The whole epoch also
-  # reads /proc under TCG on a shared host (1.1 s once, 3.1 s while the host compiled),
-  # so it gets a loose bound that still catches a move in one piece (> 40 s here).
+  # reads /proc under TCG (1.08 s once at a 500 ms interval, CI 2026-11-24): issue 12
+  # bounds it at two intervals, here 2 s.
   say "longest migration step: ${CASE_MAX_STEP:-?} ms; longest call: ${CASE_MAX_CALL:-?} ms; slowest epoch: ${CASE_MAX_EPOCH:-?} ms"
   if [ -z "$CASE_MAX_STEP" ] || [ -z "$CASE_MAX_CALL" ] || [ -z "$CASE_MAX_EPOCH" ]; then
     echo "FAIL migrate: status --json had no max_migration_step_ms, max_migration_call_ms or max_epoch_ms"
   elif awk -v m="$CASE_MAX_STEP" -v c="$CASE_MAX_CALL" 'BEGIN { exit !(m > 100 + c + 50) }'; then
     echo "FAIL migrate: page moves held an epoch for ${CASE_MAX_STEP} ms, more than 100 ms + the longest call (${CASE_MAX_CALL} ms) + 50 ms"
-  elif awk -v m="$CASE_MAX_EPOCH" 'BEGIN { exit !(m > 5000) }'; then
-    echo "FAIL migrate: an epoch took ${CASE_MAX_EPOCH} ms (more than ten 500 ms intervals) while pages moved"
+  elif awk -v m="$CASE_MAX_EPOCH" 'BEGIN { exit !(m > 2000) }'; then
+    echo "FAIL migrate: an epoch took ${CASE_MAX_EPOCH} ms (more than two 1 s intervals) while pages moved"
   elif [ "$CASE_MOVED" -gt 0 ] && [ "${CASE_PAGES_DONE:-0}" = 0 ]; then
     echo "FAIL migrate: $CASE_MOVED pages moved, but the daemon's log has no page move of pid $CASE_PID done"
   elif [ "$CASE_MOVED" -gt 0 ] && awk -v f="$CASE_FRAC" 'BEGIN { exit !(f >= 0.9) }'; then
@@ -612,8 +624,6 @@ scenario_mems() {
   fi
   say "load $pid: Mems_allowed_list $(sed -n 's/^Mems_allowed_list:\t*//p' "/proc/$pid/status")"
   before=$(pages_by_node "$pid" | tr '\n' ' ')
-  [ -f "$PROFILE_DB" ] || numasched profile set nsload --mpki 20 --numa-penalty 1.4 \
-    --db "$PROFILE_DB" >/dev/null
   start_daemon --include-comm 'ns*' --migrate-pages --migrate-rate 64 --policy auto --db "$PROFILE_DB"
   sleep 15
   after=$(pages_by_node "$pid" | tr '\n' ' ')
