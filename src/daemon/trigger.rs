@@ -14,7 +14,8 @@
 //! undoes a harm numasched did is made at once: a process that needs more CPUs than
 //! the last plan sized it for (demand rose by a whole CPU, a new thread, a throttled
 //! set: see [`super::need`]), or CPUs a stopped, idle or exited process no longer
-//! uses while others could. A process that needs fewer CPUs is an improvement.
+//! uses while others could, and the CPUs of a process that now needs a whole CPU fewer
+//! (sized from its recent peak, so the fall has lasted).
 
 use std::collections::HashMap;
 
@@ -137,8 +138,10 @@ impl Trigger {
                     proc.pid, b.slots
                 ));
             } else if slots < b.slots {
-                out.push(format!(
-                    "pid {} needs {slots} CPUs, planned for {}",
+                // Its set holds CPUs it no longer uses (sizing keeps the peak of the
+                // last epochs, so this is a lasting fall, not noise): they go back now.
+                harms.push(format!(
+                    "pid {} needs {slots} CPUs, planned for {}: returns the rest",
                     proc.pid, b.slots
                 ));
             }
@@ -307,8 +310,22 @@ mod tests {
             t.decide(&s, 101.0, &P, vec!["pid 2 stopped".into()]),
             Decision::Replan(_)
         ));
-        // Needing fewer CPUs is an improvement: it waits.
+        // Needing a whole CPU fewer re-plans at once too: its CPUs go back (issue 12).
         t.planned(&grown, 200.0);
-        assert!(matches!(t.decide(&s, 201.0, &P, vec![]), Decision::Wait(_)));
+        let Decision::Replan(r) = t.decide(&s, 201.0, &P, vec![]) else {
+            panic!("CPUs a process no longer uses must not wait")
+        };
+        assert_eq!(
+            r,
+            vec!["pid 1 needs 1 CPUs, planned for 2: returns the rest"]
+        );
+        // An MPKI change only improves: it waits for the interval.
+        let mut moved = s.clone();
+        moved.processes[1].mpki = Some(20.0);
+        t.planned(&s, 300.0);
+        assert!(matches!(
+            t.decide(&moved, 301.0, &P, vec![]),
+            Decision::Wait(_)
+        ));
     }
 }
