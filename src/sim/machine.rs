@@ -47,6 +47,10 @@ pub struct MachineParams {
     pub package_bus_gbps: Option<f64>,
     /// Sustainable fraction of the port and package bus peaks.
     pub bus_efficiency: f64,
+    /// Time lost each time ownership of the package bus passes from one bus controller
+    /// to another (an arbitration/turnaround clock), ns. 0: none.
+    #[serde(default)]
+    pub bus_turnaround_ns: f64,
     /// Mean number of lines a core sends to memory together (outstanding misses and
     /// prefetch streams). Queueing is that of bursts of this many lines, so latency starts
     /// to rise well before a resource is full, as loaded-latency measurements show.
@@ -54,6 +58,9 @@ pub struct MachineParams {
     /// Pipeline throughput each of two busy SMT siblings gets, relative to running alone.
     pub smt_share: f64,
 }
+
+/// Memory traffic one E5345 front-side bus sustains, GB/s (Tudu et al. §2.3).
+pub const FSB_SUSTAINED_GBPS: f64 = 3.0;
 
 /// Utilisation at which queueing delay is evaluated at most; keeps the delay finite
 /// while the solver passes through overloaded intermediate states.
@@ -78,6 +85,7 @@ impl MachineParams {
             llc_port_gbps: None,
             package_bus_gbps: None,
             bus_efficiency: 0.7,
+            bus_turnaround_ns: 0.0,
             burst_lines: 8.0,
             smt_share: 0.6,
         }
@@ -119,13 +127,19 @@ impl MachineParams {
             dram_efficiency: 0.65,
             inter_package_gbps: None,
             intra_package_gbps: None,
-            // A die's bus interface speaks the FSB protocol at the FSB's rate, so the
-            // FSB shared with the other die is always the tighter queue; modelling both
-            // would count one queue twice.
+            // A die's bus controller speaks the FSB protocol at the FSB's rate: it is not
+            // a narrower pipe but the agent that arbitrates for the FSB on behalf of its
+            // two cores (`ResourceKind::BusController`), so it has no rate of its own.
             llc_port_gbps: None,
             package_bus_gbps: Some(1.333 * 8.0),
-            // Estimate: sustained FSB throughput (address/snoop phases, turnarounds).
-            bus_efficiency: 0.65,
+            // Measured: one FSB sustains about 3 GB/s of memory traffic (Tudu et al.
+            // §2.3: one stream task alone draws 2.88–2.92 GB/s, near the bus's limit),
+            // 28% of the 10.67 GB/s peak (address/snoop phases, the MCH's turnarounds).
+            bus_efficiency: FSB_SUSTAINED_GBPS / (1.333 * 8.0),
+            // One 333 MHz bus clock each time the request bus passes between the two
+            // dies' controllers (symmetric agents arbitrate in rotation; a new owner
+            // costs a turnaround clock). Estimate from the FSB protocol.
+            bus_turnaround_ns: 1.0 / 0.333,
             ..MachineParams::generic()
         }
     }
@@ -220,6 +234,12 @@ impl MachineParams {
         frac("dram_efficiency", self.dram_efficiency)?;
         frac("link_efficiency", self.link_efficiency)?;
         frac("bus_efficiency", self.bus_efficiency)?;
+        if !(self.bus_turnaround_ns.is_finite() && self.bus_turnaround_ns >= 0.0) {
+            return Err(format!(
+                "bus_turnaround_ns: {} must be a finite number ≥ 0",
+                self.bus_turnaround_ns
+            ));
+        }
         frac("smt_share", self.smt_share)?;
         Ok(())
     }
