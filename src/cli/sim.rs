@@ -196,6 +196,7 @@ fn resource_name(k: &sim::ResourceKind) -> String {
         K::NodeLink { from, to } => format!("link node index {from} -> {to}"),
         K::LlcPort { llc } => format!("port of LLC {llc}"),
         K::PackageBus { package } => format!("bus of package {package}"),
+        K::BusController { llc } => format!("bus controller of LLC {llc}"),
     }
 }
 

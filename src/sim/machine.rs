@@ -37,7 +37,9 @@ pub struct MachineParams {
     /// Peak bandwidth, per direction, between two nodes of the same package (SNC,
     /// NPS), GB/s. `None`: the on-die fabric is not a bottleneck.
     pub intra_package_gbps: Option<f64>,
-    /// Payload fraction of the interconnects (header flits per line).
+    /// Sustainable fraction of the interconnects' peak for memory traffic: header flits
+    /// per line, and on machines where it was measured, the whole remote path's limit
+    /// (link-layer credits, the home agent's tracking of remote requests).
     pub link_efficiency: f64,
     /// Peak bandwidth of the port through which one LLC domain reaches memory (the die's
     /// bus interface, a CCX's link to the I/O die), GB/s. `None`: not a bottleneck.
@@ -47,6 +49,10 @@ pub struct MachineParams {
     pub package_bus_gbps: Option<f64>,
     /// Sustainable fraction of the port and package bus peaks.
     pub bus_efficiency: f64,
+    /// Time lost each time ownership of the package bus passes from one bus controller
+    /// to another (an arbitration/turnaround clock), ns. 0: none.
+    #[serde(default)]
+    pub bus_turnaround_ns: f64,
     /// Mean number of lines a core sends to memory together (outstanding misses and
     /// prefetch streams). Queueing is that of bursts of this many lines, so latency starts
     /// to rise well before a resource is full, as loaded-latency measurements show.
@@ -54,6 +60,13 @@ pub struct MachineParams {
     /// Pipeline throughput each of two busy SMT siblings gets, relative to running alone.
     pub smt_share: f64,
 }
+
+/// Memory traffic one E5345 front-side bus sustains, GB/s (Tudu et al. §2.3).
+pub const FSB_SUSTAINED_GBPS: f64 = 3.0;
+
+/// Sustained fraction of the Nehalem QPI's per-direction peak that remote memory traffic
+/// reaches (Tudu et al. Table 4; see `MachineParams::nehalem_e5520`).
+pub const NEHALEM_REMOTE_PATH_EFFICIENCY: f64 = 0.4;
 
 /// Utilisation at which queueing delay is evaluated at most; keeps the delay finite
 /// while the solver passes through overloaded intermediate states.
@@ -78,6 +91,7 @@ impl MachineParams {
             llc_port_gbps: None,
             package_bus_gbps: None,
             bus_efficiency: 0.7,
+            bus_turnaround_ns: 0.0,
             burst_lines: 8.0,
             smt_share: 0.6,
         }
@@ -98,8 +112,13 @@ impl MachineParams {
             inter_package_gbps: Some(23.44 / 2.0),
             llc_port_gbps: Some(25.6),
             bus_efficiency: 0.65,
-            // A line crosses QPI as 8 data flits and 1 header flit.
-            link_efficiency: 8.0 / 9.0,
+            // Measured: remote stream tasks together sustain about as much as one local
+            // stream task beside them (Tudu et al., Table 4, L = 1, R ≥ 2: 0.96–0.97),
+            // and a lone remote stream runs 1.5–1.6 × as long (Kang et al., Fig. 2): the
+            // remote path (QPI credits, the home agent's remote trackers) sustains about
+            // 40% of the link's 11.72 GB/s per direction, far below its 8/9 payload rate.
+            // Majo & Gross (§3.4) likewise see it saturate well before the link's peak.
+            link_efficiency: NEHALEM_REMOTE_PATH_EFFICIENCY,
             ..MachineParams::generic()
         }
     }
@@ -119,13 +138,19 @@ impl MachineParams {
             dram_efficiency: 0.65,
             inter_package_gbps: None,
             intra_package_gbps: None,
-            // A die's bus interface speaks the FSB protocol at the FSB's rate, so the
-            // FSB shared with the other die is always the tighter queue; modelling both
-            // would count one queue twice.
+            // A die's bus controller speaks the FSB protocol at the FSB's rate: it is not
+            // a narrower pipe but the agent that arbitrates for the FSB on behalf of its
+            // two cores (`ResourceKind::BusController`), so it has no rate of its own.
             llc_port_gbps: None,
             package_bus_gbps: Some(1.333 * 8.0),
-            // Estimate: sustained FSB throughput (address/snoop phases, turnarounds).
-            bus_efficiency: 0.65,
+            // Measured: one FSB sustains about 3 GB/s of memory traffic (Tudu et al.
+            // §2.3: one stream task alone draws 2.88–2.92 GB/s, near the bus's limit),
+            // 28% of the 10.67 GB/s peak (address/snoop phases, the MCH's turnarounds).
+            bus_efficiency: FSB_SUSTAINED_GBPS / (1.333 * 8.0),
+            // One 333 MHz bus clock each time the request bus passes between the two
+            // dies' controllers (symmetric agents arbitrate in rotation; a new owner
+            // costs a turnaround clock). Estimate from the FSB protocol.
+            bus_turnaround_ns: 1.0 / 0.333,
             ..MachineParams::generic()
         }
     }
@@ -220,6 +245,12 @@ impl MachineParams {
         frac("dram_efficiency", self.dram_efficiency)?;
         frac("link_efficiency", self.link_efficiency)?;
         frac("bus_efficiency", self.bus_efficiency)?;
+        if !(self.bus_turnaround_ns.is_finite() && self.bus_turnaround_ns >= 0.0) {
+            return Err(format!(
+                "bus_turnaround_ns: {} must be a finite number ≥ 0",
+                self.bus_turnaround_ns
+            ));
+        }
         frac("smt_share", self.smt_share)?;
         Ok(())
     }

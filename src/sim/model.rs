@@ -150,9 +150,11 @@ struct State {
     mpi: Vec<f64>,
     latency: Vec<f64>,
     cache: Vec<f64>,
-    /// Per resource: queueing delay (ns) and traffic (GB/s).
+    /// Per resource: queueing delay (ns), traffic (GB/s), and the sustainable
+    /// bandwidth it offers (a bus controller's share of its bus varies with the load).
     delay: Vec<f64>,
     traffic: Vec<f64>,
+    capacity: Vec<f64>,
     clock_ghz: f64,
     sweeps: usize,
     converged: bool,
@@ -186,6 +188,7 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
         cache: vec![0.0; nt],
         delay: vec![0.0; nr],
         traffic: vec![0.0; nr],
+        capacity: net.resources.iter().map(|r| r.capacity).collect(),
         clock_ghz: f,
         sweeps: 0,
         converged: false,
@@ -203,6 +206,16 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
     let mut llc_insert = vec![0.0; net.llc_bytes.len()];
     let mut prev_cpi = vec![0.0; nt];
     let mut scratch: Vec<(f64, f64, f64)> = Vec::new();
+    let mut others: Vec<f64> = Vec::new();
+    let mut mva: Vec<MvaUser> = Vec::new();
+    let line = params.line_bytes;
+    // Per thread and resource on its path: the queueing delay its misses see there
+    // (the same for every user of a FIFO queue; per user at a bus controller).
+    let mut wait: Vec<Vec<f64>> = net
+        .threads
+        .iter()
+        .map(|th| vec![0.0; th.uses.len()])
+        .collect();
     while s.sweeps < MAX_SWEEPS {
         s.sweeps += 1;
         // 1. Miss rates from cache shares; CPI from the current delays.
@@ -215,7 +228,8 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
             let queue: f64 = th
                 .uses
                 .iter()
-                .map(|u| u.latency_weight * s.delay[u.resource])
+                .zip(&wait[t])
+                .map(|(u, &w)| u.latency_weight * w)
                 .sum();
             s.latency[t] = th.base_latency + queue;
             s.cpi[t] = d.core_cpi * th.smt_stretch + stall_per_ns[t] * s.latency[t];
@@ -224,6 +238,82 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
         //    falls as its own delay rises, so the fixed point is unique.
         for (r, users) in crossing.iter().enumerate() {
             let res = &net.resources[r];
+            if res.closed {
+                let (c, residual) = match res.bus {
+                    None => (res.capacity, 0.0),
+                    Some(bus) => {
+                        // Round-robin arbitration: this controller may use what the others
+                        // leave of the bus, and at least an equal share (max-min fairness).
+                        others.clear();
+                        for &o in &net.buses[bus].agents {
+                            if o != r {
+                                others.push(
+                                    crossing[o]
+                                        .iter()
+                                        .map(|&(t, u)| {
+                                            let th = &net.threads[t];
+                                            th.run_share * f * s.mpi[t] * th.uses[u].bytes_per_miss
+                                                / s.cpi[t]
+                                        })
+                                        .sum(),
+                                );
+                            }
+                        }
+                        // Every change of owner costs a turnaround: with round robin, a share
+                        // 2·(total − largest)/total of the transfers change owner.
+                        let mine: f64 = users
+                            .iter()
+                            .map(|&(t, u)| {
+                                let th = &net.threads[t];
+                                th.run_share * f * s.mpi[t] * th.uses[u].bytes_per_miss / s.cpi[t]
+                            })
+                            .sum();
+                        let total = mine + others.iter().sum::<f64>();
+                        let largest = others.iter().copied().fold(mine, f64::max);
+                        let switching = if total > 0.0 {
+                            (2.0 * (total - largest) / total).min(1.0)
+                        } else {
+                            0.0
+                        };
+                        let raw = net.buses[bus].capacity;
+                        let whole = raw / (1.0 + switching * params.bus_turnaround_ns * raw / line);
+                        // A miss that finds its controller idle waits only for the transfer in
+                        // progress for another controller: the residual of one line.
+                        let busy = (others.iter().sum::<f64>() / whole).min(1.0);
+                        let residual = busy * line / whole / 2.0;
+                        let c = fair_share(whole, &mut others);
+                        (c, residual)
+                    }
+                };
+                s.capacity[r] = c;
+                mva.clear();
+                for &(t, u) in users {
+                    let th = &net.threads[t];
+                    let us = th.uses[u];
+                    let g = stall_per_ns[t] * us.latency_weight;
+                    let mlp = derived[th.process].stall_per_latency;
+                    mva.push(MvaUser {
+                        mu: th.run_share * f * s.mpi[t],
+                        a: s.cpi[t] - g * wait[t][u],
+                        g,
+                        population: if mlp > 0.0 { th.run_share / mlp } else { 0.0 },
+                        service: us.bytes_per_miss / c,
+                        unloaded: us.bytes_per_miss / res.capacity,
+                        arbitration: residual,
+                    });
+                }
+                let waits = solve_finite_source(&mva);
+                let (mut num, mut den) = (0.0, 0.0);
+                for (&(t, u), (&w, m)) in users.iter().zip(waits.iter().zip(&mva)) {
+                    s.cpi[t] += m.g * (w - wait[t][u]);
+                    wait[t][u] = w;
+                    let x = m.mu / (m.a + m.g * w);
+                    num += x * w;
+                    den += x;
+                }
+                s.delay[r] = if den > 0.0 { num / den } else { 0.0 };
+                continue;
+            }
             scratch.clear();
             for &(t, u) in users {
                 let th = &net.threads[t];
@@ -242,6 +332,7 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
                 for &(t, u) in users {
                     let g = stall_per_ns[t] * net.threads[t].uses[u].latency_weight;
                     s.cpi[t] += g * (new - old);
+                    wait[t][u] = new;
                 }
                 s.delay[r] = new;
             }
@@ -293,6 +384,115 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
             .sum();
     }
     s
+}
+
+/// One thread at a finite-source queue (a bus controller): its miss rate is
+/// `mu / (a + g·W)` (misses/ns) with `W` its queueing delay there; it keeps at most
+/// `population` misses in flight (its memory-level parallelism × CPU share); each miss
+/// queued at its controller occupies it for `service` ns (its transfers interleaved with
+/// the other controllers' at the controller's fair share), `unloaded` ns is its transfer
+/// at the bus's full rate (which the unloaded latency counts), and `arbitration` ns the
+/// mean wait for another controller's transfer in progress.
+struct MvaUser {
+    mu: f64,
+    a: f64,
+    g: f64,
+    population: f64,
+    service: f64,
+    unloaded: f64,
+    arbitration: f64,
+}
+
+/// Queueing delays at a first-come first-served server whose users are closed sources
+/// (cores with a bounded number of misses in flight), by approximate mean value
+/// analysis (Schweitzer, 1979): an arriving miss of thread t waits for the work queued
+/// by everyone, less its own share 1/N_t (the arrival theorem: it does not see itself),
+/// plus the arbitration wait `A⁰` for another controller's transfer:
+/// `W_t = A⁰ + Σ_j Q_j S_j − Q_t S_t / N_t`, `Q_j = X_j (W_j + S⁰_j)`.
+/// Unlike an open queue, a lone source with enough misses in flight can keep the server
+/// busy nearly all the time, and no source queues behind more than the others hold.
+/// Solved on the queued work `U = Σ_j Q_j S_j`: per thread the equation is a quadratic
+/// in W_t, and U = G(U) is bracketed by [0, the work of every population queued].
+fn solve_finite_source(users: &[MvaUser]) -> Vec<f64> {
+    let wait_at = |m: &MvaUser, work: f64| -> f64 {
+        if m.population <= 0.0 || m.mu <= 0.0 {
+            return 0.0;
+        }
+        // W = A − c (W + S⁰)/(a + gW), A = A⁰ + U, c = mu · S / N.
+        let big_a = m.arbitration + work;
+        let c = m.mu * m.service / m.population;
+        let b = m.a - m.g * big_a + c;
+        let k = c * m.unloaded - big_a * m.a;
+        let w = if m.g > 1e-300 {
+            let disc = (b * b - 4.0 * m.g * k).max(0.0);
+            // The positive root, written to avoid cancellation when b > 0.
+            if b > 0.0 {
+                -2.0 * k / (b + disc.sqrt())
+            } else {
+                (-b + disc.sqrt()) / (2.0 * m.g)
+            }
+        } else {
+            -k / (m.a + c)
+        };
+        w.max(0.0)
+    };
+    let queued = |work: f64| -> f64 {
+        users
+            .iter()
+            .map(|m| {
+                let w = wait_at(m, work);
+                let x = m.mu / (m.a + m.g * w);
+                x * (w + m.unloaded) * m.service
+            })
+            .sum()
+    };
+    let mut lo = 0.0;
+    let mut hi: f64 = users
+        .iter()
+        .filter(|m| m.mu > 0.0 && m.a > 0.0)
+        .map(|m| {
+            let bound = if m.g > 1e-300 {
+                (m.mu * m.unloaded / m.a).max(m.mu / m.g)
+            } else {
+                m.mu * (m.unloaded + 1e6) / m.a
+            };
+            bound * m.service
+        })
+        .sum();
+    if hi <= 0.0 || queued(lo) <= lo {
+        return users.iter().map(|m| wait_at(m, 0.0)).collect();
+    }
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if queued(mid) > mid {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+        if hi - lo <= 1e-14 * hi {
+            break;
+        }
+    }
+    let work = 0.5 * (lo + hi);
+    users.iter().map(|m| wait_at(m, work)).collect()
+}
+
+/// What one agent of a bus of `capacity` may use under max-min fair (round-robin)
+/// arbitration when the other agents draw `others`: the water level `s` with
+/// `s + Σ min(other, s) = capacity`. At least an equal share, all that the others leave.
+fn fair_share(capacity: f64, others: &mut [f64]) -> f64 {
+    others.sort_by(|a, b| a.total_cmp(b));
+    let mut left = capacity;
+    let mut agents = others.len() + 1;
+    for &x in others.iter() {
+        let level = left / agents as f64;
+        if x >= level {
+            return level;
+        }
+        left -= x.max(0.0);
+        agents -= 1;
+    }
+    left
 }
 
 /// Delay W of one resource such that W = scale · ρ/(1−ρ) with
@@ -436,18 +636,37 @@ fn summarise(net: &Network, s: &State, procs: &[SimProcess], solo_rates: &[f64])
     } else {
         0.0
     };
-    let resources = net
+    let mut resources: Vec<ResourceLoad> = net
         .resources
         .iter()
-        .zip(s.traffic.iter().zip(&s.delay))
-        .filter(|(_, (&t, _))| t > 0.0)
-        .map(|(r, (&gbps, &delay_ns))| ResourceLoad {
+        .enumerate()
+        .filter(|&(i, _)| s.traffic[i] > 0.0)
+        .map(|(i, r)| ResourceLoad {
             kind: r.kind,
-            gbps,
-            utilisation: gbps / r.capacity,
-            delay_ns,
+            gbps: s.traffic[i],
+            utilisation: s.traffic[i] / s.capacity[i],
+            delay_ns: s.delay[i],
         })
         .collect();
+    // Each arbitrated bus as a whole: the traffic of all its controllers against its
+    // sustainable bandwidth, and their traffic-weighted delay.
+    for bus in &net.buses {
+        let gbps: f64 = bus.agents.iter().map(|&a| s.traffic[a]).sum();
+        if gbps > 0.0 {
+            let delay_ns = bus
+                .agents
+                .iter()
+                .map(|&a| s.traffic[a] * s.delay[a])
+                .sum::<f64>()
+                / gbps;
+            resources.push(ResourceLoad {
+                kind: bus.kind,
+                gbps,
+                utilisation: gbps / bus.capacity,
+                delay_ns,
+            });
+        }
+    }
     Outcome {
         processes,
         avg_slowdown,

@@ -21,8 +21,13 @@ pub enum ResourceKind {
     NodeLink { from: usize, to: usize },
     /// The port of one LLC domain towards memory (LLC index).
     LlcPort { llc: usize },
-    /// The bus shared by one package's LLC domains (package id).
+    /// The bus shared by one package's LLC domains (package id): all of its bus
+    /// controllers together.
     PackageBus { package: u32 },
+    /// One LLC domain's bus controller, the agent through which its cores reach the
+    /// package bus (LLC index). Its cores queue at it first come, first served; the bus
+    /// serves the controllers in turn (round robin), so each gets a max-min fair share.
+    BusController { llc: usize },
 }
 
 #[derive(Debug, Clone)]
@@ -32,6 +37,24 @@ pub(crate) struct Resource {
     pub capacity: f64,
     /// Queueing delay per unit of ρ/(1−ρ), ns: burst service time / 2 (M/D/1).
     pub delay_scale: f64,
+    /// For a bus controller: the package bus it is an agent of (index into
+    /// `Network::buses`). Its capacity is then its max-min fair share of that bus, given
+    /// what the other agents draw, and changes as they do.
+    pub bus: Option<usize>,
+    /// Served as a finite-source first-come first-served queue (its users are cores
+    /// with a bounded number of misses in flight) rather than an open queue of bursts:
+    /// bus controllers and interconnect links.
+    pub closed: bool,
+}
+
+/// A bus arbitrated round robin between agents (bus controllers).
+#[derive(Debug, Clone)]
+pub(crate) struct Bus {
+    pub kind: ResourceKind,
+    /// Sustainable bandwidth of the whole bus, GB/s.
+    pub capacity: f64,
+    /// Resource indices of its agents.
+    pub agents: Vec<usize>,
 }
 
 /// One resource on a thread's path.
@@ -73,6 +96,7 @@ pub(crate) struct Occupant {
 
 pub(crate) struct Network {
     pub resources: Vec<Resource>,
+    pub buses: Vec<Bus>,
     pub threads: Vec<Thread>,
     pub occupants: Vec<Occupant>,
     /// Threads per process (valid CPUs only).
@@ -85,6 +109,7 @@ struct Builder<'a> {
     topo: &'a Topology,
     params: &'a MachineParams,
     resources: Vec<Resource>,
+    buses: Vec<Bus>,
 }
 
 impl Builder<'_> {
@@ -98,8 +123,36 @@ impl Builder<'_> {
             kind,
             capacity,
             delay_scale: burst_service / 2.0,
+            bus: None,
+            closed: false,
         });
         self.resources.len() - 1
+    }
+
+    /// The bus controller of LLC domain `llc` as an agent of its package's bus.
+    fn bus_agent(&mut self, llc: usize, package: u32, peak_gbps: f64) -> usize {
+        let kind = ResourceKind::BusController { llc };
+        if let Some(i) = self.resources.iter().position(|r| r.kind == kind) {
+            return i;
+        }
+        let eff = self.params.bus_efficiency;
+        let r = self.resource(kind, peak_gbps, eff);
+        let bus_kind = ResourceKind::PackageBus { package };
+        let bus = match self.buses.iter().position(|b| b.kind == bus_kind) {
+            Some(i) => i,
+            None => {
+                self.buses.push(Bus {
+                    kind: bus_kind,
+                    capacity: peak_gbps * eff,
+                    agents: Vec::new(),
+                });
+                self.buses.len() - 1
+            }
+        };
+        self.buses[bus].agents.push(r);
+        self.resources[r].bus = Some(bus);
+        self.resources[r].closed = true;
+        r
     }
 
     fn node_package(&self, node: usize) -> u32 {
@@ -119,7 +172,9 @@ impl Builder<'_> {
         if pf != pt {
             let gbps = p.inter_package_gbps?;
             let eff = p.link_efficiency;
-            Some(self.resource(ResourceKind::PackageLink { from: pf, to: pt }, gbps, eff))
+            let r = self.resource(ResourceKind::PackageLink { from: pf, to: pt }, gbps, eff);
+            self.resources[r].closed = true;
+            Some(r)
         } else {
             let gbps = p.intra_package_gbps?;
             let eff = p.link_efficiency;
@@ -165,6 +220,7 @@ pub(crate) fn build(topo: &Topology, params: &MachineParams, procs: &[SimProcess
         topo,
         params,
         resources: Vec::new(),
+        buses: Vec::new(),
     };
     // Memory controllers first, so resource i is node i's controller.
     for node in 0..topo.nodes().len() {
@@ -241,11 +297,7 @@ pub(crate) fn build(topo: &Topology, params: &MachineParams, procs: &[SimProcess
             }
             if let Some(gbps) = params.package_bus_gbps {
                 let package = topo.llcs()[cpu.llc].package;
-                let r = b.resource(
-                    ResourceKind::PackageBus { package },
-                    gbps,
-                    params.bus_efficiency,
-                );
+                let r = b.bus_agent(cpu.llc, package, gbps);
                 add_use(&mut uses, r, (1.0 + wb) * line, 1.0);
             }
             let occupant = match occupant_of
@@ -280,6 +332,7 @@ pub(crate) fn build(topo: &Topology, params: &MachineParams, procs: &[SimProcess
     }
     Network {
         resources: b.resources,
+        buses: b.buses,
         threads,
         occupants,
         thread_count,
