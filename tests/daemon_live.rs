@@ -912,6 +912,7 @@ fn a_state_directory_that_stops_taking_writes_stops_changes_and_kill_9_is_undone
         next.log()
     );
     assert_eq!(allowed(b.pid()), vec![0, 1]);
+    assert!(wait_secs(10, || next.status().is_some()), "{}", next.log());
     assert_eq!(next.stop(Signal::SIGTERM), 0);
 }
 
