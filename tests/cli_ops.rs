@@ -93,14 +93,49 @@ fn negative_numbers_are_refused_with_the_flag_and_its_range() {
         (vec!["advise", "--cpus", "-1"], "not in 1.."),
         (vec!["top", "--interval", "-1s"], "invalid duration"),
     ] {
-        let (code, _, err) = numasched(&args);
-        assert_eq!(code, 2, "{args:?}: {err}");
-        let first = err.lines().next().unwrap_or_default();
-        assert!(
-            first.contains(&format!("for '{}", args[1])) && first.contains(needle),
-            "{args:?}: {err}"
-        );
-        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+        refused_naming(&args, args[1], needle);
+    }
+}
+
+/// Exit 2, and a first line naming `flag` that contains `needle` (the range), not
+/// clap's "unexpected argument".
+fn refused_naming(args: &[&str], flag: &str, needle: &str) {
+    let (code, _, err) = numasched(args);
+    assert_eq!(code, 2, "{args:?}: {err}");
+    let first = err.lines().next().unwrap_or_default();
+    assert!(
+        first.contains(&format!("for '{flag}")) && first.contains(needle),
+        "{args:?}: {err}"
+    );
+    assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+}
+
+#[test]
+fn negative_counts_sizes_seconds_pids_and_nodes_are_refused_with_the_range() {
+    let seconds = "expected seconds greater than 0";
+    let pid = "-1 is not in 1..=4194304";
+    let node = "-1 is not in 0..1024";
+    let duration = "between 10ms and 24h";
+    for (line, needle) in [
+        ("workload cpu --seconds -1", seconds),
+        ("workload cpu --report-interval -1", seconds),
+        ("workload cpu --late -1", seconds),
+        ("workload cpu --threads -1", "-1 is not in 1..=4096"),
+        ("workload stream --size -1", "expected bytes greater than 0"),
+        ("workload cpu --membind -1", node),
+        ("plan --include-pid -1", pid),
+        ("plan --exclude-pid -1", pid),
+        ("run --exclude-pid -1", pid),
+        ("daemon --exclude-pid -1", pid),
+        ("sim --machine 2n:1l:2c:1t --programs mcf --homes -1", node),
+        ("eval --suite nmass --jobs -1", "-1 is not in 1..=1024"),
+        // A duration's error states its range, whatever is wrong with it.
+        ("daemon --interval -1s", duration),
+        ("top --interval -0.5", duration),
+        ("daemon --interval 1fortnight", duration),
+    ] {
+        let args: Vec<&str> = line.split_whitespace().collect();
+        refused_naming(&args, args[args.len() - 2], needle);
     }
 }
 
