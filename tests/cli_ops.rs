@@ -150,3 +150,35 @@ fn run_is_quiet_unless_asked() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("numasched run starting"), "{err}");
 }
+
+/// Logs on a terminal are coloured unless `NO_COLOR` is set to anything but the empty
+/// string (https://no-color.org). The terminal is `script`'s pty; without `script`
+/// the test says so and passes.
+#[test]
+fn logs_on_a_terminal_respect_no_color() {
+    let logs_with = |no_color: &str| {
+        let cmd = format!(
+            "'{}' plan --no-db --include-comm nsd_no_such_program",
+            env!("CARGO_BIN_EXE_numasched")
+        );
+        let out = std::process::Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .env("NUMASCHED_LOG", "debug")
+            .env("NO_COLOR", no_color)
+            .output()
+            .ok()?;
+        Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let Some(coloured) = logs_with("") else {
+        eprintln!("`script` not available: no terminal to test on");
+        return;
+    };
+    assert!(coloured.contains("DEBUG"), "{coloured}");
+    assert!(
+        coloured.contains("\u{1b}["),
+        "an empty NO_COLOR is unset: {coloured:?}"
+    );
+    let plain = logs_with("1").expect("script ran before");
+    assert!(plain.contains("DEBUG"), "{plain}");
+    assert!(!plain.contains('\u{1b}'), "{plain:?}");
+}

@@ -49,7 +49,7 @@ pub struct EvalArgs {
 /// Colour on a terminal unless `NO_COLOR` is set (https://no-color.org).
 fn colour() -> bool {
     use std::io::IsTerminal;
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    crate::daemon::logging::colour(std::io::stdout().is_terminal())
 }
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
