@@ -71,6 +71,24 @@ fn completions_and_man_pages_come_from_the_binary() {
         out.lines().count(),
         std::fs::read_dir(&d).expect("dir").count()
     );
+    // Every page says what clap cannot: exit status, environment, examples; and the
+    // files of the commands that read or write their own.
+    for page in out.lines() {
+        let text = std::fs::read_to_string(page).expect("read the page");
+        for section in [".SH \"EXIT STATUS\"", ".SH ENVIRONMENT", ".SH EXAMPLES"] {
+            assert_eq!(text.matches(section).count(), 1, "{page}: {section}");
+        }
+        for var in ["NUMASCHED_LOG", "NO_COLOR"] {
+            assert!(text.contains(&format!("\\fB{var}\\fR")), "{page}: {var}");
+        }
+        let name = page.rsplit('/').next().unwrap_or_default();
+        let files = !["sim", "workload", "completions", "man"]
+            .iter()
+            .any(|c| name == format!("numasched-{c}.1"));
+        assert_eq!(text.contains(".SH FILES"), files, "{page}: FILES");
+    }
+    let daemon = std::fs::read_to_string(d.join("numasched-daemon.1")).expect("read");
+    assert!(daemon.contains(".SH SIGNALS"), "{daemon}");
     let (code, out, _) = numasched(&["man"]);
     assert_eq!(code, 0);
     assert!(out.contains(".TH numasched 1"), "{out}");
