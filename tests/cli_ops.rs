@@ -71,6 +71,24 @@ fn completions_and_man_pages_come_from_the_binary() {
         out.lines().count(),
         std::fs::read_dir(&d).expect("dir").count()
     );
+    // Every page says what clap cannot: exit status, environment, examples; and the
+    // files of the commands that read or write their own.
+    for page in out.lines() {
+        let text = std::fs::read_to_string(page).expect("read the page");
+        for section in [".SH \"EXIT STATUS\"", ".SH ENVIRONMENT", ".SH EXAMPLES"] {
+            assert_eq!(text.matches(section).count(), 1, "{page}: {section}");
+        }
+        for var in ["NUMASCHED_LOG", "NO_COLOR"] {
+            assert!(text.contains(&format!("\\fB{var}\\fR")), "{page}: {var}");
+        }
+        let name = page.rsplit('/').next().unwrap_or_default();
+        let files = !["sim", "workload", "completions", "man"]
+            .iter()
+            .any(|c| name == format!("numasched-{c}.1"));
+        assert_eq!(text.contains(".SH FILES"), files, "{page}: FILES");
+    }
+    let daemon = std::fs::read_to_string(d.join("numasched-daemon.1")).expect("read");
+    assert!(daemon.contains(".SH SIGNALS"), "{daemon}");
     let (code, out, _) = numasched(&["man"]);
     assert_eq!(code, 0);
     assert!(out.contains(".TH numasched 1"), "{out}");
@@ -93,14 +111,49 @@ fn negative_numbers_are_refused_with_the_flag_and_its_range() {
         (vec!["advise", "--cpus", "-1"], "not in 1.."),
         (vec!["top", "--interval", "-1s"], "invalid duration"),
     ] {
-        let (code, _, err) = numasched(&args);
-        assert_eq!(code, 2, "{args:?}: {err}");
-        let first = err.lines().next().unwrap_or_default();
-        assert!(
-            first.contains(&format!("for '{}", args[1])) && first.contains(needle),
-            "{args:?}: {err}"
-        );
-        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+        refused_naming(&args, args[1], needle);
+    }
+}
+
+/// Exit 2, and a first line naming `flag` that contains `needle` (the range), not
+/// clap's "unexpected argument".
+fn refused_naming(args: &[&str], flag: &str, needle: &str) {
+    let (code, _, err) = numasched(args);
+    assert_eq!(code, 2, "{args:?}: {err}");
+    let first = err.lines().next().unwrap_or_default();
+    assert!(
+        first.contains(&format!("for '{flag}")) && first.contains(needle),
+        "{args:?}: {err}"
+    );
+    assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+}
+
+#[test]
+fn negative_counts_sizes_seconds_pids_and_nodes_are_refused_with_the_range() {
+    let seconds = "expected seconds greater than 0";
+    let pid = "-1 is not in 1..=4194304";
+    let node = "-1 is not in 0..1024";
+    let duration = "between 10ms and 24h";
+    for (line, needle) in [
+        ("workload cpu --seconds -1", seconds),
+        ("workload cpu --report-interval -1", seconds),
+        ("workload cpu --late -1", seconds),
+        ("workload cpu --threads -1", "-1 is not in 1..=4096"),
+        ("workload stream --size -1", "expected bytes greater than 0"),
+        ("workload cpu --membind -1", node),
+        ("plan --include-pid -1", pid),
+        ("plan --exclude-pid -1", pid),
+        ("run --exclude-pid -1", pid),
+        ("daemon --exclude-pid -1", pid),
+        ("sim --machine 2n:1l:2c:1t --programs mcf --homes -1", node),
+        ("eval --suite nmass --jobs -1", "-1 is not in 1..=1024"),
+        // A duration's error states its range, whatever is wrong with it.
+        ("daemon --interval -1s", duration),
+        ("top --interval -0.5", duration),
+        ("daemon --interval 1fortnight", duration),
+    ] {
+        let args: Vec<&str> = line.split_whitespace().collect();
+        refused_naming(&args, args[args.len() - 2], needle);
     }
 }
 
@@ -114,4 +167,36 @@ fn run_is_quiet_unless_asked() {
     let (code, _, err) = numasched(&["run", "-v", "--no-db", "--journal", &j, "--", "true"]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("numasched run starting"), "{err}");
+}
+
+/// Logs on a terminal are coloured unless `NO_COLOR` is set to anything but the empty
+/// string (https://no-color.org). The terminal is `script`'s pty; without `script`
+/// the test says so and passes.
+#[test]
+fn logs_on_a_terminal_respect_no_color() {
+    let logs_with = |no_color: &str| {
+        let cmd = format!(
+            "'{}' plan --no-db --include-comm nsd_no_such_program",
+            env!("CARGO_BIN_EXE_numasched")
+        );
+        let out = std::process::Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .env("NUMASCHED_LOG", "debug")
+            .env("NO_COLOR", no_color)
+            .output()
+            .ok()?;
+        Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let Some(coloured) = logs_with("") else {
+        eprintln!("`script` not available: no terminal to test on");
+        return;
+    };
+    assert!(coloured.contains("DEBUG"), "{coloured}");
+    assert!(
+        coloured.contains("\u{1b}["),
+        "an empty NO_COLOR is unset: {coloured:?}"
+    );
+    let plain = logs_with("1").expect("script ran before");
+    assert!(plain.contains("DEBUG"), "{plain}");
+    assert!(!plain.contains('\u{1b}'), "{plain:?}");
 }

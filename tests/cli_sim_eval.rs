@@ -274,6 +274,9 @@ fn eval_writes_json_csv_table_and_html() {
         "no colour when not a terminal: {out:?}"
     );
     assert!(out.contains("suite membus on xeon-e5345"), "{out}");
+    // The map notation is explained in one line of the summary.
+    let map_note = "map: one digit per program, the node holding its memory";
+    assert_eq!(out.matches(map_note).count(), 1, "{out}");
     assert!(out.contains("report.html"), "{out}");
     assert!(
         !out.lines()
@@ -336,6 +339,7 @@ fn eval_writes_json_csv_table_and_html() {
     assert_eq!(body.len(), 4, "{csv}");
     assert!(body.iter().all(|l| l.split(',').count() == width), "{csv}");
     let table = std::fs::read_to_string(out_dir.join("table.txt")).expect("table.txt");
+    assert!(table.starts_with(map_note), "explained at the top: {table}");
     assert!(
         table.contains("bus8") && table.contains("oracle"),
         "{table}"

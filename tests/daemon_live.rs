@@ -325,6 +325,66 @@ fn plan_on_this_machine_is_valid_names_the_missing_sensors_and_replays() {
     assert_eq!(replay.placements, plan.placements);
 }
 
+/// Issue 16: on a machine without counters, a process the store knows by name is
+/// characterised by its profile, and `plan` and `status` say so in its row (the
+/// legend says what "profile" means), not only `plan --json`.
+#[test]
+fn plan_and_status_say_which_processes_matched_a_profile_by_name() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("p.db").display().to_string();
+    let (code, _, err) = numasched(&[
+        "profile",
+        "set",
+        "nsd_prof",
+        "--mpki",
+        "25",
+        "--numa-penalty",
+        "1.4",
+        "--db",
+        &db,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let p = sleeper(dir.path(), "nsd_prof");
+    let pid = p.pid().to_string();
+    let row = |out: &str| -> Vec<String> {
+        let line = out
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(pid.as_str()))
+            .unwrap_or_else(|| panic!("no row for pid {pid}: {out}"));
+        line.split_whitespace().map(String::from).collect()
+    };
+    let legend = numasched::characterise::PenaltySource::LEGEND;
+
+    let select = ["--db", db.as_str(), "--include-comm", "nsd_prof"];
+    let mut args = vec!["plan", "--min-cpu", "0"];
+    args.extend_from_slice(&select);
+    let (code, out, err) = numasched(&args);
+    assert_eq!(code, 0, "{err}");
+    let cells = row(&out);
+    // pid, program, cpus, np, source: the penalty the profile gives, and from where.
+    assert_eq!(
+        (cells[1].as_str(), cells[3].as_str()),
+        ("nsd_prof", "1.40"),
+        "{out}"
+    );
+    assert_eq!(cells[4], "profile", "{out}");
+    assert!(out.contains(legend), "{out}");
+    assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
+
+    let mut d = pinned(dir.path(), &select);
+    d.wait_managed(p.pid(), 2);
+    let sock = d.socket.display().to_string();
+    let (code, out, err) = numasched(&["status", "--socket", &sock]);
+    assert_eq!(code, 0, "{err}");
+    let cells = row(&out);
+    assert!(cells.contains(&"profile".to_string()), "{out}");
+    assert!(out.contains(legend), "{out}");
+    assert_eq!(d.stop(Signal::SIGTERM), 0, "{}", d.log());
+}
+
 #[test]
 fn bad_input_is_one_clear_line_and_changes_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");

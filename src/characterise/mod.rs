@@ -24,6 +24,23 @@ pub enum PenaltySource {
     Unknown,
 }
 
+impl PenaltySource {
+    /// The lowercase name shown by `plan`, `status`, `top` and their JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            PenaltySource::Given => "given",
+            PenaltySource::Learned => "learned",
+            PenaltySource::Profile => "profile",
+            PenaltySource::Regression => "regression",
+            PenaltySource::Unknown => "unknown",
+        }
+    }
+
+    /// One line for a table's legend, what each name means (under 100 columns).
+    pub const LEGEND: &'static str =
+        "source of np: given (measured/snapshot), learned (past runs), profile (by name), regression (MPKI)";
+}
+
 /// The numbers every policy ranks on, with defaults filled in.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Character {

@@ -35,7 +35,8 @@ pub struct EvalArgs {
     #[arg(long, value_name = "FILE")]
     pub profiles: Option<PathBuf>,
     /// Worker threads.
-    #[arg(long, default_value_t = 2, value_name = "N")]
+    #[arg(long, default_value_t = 2, value_name = "N", allow_hyphen_values = true,
+          value_parser = clap::builder::RangedI64ValueParser::<usize>::new().range(1..=1024))]
     pub jobs: usize,
     /// Granularity plans are applied at, as the daemon's --pin (llc, node, core, cpu).
     #[arg(long, value_name = "UNIT", default_value = "llc", value_parser = crate::daemon::config::parse_pin)]
@@ -48,7 +49,7 @@ pub struct EvalArgs {
 /// Colour on a terminal unless `NO_COLOR` is set (https://no-color.org).
 fn colour() -> bool {
     use std::io::IsTerminal;
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    crate::daemon::logging::colour(std::io::stdout().is_terminal())
 }
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {

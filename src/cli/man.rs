@@ -7,8 +7,8 @@
 //! otherwise (`numasched man | man -l -`).
 //!
 //! clap knows the flags; what it cannot know (exit status, environment, files,
-//! signals, examples) is written here, once, and appended to the root page and to the
-//! pages of `daemon` and `run`, whose users need it most.
+//! signals, examples) is written here, in one table with a row per command
+//! ([`PAGES`]), and appended to every page.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -62,70 +62,340 @@ fn show(page: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Sections clap cannot derive, in roff, for a page of `name` (`numasched`,
-/// `numasched-daemon`, ...); empty for pages that need none.
-fn extra_sections(name: &str) -> String {
-    let for_root = name == "numasched";
-    if !(for_root || name == "numasched-daemon" || name == "numasched-run") {
-        return String::new();
+/// A file a page names under FILES: its path and what it is.
+type File = (&'static str, &'static str);
+
+const CONFIG: File = (
+    "/etc/numasched/numasched.toml",
+    "configuration, read when --config is not given (numasched config default prints one)",
+);
+const STORE: File = (
+    "/var/lib/numasched/profiles.db",
+    "profile store (--db); profiles.db.bak is its last healthy copy",
+);
+const JOURNAL: File = (
+    "/var/lib/numasched/journal.json",
+    "original affinities (--journal), restored after a crash",
+);
+const SOCKET: File = (
+    "/run/numasched/numasched.sock",
+    "control socket (--socket) of numasched status and top",
+);
+const SYSFS: File = (
+    "/sys/devices/system/node, /sys/devices/system/cpu",
+    "the machine's nodes, CPUs and caches",
+);
+const EVAL_OUT: File = (
+    "DIR/results.json, results.csv, table.txt, report.html",
+    "what --out DIR receives: the results, the per-case table and the charts",
+);
+
+/// What clap cannot know about one page, in one row of [`PAGES`]. A subcommand
+/// without a row of its own (`numasched-profile-set`) takes its parent's.
+struct Facts {
+    /// The page's name: `numasched`, `numasched-daemon`, ...
+    page: &'static str,
+    /// What EXIT STATUS adds to the rule every command follows ("" for nothing).
+    exit: &'static str,
+    /// FILES, when the command reads or writes any of its own.
+    files: &'static [File],
+    /// SIGNALS, for the commands that handle them ("" for none).
+    signals: &'static str,
+    /// EXAMPLES: a command line and what it does.
+    examples: &'static [(&'static str, &'static str)],
+}
+
+/// The exit status every command shares.
+const EXIT: &str = "0 on success; 1 when the command fails (one line on stderr names what \
+and where); 2 for a bad flag or value.";
+
+/// Every command's row; the root page has them all.
+const PAGES: &[Facts] = &[
+    // The root page gathers the other rows' exit notes, files and signals.
+    Facts {
+        page: "numasched",
+        exit: "",
+        files: &[],
+        signals: "",
+        examples: &[
+            ("numasched plan", "what would happen now; changes nothing"),
+            (
+                "numasched daemon --dry-run",
+                "plan every epoch, change nothing",
+            ),
+            (
+                "numasched run --migrate-pages -- ./job --threads 8",
+                "manage one job, exit with its status",
+            ),
+            ("numasched status", "what the daemon does and why"),
+            (
+                "numasched eval --suite nmass --out DIR",
+                "every policy on the simulated N-MASS workloads",
+            ),
+        ],
+    },
+    Facts {
+        page: "numasched-daemon",
+        exit: "",
+        files: &[CONFIG, STORE, JOURNAL, SOCKET],
+        signals: "SIGTERM and SIGINT restore every affinity numasched changed and exit 0. \
+After SIGKILL or a crash, the next start restores what the journal holds before anything \
+else. The daemon logs SIGHUP and goes on: it does not reload its configuration (restart \
+it).",
+        examples: &[
+            (
+                "numasched daemon --dry-run",
+                "plan every epoch, change nothing",
+            ),
+            (
+                "numasched daemon --include-comm 'mcf*' --migrate-pages",
+                "manage the mcf processes, their memory too",
+            ),
+        ],
+    },
+    Facts {
+        page: "numasched-run",
+        exit: "\\fBrun\\fR exits with its command's status, 128+N when a signal N ended it.",
+        files: &[CONFIG, STORE, JOURNAL],
+        signals: "\\fBrun\\fR passes SIGTERM, SIGINT and SIGHUP on to its command, and \
+restores what it changed once the command has exited.",
+        examples: &[
+            (
+                "numasched run --migrate-pages -- ./job --threads 8",
+                "manage one job, exit with its status",
+            ),
+            ("numasched run -v -- make -j8", "say what is placed where"),
+        ],
+    },
+    Facts {
+        page: "numasched-status",
+        exit: "\\fBstatus\\fR exits 1 when no daemon answers at the socket.",
+        files: &[SOCKET],
+        signals: "",
+        examples: &[
+            ("numasched status", "what the daemon does and why"),
+            ("numasched status --json", "the same as JSON"),
+        ],
+    },
+    Facts {
+        page: "numasched-top",
+        exit: "",
+        files: &[SOCKET, STORE],
+        signals: "\\fBtop\\fR ends on SIGTERM, SIGINT and SIGHUP as on q, the terminal \
+restored.",
+        examples: &[
+            (
+                "numasched top",
+                "attached to the daemon, refreshed every second",
+            ),
+            (
+                "numasched top --standalone",
+                "observe the machine itself, change nothing",
+            ),
+        ],
+    },
+    Facts {
+        page: "numasched-plan",
+        exit: "",
+        files: &[CONFIG, STORE],
+        signals: "",
+        examples: &[
+            ("numasched plan", "what would happen now; changes nothing"),
+            (
+                "numasched plan --snapshot snap.json --policy oracle",
+                "replay a saved snapshot against the model's best placement",
+            ),
+        ],
+    },
+    Facts {
+        page: "numasched-advise",
+        exit: "\\fBadvise\\fR exits 1 when no node can take the job.",
+        files: &[CONFIG, STORE],
+        signals: "",
+        examples: &[
+            (
+                "numasched advise --cpus 4 --mem 8G",
+                "the nodes and CPUs a job of 4 CPUs and 8 GiB should go to now, and why",
+            ),
+            (
+                "numasched advise --cpus 4 --json",
+                "the same with per-node detail, as JSON",
+            ),
+        ],
+    },
+    Facts {
+        page: "numasched-topo",
+        exit: "",
+        files: &[SYSFS],
+        signals: "",
+        examples: &[
+            ("numasched topo", "this machine as the policies see it"),
+            (
+                "numasched topo --machine 2n:1l:4c:2t",
+                "a machine from a spec string",
+            ),
+        ],
+    },
+    Facts {
+        page: "numasched-sim",
+        exit: "",
+        files: &[],
+        signals: "",
+        examples: &[(
+            "numasched sim --machine nehalem-e5520 --programs mcf,lbm --homes 0,0 \
+--policy auto",
+            "how fast mcf and lbm would run, both with memory on node 0",
+        )],
+    },
+    Facts {
+        page: "numasched-eval",
+        exit: "",
+        files: &[EVAL_OUT],
+        signals: "",
+        examples: &[
+            (
+                "numasched eval --suite nmass --out DIR",
+                "every policy on the simulated N-MASS workloads",
+            ),
+            (
+                "numasched eval --suite membus --verbose",
+                "with the per-case table",
+            ),
+        ],
+    },
+    Facts {
+        page: "numasched-profile",
+        exit: "",
+        files: &[STORE],
+        signals: "",
+        examples: &[
+            (
+                "numasched profile set mcf --mpki 30 --numa-penalty 1.4",
+                "characterise mcf by name where there are no counters",
+            ),
+            (
+                "numasched profile builtin --load",
+                "give the store the simulator's built-in profiles",
+            ),
+            (
+                "numasched profile export p.toml",
+                "the store as a profile file",
+            ),
+        ],
+    },
+    Facts {
+        page: "numasched-workload",
+        exit: "",
+        files: &[],
+        signals: "\\fBworkload\\fR ends early on SIGTERM and SIGINT, with its summary.",
+        examples: &[
+            (
+                "numasched workload stream --threads 2 --seconds 30",
+                "a memory-bandwidth load",
+            ),
+            ("numasched workload cpu --duty 1:1", "a bursty compute load"),
+        ],
+    },
+    Facts {
+        page: "numasched-config",
+        exit: "\\fBconfig check\\fR exits 1 when the file has problems.",
+        files: &[CONFIG],
+        signals: "",
+        examples: &[
+            (
+                "numasched config check /etc/numasched/numasched.toml",
+                "the effective options, or each problem with its line",
+            ),
+            (
+                "numasched config default > numasched.toml",
+                "an example with every default",
+            ),
+        ],
+    },
+    Facts {
+        page: "numasched-completions",
+        exit: "",
+        files: &[],
+        signals: "",
+        examples: &[(
+            "numasched completions bash > /usr/share/bash-completion/completions/numasched",
+            "install bash completion",
+        )],
+    },
+    Facts {
+        page: "numasched-man",
+        exit: "",
+        files: &[],
+        signals: "",
+        examples: &[
+            ("numasched man", "read numasched(1)"),
+            (
+                "numasched man --out /usr/local/share/man/man1",
+                "install every page",
+            ),
+        ],
+    },
+];
+
+/// The row of page `name`, or of the nearest parent that has one.
+fn facts(name: &str) -> &'static Facts {
+    let mut at = name;
+    loop {
+        if let Some(f) = PAGES.iter().find(|f| f.page == at) {
+            return f;
+        }
+        match at.rsplit_once('-') {
+            Some((parent, _)) => at = parent,
+            None => return &PAGES[0],
+        }
     }
-    let mut s = String::new();
-    s.push_str(".SH \"EXIT STATUS\"\n");
-    s.push_str(
-        "0 on success; 1 when the command fails (one line on stderr names what and where); \
-2 for a bad flag or value. \\fBrun\\fR exits with its command's status, 128+N when a \
-signal N ended it. \\fBconfig check\\fR exits 1 when the file has problems.\n",
-    );
+}
+
+/// Sections clap cannot derive, in roff, for the page `name` (`numasched`,
+/// `numasched-daemon`, ...), from its row of [`PAGES`]; the root page's from them all.
+fn extra_sections(name: &str) -> String {
+    let f = facts(name);
+    let rows: Vec<&Facts> = if f.page == "numasched" {
+        PAGES.iter().collect()
+    } else {
+        vec![f]
+    };
+    let join = |part: fn(&Facts) -> &'static str| {
+        let parts: Vec<&str> = rows
+            .iter()
+            .map(|r| part(r))
+            .filter(|p| !p.is_empty())
+            .collect();
+        parts.join(" ")
+    };
+    let mut files: Vec<File> = Vec::new();
+    for file in rows.iter().flat_map(|r| r.files) {
+        if !files.contains(file) {
+            files.push(*file);
+        }
+    }
+    let mut s = format!(".SH \"EXIT STATUS\"\n{EXIT} {}\n", join(|r| r.exit));
     s.push_str(
         ".SH ENVIRONMENT\n.TP\n\\fBNUMASCHED_LOG\\fR\nLog level or tracing filter \
-(e.g. debug, numasched=debug). Default: info for the daemon, warn for run, plan and advise.\n",
+(e.g. debug, numasched=debug). Default: info for the daemon, warn for run, plan and advise.\n\
+.TP\n\\fBNO_COLOR\\fR\nSet to anything but the empty string: no colour, in logs on a \
+terminal or in eval's summary (https://no-color.org).\n",
     );
-    s.push_str(".SH FILES\n");
-    for (file, what) in [
-        (
-            "/etc/numasched/numasched.toml",
-            "configuration (numasched config default prints one)",
-        ),
-        (
-            "/var/lib/numasched/profiles.db",
-            "profile store; profiles.db.bak is its last healthy copy",
-        ),
-        (
-            "/var/lib/numasched/journal.json",
-            "original affinities, restored after a crash",
-        ),
-        (
-            "/run/numasched/numasched.sock",
-            "control socket of numasched status and top",
-        ),
-    ] {
-        s.push_str(&format!(".TP\n\\fB{file}\\fR\n{what}\n"));
+    let entries = |title: &str, list: &[(&str, &str)]| {
+        let mut out = format!(".SH {title}\n");
+        for (head, what) in list {
+            out.push_str(&format!(".TP\n\\fB{head}\\fR\n{what}\n"));
+        }
+        out
+    };
+    if !files.is_empty() {
+        s.push_str(&entries("FILES", &files));
     }
-    s.push_str(
-        ".SH SIGNALS\nSIGTERM and SIGINT restore every affinity numasched changed and \
-exit 0. After SIGKILL or a crash, the next start restores what the journal holds before \
-anything else. The daemon logs SIGHUP and goes on: it does not reload its configuration \
-(restart it). \\fBrun\\fR passes SIGTERM, SIGINT and SIGHUP on to its command.\n",
-    );
-    s.push_str(".SH EXAMPLES\n");
-    for (cmd, what) in [
-        ("numasched plan", "what would happen now; changes nothing"),
-        (
-            "numasched daemon --dry-run",
-            "plan every epoch, change nothing",
-        ),
-        (
-            "numasched run --migrate-pages -- ./job --threads 8",
-            "manage one job, exit with its status",
-        ),
-        ("numasched status", "what the daemon does and why"),
-        (
-            "numasched eval --suite nmass --out DIR",
-            "every policy on the simulated N-MASS workloads",
-        ),
-    ] {
-        s.push_str(&format!(".TP\n\\fB{cmd}\\fR\n{what}\n"));
+    let signals = join(|r| r.signals);
+    if !signals.is_empty() {
+        s.push_str(&format!(".SH SIGNALS\n{signals}\n"));
     }
+    s.push_str(&entries("EXAMPLES", f.examples));
     s
 }
 
@@ -214,22 +484,23 @@ mod tests {
     }
 
     #[test]
-    fn daemon_run_and_root_pages_say_what_clap_cannot() {
+    fn every_row_is_a_page_and_the_root_page_gathers_them() {
         let dir = tempfile::tempdir().expect("tempdir");
         let pages = write_all(dir.path()).expect("write");
-        for name in ["numasched.1", "numasched-daemon.1", "numasched-run.1"] {
-            let path = pages
-                .iter()
-                .find(|p| p.file_name().is_some_and(|f| f == name))
-                .expect("page written");
-            let text = std::fs::read_to_string(path).expect("read");
-            for section in ["EXIT STATUS", "ENVIRONMENT", "FILES", "SIGNALS", "EXAMPLES"] {
-                assert!(
-                    text.contains(&format!(".SH {section}"))
-                        || text.contains(&format!(".SH \"{section}\"")),
-                    "{name}: {section}"
-                );
-            }
+        for row in PAGES {
+            assert!(
+                pages.iter().any(|p| p.ends_with(format!("{}.1", row.page))),
+                "no page {}",
+                row.page
+            );
         }
+        // A nested page takes its parent's row; the root page has every file and signal.
+        assert_eq!(facts("numasched-profile-set").page, "numasched-profile");
+        let root = extra_sections("numasched");
+        for file in PAGES.iter().flat_map(|r| r.files) {
+            assert_eq!(root.matches(file.0).count(), 1, "{}: {root}", file.0);
+        }
+        assert!(root.contains("passes SIGTERM") && root.contains("does not reload"));
+        assert!(root.contains("config check\\fR exits 1"), "{root}");
     }
 }

@@ -75,10 +75,10 @@ pub struct SelectArgs {
     #[arg(long, value_name = "GLOB", value_parser = parse_glob)]
     pub exclude_comm: Vec<String>,
     /// Manage this pid (repeatable).
-    #[arg(long, value_name = "PID")]
+    #[arg(long, allow_hyphen_values = true, value_name = "PID", value_parser = super::pid())]
     pub include_pid: Vec<u32>,
     /// Never touch this pid (repeatable).
-    #[arg(long, value_name = "PID")]
+    #[arg(long, allow_hyphen_values = true, value_name = "PID", value_parser = super::pid())]
     pub exclude_pid: Vec<u32>,
     /// Manage only processes in a cgroup matching this path glob (repeatable).
     #[arg(long, value_name = "GLOB", value_parser = parse_glob)]

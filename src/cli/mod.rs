@@ -61,6 +61,16 @@ pub enum Command {
     Man(man::ManArgs),
 }
 
+/// A node id as flags take it: below the kernel's limit of 1024 nodes (MAX_NUMNODES).
+pub fn node_id() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::builder::RangedI64ValueParser::new().range(0..1024)
+}
+
+/// A pid as flags take it: 1 up to the kernel's limit (PID_MAX_LIMIT, 2^22).
+pub fn pid() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::builder::RangedI64ValueParser::new().range(1..=4_194_304)
+}
+
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
@@ -96,5 +106,52 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Config(a) => config::run(a),
         Command::Completions(a) => done(completions::run(a)),
         Command::Man(a) => done(man::run(a)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::any::TypeId;
+
+    use clap::CommandFactory;
+
+    /// Every flag that takes a number (or a duration) lets a negative value reach its
+    /// own check, which names the flag and the range; without this clap says
+    /// "unexpected argument '-1' found" and prints its usage.
+    #[test]
+    fn every_numeric_flag_takes_a_leading_minus_to_its_own_check() {
+        let numeric = [
+            TypeId::of::<u8>(),
+            TypeId::of::<u16>(),
+            TypeId::of::<u32>(),
+            TypeId::of::<u64>(),
+            TypeId::of::<usize>(),
+            TypeId::of::<i32>(),
+            TypeId::of::<i64>(),
+            TypeId::of::<f64>(),
+            TypeId::of::<std::time::Duration>(),
+            TypeId::of::<(f64, f64)>(),
+        ];
+        let mut todo = vec![(String::from("numasched"), super::Cli::command())];
+        let mut missed = Vec::new();
+        let mut checked = 0;
+        while let Some((path, mut cmd)) = todo.pop() {
+            cmd.build();
+            for arg in cmd.get_arguments().filter(|a| a.get_long().is_some()) {
+                let id = arg.get_value_parser().type_id();
+                if !numeric.iter().any(|t| id == *t) {
+                    continue;
+                }
+                checked += 1;
+                if !(arg.is_allow_hyphen_values_set() || arg.is_allow_negative_numbers_set()) {
+                    missed.push(format!("{path} --{}", arg.get_long().unwrap_or_default()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                todo.push((format!("{path} {}", sub.get_name()), sub.clone()));
+            }
+        }
+        assert!(checked > 20, "only {checked} numeric flags found");
+        assert!(missed.is_empty(), "{missed:#?}");
     }
 }

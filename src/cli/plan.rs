@@ -15,7 +15,7 @@ use crate::characterise::PenaltySource;
 use crate::daemon::build::{self, Use};
 use crate::daemon::config::parse_policy;
 use crate::daemon::logging;
-use crate::policy::{self, Policy as _, Snapshot};
+use crate::policy::{self, Policy as _, Process, Snapshot};
 use crate::sim::eval::{bridge, runner::Runner};
 use crate::sim::{self, ProfileSet};
 use crate::topology::cpulist;
@@ -60,7 +60,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         println!("{text}");
         return Ok(());
     }
-    print_plan(&snapshot, &plan);
+    print_plan(&snapshot, &plan, &|p| p.character().source);
     Ok(())
 }
 
@@ -100,7 +100,15 @@ fn live(args: &PlanArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("{}", sensors_line(&built.sensors));
-    print_plan(&snapshot, &plan);
+    // Where each penalty came from is the characteriser's (a profile matched by name,
+    // say), not the snapshot's, which carries only the number.
+    let source = |p: &Process| {
+        views
+            .iter()
+            .find(|v| v.pid == p.pid)
+            .map_or(PenaltySource::Unknown, |v| v.source)
+    };
+    print_plan(&snapshot, &plan, &source);
     if !uncharacterised.is_empty() {
         let pids: Vec<String> = uncharacterised.iter().map(u32::to_string).collect();
         println!(
@@ -128,15 +136,20 @@ fn sensors_line(s: &crate::observe::Sensors) -> String {
     )
 }
 
-fn print_plan(snapshot: &Snapshot, plan: &crate::policy::Plan) {
+/// The plan as a table; `source` says where a process's NUMA penalty came from.
+fn print_plan(
+    snapshot: &Snapshot,
+    plan: &crate::policy::Plan,
+    source: &dyn Fn(&Process) -> PenaltySource,
+) {
     println!(
         "policy {} on {} processes",
         plan.policy,
         plan.placements.len()
     );
     println!(
-        "{:>8}  {:<16} {:>5} {:>5}  {:<11} {:<11} nodes",
-        "pid", "program", "cpus", "np", "ran on", "planned"
+        "{:>8}  {:<16} {:>5} {:>5} {:<10}  {:<11} {:<11} nodes",
+        "pid", "program", "cpus", "np", "source", "ran on", "planned"
     );
     for (p, pl) in snapshot.processes.iter().zip(&plan.placements) {
         let list = |v: &[u32]| {
@@ -155,11 +168,12 @@ fn print_plan(snapshot: &Snapshot, plan: &crate::policy::Plan) {
             list(&pl.cpus)
         };
         println!(
-            "{:>8}  {:<16} {:>5.2} {:>5}  {:<11} {:<11} {}",
+            "{:>8}  {:<16} {:>5.2} {:>5} {:<10}  {:<11} {:<11} {}",
             pl.pid,
             clip(&p.program, 16),
             p.cpu_demand,
             np,
+            source(p).name(),
             clip(&list(&p.current_cpus), 11),
             clip(&planned, 11),
             list(&pl.nodes)
@@ -169,6 +183,7 @@ fn print_plan(snapshot: &Snapshot, plan: &crate::policy::Plan) {
         }
     }
     println!("cpus: CPUs' worth busy; np: NUMA penalty (run time remote/local); ran on: last CPUs");
+    println!("{}", PenaltySource::LEGEND);
     for m in &plan.page_moves {
         println!(
             "move {} MiB of pid {} from node {} to node {}: {}",

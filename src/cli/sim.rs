@@ -24,13 +24,21 @@ pub struct SimArgs {
     #[arg(long, value_delimiter = ',', required = true, value_name = "A,B,..")]
     pub programs: Vec<String>,
     /// Node id holding each program's memory, in program order.
-    #[arg(long, value_delimiter = ',', required = true, value_name = "N,N,..")]
+    #[arg(long, value_delimiter = ',', required = true, value_name = "N,N,..",
+          allow_hyphen_values = true, value_parser = super::node_id())]
     pub homes: Vec<NodeId>,
     /// A node per program; the simulator picks idle cores in it.
-    #[arg(long, value_delimiter = ',', value_name = "N,N,..", group = "where")]
+    #[arg(long, value_delimiter = ',', value_name = "N,N,..", group = "where",
+          allow_hyphen_values = true, value_parser = super::node_id())]
     pub placement: Option<Vec<NodeId>>,
     /// An exact CPU per program.
-    #[arg(long, value_delimiter = ',', value_name = "C,C,..", group = "where")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "C,C,..",
+        group = "where",
+        allow_hyphen_values = true
+    )]
     pub cores: Option<Vec<CpuId>>,
     /// Let a placement policy decide.
     #[arg(long, value_name = "P", group = "where")]

@@ -276,20 +276,21 @@ impl TryFrom<toml::Value> for Seconds {
 /// Parses `1s`, `250ms`, `1m 30s` or a plain number of seconds; at least 10 ms and at
 /// most a day, because an epoch outside that is a typo, not a choice.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    // Every error states the range, a negative value's included.
+    let range = "must be between 10ms and 24h (e.g. 1s, 500ms, 2m)";
     let t = s.trim();
     let d = match t.parse::<f64>() {
         // Too large for a Duration (1e20 s) is out of range like any other: no panic.
         Ok(secs) if secs.is_finite() && secs >= 0.0 => {
             Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
         }
-        Ok(_) => return Err(format!("invalid duration {s:?}: must be positive")),
+        Ok(_) => return Err(format!("invalid duration {s:?}: {range}")),
+        Err(_) if t.starts_with('-') => return Err(format!("invalid duration {s:?}: {range}")),
         Err(_) => humantime::parse_duration(t)
-            .map_err(|e| format!("invalid duration {s:?}: {e} (use e.g. 1s, 500ms, 2m)"))?,
+            .map_err(|e| format!("invalid duration {s:?}: {e}; {range}"))?,
     };
     if d < Duration::from_millis(10) || d > Duration::from_secs(86_400) {
-        return Err(format!(
-            "invalid duration {s:?}: must be between 10ms and 24h"
-        ));
+        return Err(format!("invalid duration {s:?}: {range}"));
     }
     Ok(d)
 }

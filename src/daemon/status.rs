@@ -249,12 +249,15 @@ impl Status {
                 p.cpu_demand,
                 opt(p.mpki, 1),
                 opt(p.numa_penalty, 2),
-                format!("{:?}", p.source).to_lowercase(),
+                p.source.name(),
                 opt(p.local_fraction, 2),
                 list(&p.current_cpus),
                 list(&p.planned_cpus),
                 p.reason
             );
+        }
+        if !self.processes.is_empty() {
+            let _ = writeln!(s, "{}", PenaltySource::LEGEND);
         }
         if !self.uncharacterised.is_empty() {
             let pids: Vec<String> = self.uncharacterised.iter().map(u32::to_string).collect();

@@ -61,32 +61,33 @@ pub struct WorkloadArgs {
     pub kind: Kind,
     /// Stream only: total bytes of the three arrays, per thread (e.g. 512M, 2G, 1048576)
     /// [default: 4 × the largest LLC, or 256M if unknown].
-    #[arg(long, value_name = "BYTES", value_parser = size::parse_size)]
+    #[arg(long, allow_hyphen_values = true, value_name = "BYTES", value_parser = size::parse_size)]
     pub size: Option<u64>,
     /// How long to run.
-    #[arg(long, value_name = "S", default_value = "10", value_parser = parse_seconds)]
+    #[arg(long, allow_hyphen_values = true, value_name = "S", default_value = "10", value_parser = parse_seconds)]
     pub seconds: f64,
     /// Bind all memory to this NUMA node (set_mempolicy MPOL_BIND) before allocating.
-    #[arg(long, value_name = "NODE", conflicts_with = "touch_node")]
+    #[arg(long, allow_hyphen_values = true, value_name = "NODE", conflicts_with = "touch_node",
+          value_parser = crate::cli::node_id())]
     pub membind: Option<NodeId>,
     /// Allocate all memory on this NUMA node, then drop the policy: the pages sit there
     /// with nothing binding them, as if the program had first run on that node.
-    #[arg(long, value_name = "NODE")]
+    #[arg(long, allow_hyphen_values = true, value_name = "NODE", value_parser = crate::cli::node_id())]
     pub touch_node: Option<NodeId>,
     /// Worker threads, each with its own arrays or loop; rates are summed.
-    #[arg(long, value_name = "N", default_value_t = 1,
+    #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub threads: u32,
     /// Seconds between progress lines.
-    #[arg(long, value_name = "S", default_value = "1", value_parser = parse_seconds)]
+    #[arg(long, allow_hyphen_values = true, value_name = "S", default_value = "1", value_parser = parse_seconds)]
     pub report_interval: f64,
     /// Start every thread but the first this many seconds late, as a program that
     /// starts its workers after a serial phase.
-    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    #[arg(long, allow_hyphen_values = true, value_name = "S", value_parser = parse_seconds)]
     pub late: Option<f64>,
     /// Cpu only: alternate BUSY seconds of work with IDLE seconds of sleep (e.g. 1:1),
     /// a bursty load.
-    #[arg(long, value_name = "BUSY:IDLE", value_parser = parse_duty)]
+    #[arg(long, allow_hyphen_values = true, value_name = "BUSY:IDLE", value_parser = parse_duty)]
     pub duty: Option<(f64, f64)>,
     /// One JSON object per line (JSON Lines): start, progress…, summary.
     #[arg(long)]
@@ -95,14 +96,10 @@ pub struct WorkloadArgs {
 
 /// A positive, finite number of seconds that fits a `Duration`.
 fn parse_seconds(text: &str) -> Result<f64, String> {
-    let s: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("invalid number of seconds {text:?}"))?;
-    if s.is_nan() || s <= 0.0 || Duration::try_from_secs_f64(s).is_err() {
-        return Err(format!("seconds must be positive and finite, got {text:?}"));
+    match text.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && Duration::try_from_secs_f64(s).is_ok() => Ok(s),
+        _ => Err("expected seconds greater than 0, e.g. 10 or 0.5".to_string()),
     }
-    Ok(s)
 }
 
 /// `BUSY:IDLE`, both positive seconds.

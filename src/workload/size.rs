@@ -11,7 +11,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let (num, suffix) = t.split_at(digits_end);
     if num.is_empty() {
         return Err(format!(
-            "invalid size {text:?}: expected a number of bytes like 512M, 2G or 1048576"
+            "invalid size {text:?}: expected bytes greater than 0, like 512M, 2G or 1048576"
         ));
     }
     let value: u64 = num

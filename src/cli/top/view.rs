@@ -8,7 +8,6 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Row, Table};
 use ratatui::Frame;
 
-use crate::characterise::PenaltySource;
 use crate::daemon::nodes::NodeView;
 use crate::daemon::status::{ProcessView, Status};
 use crate::topology::{cpulist, CpuId};
@@ -222,16 +221,6 @@ pub fn opt(v: Option<f64>, prec: usize) -> String {
     v.map_or("-".into(), |x| format!("{x:.prec$}"))
 }
 
-pub fn source(s: PenaltySource) -> &'static str {
-    match s {
-        PenaltySource::Given => "given",
-        PenaltySource::Learned => "learned",
-        PenaltySource::Profile => "profile",
-        PenaltySource::Regression => "regression",
-        PenaltySource::Unknown => "unknown",
-    }
-}
-
 /// The cells of one process row, in [`PROCESS_HEADER`] order.
 pub fn process_cells(p: &ProcessView) -> [String; 12] {
     [
@@ -243,7 +232,7 @@ pub fn process_cells(p: &ProcessView) -> [String; 12] {
         opt(p.local_fraction, 2),
         opt(p.mpki, 1),
         opt(p.numa_penalty, 2),
-        source(p.source).into(),
+        p.source.name().into(),
         cpus(&p.current_cpus),
         cpus(&p.planned_cpus),
         p.reason.clone(),
@@ -452,6 +441,7 @@ pub fn buffer_lines(buf: &ratatui::buffer::Buffer) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::characterise::PenaltySource;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
 

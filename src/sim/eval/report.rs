@@ -83,6 +83,11 @@ pub fn policies(rows: &[Row]) -> Vec<String> {
     out
 }
 
+/// The allocation map notation in one line, for the terminal summary and `table.txt`
+/// (the HTML report's glossary says it at length).
+pub const MAP_NOTE: &str =
+    "map: one digit per program, the node holding its memory (1100: the first two on node 1)";
+
 /// Terminal table: one line per workload × map, a column per policy with its
 /// improvement over Linux and, in brackets, its fraction of the oracle.
 pub fn table(rows: &[Row]) -> String {
@@ -95,6 +100,7 @@ pub fn table(rows: &[Row]) -> String {
             cases.push(k);
         }
     }
+    let _ = writeln!(out, "{MAP_NOTE}");
     let _ = writeln!(out, "improvement over linux (fraction of oracle)");
     let _ = write!(out, "{:<10} {:<9} {:<9}", "suite", "workload", "map");
     for p in &pols {
@@ -189,6 +195,7 @@ pub fn summary_table(rows: &[Row], colour: bool) -> String {
             s.min_fraction_of_oracle,
         );
     }
+    let _ = writeln!(out, "{MAP_NOTE}");
     out
 }
 
