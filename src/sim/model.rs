@@ -446,8 +446,8 @@ fn solve_finite_source(users: &[MvaUser]) -> Vec<f64> {
             })
             .sum()
     };
-    let mut lo = 0.0;
-    let mut hi: f64 = users
+    let lo = 0.0;
+    let hi: f64 = users
         .iter()
         .filter(|m| m.mu > 0.0 && m.a > 0.0)
         .map(|m| {
@@ -462,41 +462,16 @@ fn solve_finite_source(users: &[MvaUser]) -> Vec<f64> {
     if hi <= 0.0 || queued(lo) <= lo {
         return users.iter().map(|m| wait_at(m, 0.0)).collect();
     }
-    // f(U) = G(U) − U changes sign on [lo, hi]: bracketed false position (Illinois),
-    // as in `solve_delay`, in a handful of steps where bisection took ~50.
+    // f(U) = G(U) − U changes sign on [lo, hi].
     let f = |u: f64| queued(u) - u;
-    let (mut f_lo, mut f_hi) = (f(lo), f(hi));
-    let mut work = lo;
-    if f_hi >= 0.0 {
-        work = hi;
+    let (f_lo, f_hi) = (f(lo), f(hi));
+    let work = if f_hi >= 0.0 {
+        hi
     } else {
-        let mut side = 0i8;
-        for _ in 0..200 {
-            work = (lo * f_hi - hi * f_lo) / (f_hi - f_lo);
-            if !(work > lo && work < hi) {
-                work = 0.5 * (lo + hi);
-            }
-            let fw = f(work);
-            if fw.abs() <= 1e-14 * work.max(f64::MIN_POSITIVE) || hi - lo <= 1e-14 * hi {
-                break;
-            }
-            if fw > 0.0 {
-                lo = work;
-                f_lo = fw;
-                if side == 1 {
-                    f_hi /= 2.0;
-                }
-                side = 1;
-            } else {
-                hi = work;
-                f_hi = fw;
-                if side == -1 {
-                    f_lo /= 2.0;
-                }
-                side = -1;
-            }
-        }
-    }
+        false_position(&f, (lo, f_lo), (hi, f_hi), 200, |fw, w, lo, hi| {
+            fw.abs() <= 1e-14 * w.max(f64::MIN_POSITIVE) || hi - lo <= 1e-14 * hi
+        })
+    };
     users.iter().map(|m| wait_at(m, work)).collect()
 }
 
@@ -526,39 +501,54 @@ fn solve_delay(users: &[(f64, f64, f64)], capacity: f64, scale: f64) -> f64 {
     let rho = |w: f64| users.iter().map(|&(k, a, g)| k / (a + g * w)).sum::<f64>() / capacity;
     // h(w) = queue(ρ(w)) − w, decreasing in w.
     let h = |w: f64| queue_delay(scale, rho(w)) - w;
-    let mut lo = 0.0;
-    let mut h_lo = h(lo);
+    let lo = 0.0;
+    let h_lo = h(lo);
     if h_lo <= 0.0 {
         return 0.0;
     }
-    let mut hi = queue_delay(scale, MAX_UTILISATION);
-    let mut h_hi = h(hi);
+    let hi = queue_delay(scale, MAX_UTILISATION);
+    let h_hi = h(hi);
     if h_hi >= 0.0 {
         return hi;
     }
+    false_position(&h, (lo, h_lo), (hi, h_hi), 100, |hw, _, lo, hi| {
+        hw.abs() <= 1e-12 * scale.max(1.0) || (hi - lo) <= 1e-13 * hi
+    })
+}
+
+/// The root of `f` in a bracket where `f(lo) > 0 > f(hi)`, by false position with the
+/// Illinois modification (the stale end's value is halved when the same end moves
+/// twice, so convergence stays superlinear); `done(f(w), w, lo, hi)` ends the search.
+fn false_position(
+    f: &impl Fn(f64) -> f64,
+    (mut lo, mut f_lo): (f64, f64),
+    (mut hi, mut f_hi): (f64, f64),
+    max_steps: usize,
+    done: impl Fn(f64, f64, f64, f64) -> bool,
+) -> f64 {
     let mut side = 0i8;
     let mut w = lo;
-    for _ in 0..100 {
-        w = (lo * h_hi - hi * h_lo) / (h_hi - h_lo);
+    for _ in 0..max_steps {
+        w = (lo * f_hi - hi * f_lo) / (f_hi - f_lo);
         if !(w > lo && w < hi) {
             w = 0.5 * (lo + hi);
         }
-        let hw = h(w);
-        if hw.abs() <= 1e-12 * scale.max(1.0) || (hi - lo) <= 1e-13 * hi {
+        let fw = f(w);
+        if done(fw, w, lo, hi) {
             break;
         }
-        if hw > 0.0 {
+        if fw > 0.0 {
             lo = w;
-            h_lo = hw;
+            f_lo = fw;
             if side == 1 {
-                h_hi /= 2.0;
+                f_hi /= 2.0;
             }
             side = 1;
         } else {
             hi = w;
-            h_hi = hw;
+            f_hi = fw;
             if side == -1 {
-                h_lo /= 2.0;
+                f_lo /= 2.0;
             }
             side = -1;
         }
