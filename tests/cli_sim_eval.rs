@@ -615,6 +615,58 @@ fn clap_usage_errors_exit_2_without_panicking() {
     }
 }
 
+/// SPEC §5c: the held-out suite is drawn from its seed, the same on every run, and
+/// reports the kernel's NUMA balancing next to Linux.
+#[test]
+fn random_suite_is_deterministic_per_seed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |name: &str, seed: &str| {
+        let path = dir.path().join(name);
+        let (code, out, err) = numasched(&[
+            "eval",
+            "--suite",
+            "random",
+            "--seed",
+            seed,
+            "--cases",
+            "2",
+            "--machine",
+            "2n:2l:2c:2t",
+            "--json",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("suite random on 2n:2l:2c:2t"), "{out}");
+        std::fs::read_to_string(&path).expect("json written")
+    };
+    let (a, b, c) = (run("a.json", "5"), run("b.json", "5"), run("c.json", "6"));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    let v: Value = serde_json::from_str(&a).expect("JSON");
+    let results = v["results"].as_array().expect("results");
+    let policies: Vec<&str> = results
+        .iter()
+        .map(|r| r["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &policies[..5],
+        ["linux", "autonuma", "nmass", "auto", "oracle"]
+    );
+    assert!(results.iter().all(|r| r["machine"] == "2n:2l:2c:2t"));
+    let (code, out, err) = numasched(&["eval", "--suite", "random", "--noise", "150"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty() && !err.contains("panicked"), "{err}");
+    assert!(
+        err.starts_with("error: ") && err.contains("between 0 and 100"),
+        "{err}"
+    );
+    fails(
+        &["eval", "--suite", "nmass", "--noise", "10"],
+        1,
+        &["random only"],
+    );
+}
+
 #[test]
 fn eval_checks_where_it_writes_before_the_work() {
     let (code, out, err) = numasched(&["eval", "--suite", "cmload", "--out", "/proc/nope"]);
