@@ -232,6 +232,7 @@ const RESULT_FIELDS: &[&str] = &[
     "avg_slowdown",
     "performance",
     "improvement_vs_linux",
+    "improvement_vs_autonuma",
     "program_improvements",
     "fraction_of_oracle",
 ];
@@ -255,7 +256,7 @@ fn eval_writes_json_csv_table_and_html() {
 
     // The terminal: a summary row per policy within 100 columns, and where the
     // report is; the per-case table only with --verbose.
-    for p in ["linux", "membus", "auto", "oracle"] {
+    for p in ["linux", "autonuma", "membus", "auto", "oracle"] {
         assert!(
             out.lines()
                 .any(|l| l.starts_with("membus") && l.split_whitespace().nth(1) == Some(p)),
@@ -287,7 +288,7 @@ fn eval_writes_json_csv_table_and_html() {
     let text = std::fs::read_to_string(&json).expect("--json file written");
     let v: Value = serde_json::from_str(&text).expect("--json file is JSON");
     let results = v["results"].as_array().expect("results array");
-    assert_eq!(results.len(), 4, "one entry per policy on the single case");
+    assert_eq!(results.len(), 5, "one entry per policy on the single case");
     let mut policies = Vec::new();
     for r in results {
         for f in RESULT_FIELDS {
@@ -317,10 +318,18 @@ fn eval_writes_json_csv_table_and_html() {
         assert!(frac > 0.0 && frac <= 1.0 + 1e-9, "{r}");
         policies.push(r["policy"].as_str().unwrap().to_string());
     }
-    assert_eq!(policies, ["linux", "membus", "auto", "oracle"]);
+    assert_eq!(policies, ["linux", "autonuma", "membus", "auto", "oracle"]);
     let linux = &results[0];
     assert_eq!(f64_field(linux, "improvement_vs_linux"), 0.0);
-    assert!((f64_field(&results[3], "fraction_of_oracle") - 1.0).abs() < 1e-12);
+    // The second baseline: the kernel's NUMA balancing, against which every row is
+    // also read; autonuma against itself is 0.
+    assert_eq!(f64_field(&results[1], "improvement_vs_autonuma"), 0.0);
+    for r in results {
+        let per = r["program_improvements"].as_array().expect("array");
+        assert!(f64_field(r, "improvement_vs_autonuma").is_finite(), "{r}");
+        assert_eq!(per.len(), 8);
+    }
+    assert!((f64_field(&results[4], "fraction_of_oracle") - 1.0).abs() < 1e-12);
 
     // --out: the same JSON, CSV, the table and the HTML report with charts.
     let same = std::fs::read_to_string(out_dir.join("results.json")).expect("results.json");
@@ -336,7 +345,7 @@ fn eval_writes_json_csv_table_and_html() {
     }
     let width = head.split(',').count();
     let body: Vec<&str> = lines.collect();
-    assert_eq!(body.len(), 4, "{csv}");
+    assert_eq!(body.len(), 5, "{csv}");
     assert!(body.iter().all(|l| l.split(',').count() == width), "{csv}");
     let table = std::fs::read_to_string(out_dir.join("table.txt")).expect("table.txt");
     assert!(table.starts_with(map_note), "explained at the top: {table}");
@@ -350,7 +359,7 @@ fn eval_writes_json_csv_table_and_html() {
         .lines()
         .find(|l| l.starts_with("suite") && l.contains("workload"))
         .unwrap_or_else(|| panic!("no table header: {verbose}"));
-    for p in ["linux", "membus", "auto", "oracle"] {
+    for p in ["linux", "autonuma", "membus", "auto", "oracle"] {
         assert!(header.contains(p), "{header}");
     }
     assert!(
@@ -608,6 +617,58 @@ fn clap_usage_errors_exit_2_without_panicking() {
         assert!(!err.contains("panicked"), "{err}");
         assert!(err.starts_with("error: ") && err.contains(needle), "{err}");
     }
+}
+
+/// SPEC §5c: the held-out suite is drawn from its seed, the same on every run, and
+/// reports the kernel's NUMA balancing next to Linux.
+#[test]
+fn random_suite_is_deterministic_per_seed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |name: &str, seed: &str| {
+        let path = dir.path().join(name);
+        let (code, out, err) = numasched(&[
+            "eval",
+            "--suite",
+            "random",
+            "--seed",
+            seed,
+            "--cases",
+            "2",
+            "--machine",
+            "2n:2l:2c:2t",
+            "--json",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("suite random on 2n:2l:2c:2t"), "{out}");
+        std::fs::read_to_string(&path).expect("json written")
+    };
+    let (a, b, c) = (run("a.json", "5"), run("b.json", "5"), run("c.json", "6"));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    let v: Value = serde_json::from_str(&a).expect("JSON");
+    let results = v["results"].as_array().expect("results");
+    let policies: Vec<&str> = results
+        .iter()
+        .map(|r| r["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &policies[..5],
+        ["linux", "autonuma", "nmass", "auto", "oracle"]
+    );
+    assert!(results.iter().all(|r| r["machine"] == "2n:2l:2c:2t"));
+    let (code, out, err) = numasched(&["eval", "--suite", "random", "--noise", "150"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty() && !err.contains("panicked"), "{err}");
+    assert!(
+        err.starts_with("error: ") && err.contains("between 0 and 100"),
+        "{err}"
+    );
+    fails(
+        &["eval", "--suite", "nmass", "--noise", "10"],
+        1,
+        &["random only"],
+    );
 }
 
 #[test]

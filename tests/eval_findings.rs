@@ -368,3 +368,29 @@ fn migration_adds_to_placement_and_the_oracle_still_bounds_it() {
         }
     }
 }
+
+/// The kernel's automatic NUMA balancing (`autonuma`), the second baseline: every row
+/// is also read against it, its own rows read 0, and where memory may not move (this
+/// suite) it can only bring tasks to their memory, which on maps with processes homed
+/// on both nodes makes it better than Linux on average.
+#[test]
+fn autonuma_is_the_second_baseline() {
+    for r in of("autonuma") {
+        assert_eq!(r.improvement_vs_autonuma, 0.0, "{}", label(r));
+    }
+    for r in rows() {
+        assert!(
+            r.improvement_vs_autonuma.is_finite(),
+            "{} {}",
+            r.policy,
+            label(r)
+        );
+    }
+    let balanced_maps: Vec<f64> = of("autonuma")
+        .into_iter()
+        .filter(|r| balanced(&r.map))
+        .map(|r| r.improvement_vs_linux)
+        .collect();
+    let mean = balanced_maps.iter().sum::<f64>() / balanced_maps.len() as f64;
+    assert!(mean > 0.0, "autonuma vs linux on balanced maps: {mean}");
+}

@@ -16,12 +16,24 @@ use super::sim::load_profiles;
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// Suite: nmass, nmass-migrate, membus or cmload.
+    /// Suite: nmass, nmass-migrate, membus, cmload or random (held-out cases drawn
+    /// from --seed).
     #[arg(long, value_name = "S")]
     pub suite: String,
-    /// Machine to run the suite on instead of its own (preset or spec string).
+    /// Machine to run the suite on instead of its own (preset or spec string); for
+    /// random, every case on it instead of one drawn per case.
     #[arg(long, value_name = "M")]
     pub machine: Option<String>,
+    /// random: the seed cases are drawn from.
+    #[arg(long, default_value_t = 1, value_name = "S")]
+    pub seed: u64,
+    /// random: how many cases to draw.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub cases: usize,
+    /// random: characterisation error the policies see, per cent (MPKI and bandwidth
+    /// ±P%, NUMA penalty error, cache reuse unknown); the model scores the true programs.
+    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_noise)]
+    pub noise: f64,
     /// Policies, comma-separated (default: the suite's).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub policies: Option<Vec<String>>,
@@ -46,6 +58,17 @@ pub struct EvalArgs {
     pub verbose: bool,
 }
 
+/// A noise level in per cent: finite, 0 to 100.
+fn parse_noise(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a percentage"))?;
+    if !(0.0..=100.0).contains(&v) {
+        return Err(format!("{v} is not between 0 and 100"));
+    }
+    Ok(v)
+}
+
 /// Colour on a terminal unless `NO_COLOR` is set (https://no-color.org).
 fn colour() -> bool {
     use std::io::IsTerminal;
@@ -63,9 +86,22 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         writable_dir(parent.unwrap_or(Path::new(".")))?;
     }
     let profiles = load_profiles(args.profiles.as_ref())?;
-    let suite = suites::suite(&args.suite, args.machine.as_deref(), &|topo, p| {
+    let lookup = |topo: &crate::topology::Topology, p: &str| {
         bridge::facts(topo, &crate::sim::params_for(topo), &profiles, p)
-    })
+    };
+    if args.suite != "random" && (args.noise != 0.0 || args.cases != 20 || args.seed != 1) {
+        anyhow::bail!("--seed, --cases and --noise apply to --suite random only");
+    }
+    let suite = if args.suite == "random" {
+        let opts = suites::RandomOptions {
+            seed: args.seed,
+            cases: args.cases,
+            noise_pct: args.noise,
+        };
+        suites::random(&opts, args.machine.as_deref(), &lookup)
+    } else {
+        suites::suite(&args.suite, args.machine.as_deref(), &lookup)
+    }
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut runner = bridge::runner_for(&suite, profiles).context("the suite has no cases")?;
     runner.pin = args.pin;

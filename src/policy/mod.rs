@@ -6,6 +6,7 @@
 
 pub mod alloc;
 pub mod auto;
+pub mod autonuma;
 pub mod cmload;
 pub mod granularity;
 pub mod linux;
@@ -40,6 +41,7 @@ pub trait Policy: Send + Sync {
 pub const NAMES: &[&str] = &[
     "auto",
     "auto-migrate",
+    "autonuma",
     "linux",
     "maxlocal",
     "nmass",
@@ -63,6 +65,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
                 ..Default::default()
             },
         }),
+        "autonuma" => Box::new(autonuma::AutoNuma::default()),
         "linux" => Box::new(linux::Linux),
         "maxlocal" => Box::new(maxlocal::MaxLocal),
         "nmass" => Box::new(nmass::Nmass::default()),

@@ -49,6 +49,7 @@ impl Group {
 pub fn colour(name: &str) -> RGBColor {
     const NAMED: &[(&str, RGBColor)] = &[
         ("linux", RGBColor(0x79, 0x79, 0x79)),
+        ("autonuma", RGBColor(0xba, 0xb0, 0xac)),
         ("maxlocal", RGBColor(0x4e, 0x79, 0xa7)),
         ("nmass", RGBColor(0xf2, 0x8e, 0x2b)),
         ("nmass-regression", RGBColor(0x9c, 0x75, 0x5f)),

@@ -22,6 +22,8 @@ pub struct Summary {
     pub entries: usize,
     pub mean_improvement_vs_linux: f64,
     pub min_improvement_vs_linux: f64,
+    pub mean_improvement_vs_autonuma: f64,
+    pub min_improvement_vs_autonuma: f64,
     pub mean_fraction_of_oracle: f64,
     pub min_fraction_of_oracle: f64,
     /// The entry with the lowest fraction of the oracle, as "WL9/0000".
@@ -61,6 +63,8 @@ pub fn summaries(rows: &[Row]) -> Vec<Summary> {
                 entries: g.len(),
                 mean_improvement_vs_linux: mean(&|r| r.improvement_vs_linux),
                 min_improvement_vs_linux: min(&|r| r.improvement_vs_linux),
+                mean_improvement_vs_autonuma: mean(&|r| r.improvement_vs_autonuma),
+                min_improvement_vs_autonuma: min(&|r| r.improvement_vs_autonuma),
                 mean_fraction_of_oracle: mean(&|r| r.fraction_of_oracle),
                 min_fraction_of_oracle: min(&|r| r.fraction_of_oracle),
                 worst_entry: worst,
@@ -128,11 +132,13 @@ pub fn table(rows: &[Row]) -> String {
     out.push('\n');
     let _ = writeln!(
         out,
-        "{:<13} {:<16} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8}  worst entry",
+        "{:<13} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8}  worst entry",
         "suite",
         "policy",
         "mean impr",
         "min impr",
+        "mean v.an",
+        "min v.an",
         "mean frac",
         "min frac",
         "perf",
@@ -142,11 +148,14 @@ pub fn table(rows: &[Row]) -> String {
     for s in summaries(rows) {
         let _ = writeln!(
             out,
-            "{:<13} {:<16} {:>+8.2}% {:>+8.2}% {:>9.3} {:>9.3} {:>7.3} {:>7.3} {:>8.3}  {}",
+            "{:<13} {:<16} {:>+8.2}% {:>+8.2}% {:>+8.2}% {:>+8.2}% {:>9.3} {:>9.3} {:>7.3} {:>7.3} \
+             {:>8.3}  {}",
             s.suite,
             s.policy,
             100.0 * s.mean_improvement_vs_linux,
             100.0 * s.min_improvement_vs_linux,
+            100.0 * s.mean_improvement_vs_autonuma,
+            100.0 * s.min_improvement_vs_autonuma,
             s.mean_fraction_of_oracle,
             s.min_fraction_of_oracle,
             s.mean_performance,
@@ -158,9 +167,11 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
-/// The terminal summary: one row per suite and policy, within 100 columns. With
-/// `colour`, gains over Linux are green and losses red (ANSI; the caller decides,
-/// from the terminal and `NO_COLOR`).
+/// The terminal summary: one row per suite and policy, within 100 columns: mean and
+/// lowest improvement over `linux` and over `autonuma` (the kernel's NUMA balancing),
+/// mean and lowest fraction of the oracle, and the entry furthest from it. With
+/// `colour`, gains are green and losses red (ANSI; the caller decides, from the
+/// terminal and `NO_COLOR`).
 pub fn summary_table(rows: &[Row], colour: bool) -> String {
     let paint = |x: f64, text: String| match (colour, x) {
         (true, x) if x > 0.0005 => format!("\x1b[32m{text}\x1b[0m"),
@@ -170,27 +181,24 @@ pub fn summary_table(rows: &[Row], colour: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<10} {:<16} {:>13} {:>12} {:>14} {:>13}  worst entry",
-        "suite", "policy", "mean vs linux", "min vs linux", "mean of oracle", "min of oracle"
+        "{:<10} {:<16} {:>9} {:>8} {:>11} {:>8} {:>9} {:>6}  worst entry",
+        "suite", "policy", "vs linux", "(min)", "vs autonuma", "(min)", "of oracle", "(min)"
     );
     for s in summaries(rows) {
-        let mean = paint(
-            s.mean_improvement_vs_linux,
-            format!("{:>+12.2}%", 100.0 * s.mean_improvement_vs_linux),
-        );
-        let min = paint(
-            s.min_improvement_vs_linux,
-            format!("{:>+11.2}%", 100.0 * s.min_improvement_vs_linux),
-        );
+        let pct = |x: f64, w: usize| paint(x, format!("{:>+w$.2}%", 100.0 * x, w = w - 1));
         let mut worst = s.worst_entry.clone();
-        if worst.chars().count() > 18 {
-            worst = worst.chars().take(17).collect::<String>() + "…";
+        if worst.chars().count() > 14 {
+            worst = worst.chars().take(13).collect::<String>() + "…";
         }
         let _ = writeln!(
             out,
-            "{:<10} {:<16} {mean} {min} {:>14.3} {:>13.3}  {worst}",
+            "{:<10} {:<16} {} {} {} {} {:>9.3} {:>6.3}  {worst}",
             clip(&s.suite, 10),
             clip(&s.policy, 16),
+            pct(s.mean_improvement_vs_linux, 9),
+            pct(s.min_improvement_vs_linux, 8),
+            pct(s.mean_improvement_vs_autonuma, 11),
+            pct(s.min_improvement_vs_autonuma, 8),
             s.mean_fraction_of_oracle,
             s.min_fraction_of_oracle,
         );
@@ -210,12 +218,13 @@ fn clip(s: &str, n: usize) -> String {
 pub fn csv(rows: &[Row]) -> String {
     let mut out = String::from(
         "suite,workload,map,policy,programs,avg_slowdown,performance,unfairness,\
-         improvement_vs_linux,fraction_of_oracle,proven_optimal,program_improvements\n",
+         improvement_vs_linux,improvement_vs_autonuma,fraction_of_oracle,proven_optimal,\
+         program_improvements\n",
     );
     for r in rows {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.6},{},{}",
+            "{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{},{}",
             r.suite,
             r.workload,
             r.map,
@@ -225,6 +234,7 @@ pub fn csv(rows: &[Row]) -> String {
             r.performance,
             r.unfairness,
             r.improvement_vs_linux,
+            r.improvement_vs_autonuma,
             r.fraction_of_oracle,
             r.proven_optimal.map(|b| b.to_string()).unwrap_or_default(),
             r.program_improvements
@@ -264,6 +274,7 @@ mod tests {
             suite: "s".into(),
             workload: "W".into(),
             map: map.into(),
+            machine: "m".into(),
             policy: policy.into(),
             programs: vec!["a".into(), "b".into()],
             times: vec![1.0, 1.0],
@@ -271,6 +282,7 @@ mod tests {
             performance: 1.0,
             unfairness: 0.0,
             improvement_vs_linux: impr,
+            improvement_vs_autonuma: impr / 2.0,
             program_improvements: vec![impr - 0.01, impr + 0.01],
             fraction_of_oracle: frac,
             proven_optimal: None,

@@ -15,11 +15,13 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::policy::autonuma::{self, AutoNumaParams};
 use crate::policy::linux::balanced_schedules;
 use crate::policy::oracle::Oracle;
 use crate::policy::{
     self, follow_memory, Granular, PageMove, Pin, Placement, Plan, Policy, Snapshot, UnknownPolicy,
 };
+use crate::topology::{CpuId, NodeId, Topology};
 
 /// Per-process run time, normalised to running alone and local on the idle machine
 /// (1.0 = no slowdown), for a snapshot run under a plan. Deterministic.
@@ -43,6 +45,8 @@ pub struct Row {
     pub suite: String,
     pub workload: String,
     pub map: String,
+    /// The machine the case ran on (preset name or spec string).
+    pub machine: String,
     pub policy: String,
     pub programs: Vec<String>,
     /// Normalised run time per program.
@@ -54,6 +58,9 @@ pub struct Row {
     pub unfairness: f64,
     /// Mean over programs of 1 − T_policy / T_linux.
     pub improvement_vs_linux: f64,
+    /// Mean over programs of 1 − T_policy / T_autonuma (the kernel's automatic NUMA
+    /// balancing from the same CPU-balanced starts, time-weighted over the horizon).
+    pub improvement_vs_autonuma: f64,
     pub program_improvements: Vec<f64>,
     /// performance / performance of the oracle.
     pub fraction_of_oracle: f64,
@@ -67,6 +74,10 @@ pub struct Row {
 /// The policy names that the runner treats specially.
 pub const LINUX: &str = "linux";
 pub const ORACLE: &str = "oracle";
+pub const AUTONUMA: &str = "autonuma";
+
+/// Per-process run times memoised by what the model's answer depends on.
+type PhaseKey = (Vec<Vec<CpuId>>, Vec<Vec<(NodeId, u64)>>);
 
 pub struct Runner {
     model: Arc<TimeModel>,
@@ -82,13 +93,19 @@ pub struct Runner {
     /// The granularity plans are applied at, as the daemon would (`--pin`): what is
     /// simulated is what would be applied, the kernel balancing inside each set.
     pub pin: Pin,
+    /// The kernel's automatic NUMA balancing as the second baseline; `move_pages` is
+    /// overridden by [`Runner::allow_migration`].
+    pub autonuma: AutoNumaParams,
+    /// Per machine, the share of a memory controller's bandwidth a page copy takes
+    /// (charged to processes with memory on either end while it runs).
+    pub copy_share: Arc<dyn Fn(&Topology) -> f64 + Send + Sync>,
 }
 
 /// Times of one policy on one case before they are turned into a row.
-struct Measured {
-    times: Vec<f64>,
-    proven_optimal: Option<bool>,
-    evaluated: usize,
+pub struct Measured {
+    pub times: Vec<f64>,
+    pub proven_optimal: Option<bool>,
+    pub evaluated: usize,
 }
 
 impl Runner {
@@ -100,6 +117,8 @@ impl Runner {
             max_rounds: 8,
             allow_migration: false,
             pin: Pin::default(),
+            autonuma: AutoNumaParams::default(),
+            copy_share: Arc::new(|_| 0.0),
         }
     }
 
@@ -146,14 +165,15 @@ impl Runner {
     }
 
     /// A policy by name, applied at [`Runner::pin`] granularity; `oracle` is this
-    /// model's oracle. `linux` is the kernel's own placement and is left as it is.
+    /// model's oracle. `linux` and `autonuma` are the kernel's own placement and are left
+    /// as they are.
     pub fn policy(&self, name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
         let inner = if name == ORACLE {
             self.oracle()
         } else {
             policy::by_name(name)?
         };
-        Ok(if name == LINUX {
+        Ok(if name == LINUX || name == AUTONUMA {
             inner
         } else {
             Box::new(Granular::new(inner, self.pin))
@@ -174,6 +194,7 @@ impl Runner {
         let linux = self.average(&case.snapshot, &schedules.plans, &mut memo);
         let oracle = self.measure(case, self.oracle().as_ref(), &schedules.plans, &mut memo);
         let oracle_perf = performance(&oracle.times);
+        let kernel = self.autonuma(&case.snapshot, &schedules.plans);
         let mut rows = Vec::with_capacity(policies.len());
         for pol in policies {
             let m = match pol.name() {
@@ -187,9 +208,21 @@ impl Runner {
                     proven_optimal: oracle.proven_optimal,
                     evaluated: oracle.evaluated,
                 },
+                AUTONUMA => Measured {
+                    times: kernel.times.clone(),
+                    proven_optimal: None,
+                    evaluated: kernel.evaluated,
+                },
                 _ => self.measure(case, pol.as_ref(), &schedules.plans, &mut memo),
             };
-            rows.push(row(case, pol.name(), m, &linux.times, oracle_perf));
+            rows.push(row(
+                case,
+                pol.name(),
+                m,
+                &linux.times,
+                &kernel.times,
+                oracle_perf,
+            ));
             progress(pol.name());
         }
         rows
@@ -264,6 +297,84 @@ impl Runner {
         let mut m = self.average(&case.snapshot, &settled, memo);
         m.proven_optimal = proven;
         m
+    }
+
+    /// The kernel's automatic NUMA balancing from each CPU-balanced start (up to
+    /// [`Runner::start_limit`]), each trajectory scored time-weighted over the horizon:
+    /// a program's time is the horizon over the solo-seconds of work it did (the sum over
+    /// phases of length / normalised time), plus its hinting faults and its own page
+    /// copies as system time, plus its share of copies that crossed its controllers,
+    /// all over the horizon. Averaged over the starts like every other policy.
+    pub fn autonuma(&self, snapshot: &Snapshot, starts: &[Plan]) -> Measured {
+        let n = snapshot.processes.len();
+        let mut params = self.autonuma.clone();
+        params.move_pages = self.allow_migration;
+        let h = params.horizon_s.max(1e-9);
+        let share = (self.copy_share)(&snapshot.topology);
+        let mut memo: HashMap<PhaseKey, Vec<f64>> = HashMap::new();
+        let mut sum = vec![0.0; n];
+        let starts: Vec<&Plan> = starts.iter().take(self.start_limit.max(1)).collect();
+        for start in &starts {
+            let snap = with_current(snapshot, start);
+            let traj = autonuma::trajectory(&snap, &params);
+            let mut work = vec![0.0; n];
+            for ph in &traj.phases {
+                let key: PhaseKey = (
+                    ph.cpus.clone(),
+                    ph.memory
+                        .iter()
+                        .map(|m| m.iter().map(|(&k, &v)| (k, v)).collect())
+                        .collect(),
+                );
+                let times = memo.entry(key).or_insert_with(|| {
+                    let mut s = snapshot.clone();
+                    for (p, m) in s.processes.iter_mut().zip(&ph.memory) {
+                        p.memory_bytes = m.clone();
+                    }
+                    let plan = Plan::new(
+                        AUTONUMA,
+                        s.processes
+                            .iter()
+                            .zip(&ph.cpus)
+                            .map(|(p, c)| {
+                                Placement::new(&s.topology, p.pid, c.clone(), String::new())
+                            })
+                            .collect(),
+                    );
+                    (self.model)(&s, &plan)
+                });
+                for (w, t) in work.iter_mut().zip(times.iter()) {
+                    *w += (ph.end_s - ph.start_s) / t;
+                }
+            }
+            let mut extra: Vec<f64> = traj.fault_seconds.clone();
+            for c in &traj.copies {
+                let secs = c.bytes as f64 / (params.copy_gbps * 1e9);
+                for (i, p) in snapshot.processes.iter().enumerate() {
+                    if i == c.process {
+                        extra[i] += secs;
+                    } else if p.memory_bytes.contains_key(&c.from_node)
+                        || p.memory_bytes.contains_key(&c.to_node)
+                    {
+                        extra[i] += secs * share;
+                    }
+                }
+            }
+            for i in 0..n {
+                let t = if work[i] > 0.0 {
+                    h / work[i]
+                } else {
+                    f64::INFINITY
+                };
+                sum[i] += t + extra[i] / h;
+            }
+        }
+        let k = starts.len().max(1) as f64;
+        Measured {
+            times: sum.into_iter().map(|s| s / k).collect(),
+            proven_optimal: None,
+            evaluated: memo.len(),
+        }
     }
 
     /// Mean per-program time over a set of placements (memoised by placement).
@@ -437,7 +548,14 @@ pub fn unfairness(times: &[f64]) -> f64 {
     var.sqrt() / mean
 }
 
-fn row(case: &Case, policy: &str, m: Measured, linux: &[f64], oracle_perf: f64) -> Row {
+fn row(
+    case: &Case,
+    policy: &str,
+    m: Measured,
+    linux: &[f64],
+    kernel: &[f64],
+    oracle_perf: f64,
+) -> Row {
     let program_improvements: Vec<f64> = m
         .times
         .iter()
@@ -450,6 +568,12 @@ fn row(case: &Case, policy: &str, m: Measured, linux: &[f64], oracle_perf: f64) 
         suite: case.suite.clone(),
         workload: case.workload.clone(),
         map: case.map.clone(),
+        machine: case
+            .snapshot
+            .topology
+            .name()
+            .unwrap_or("custom")
+            .to_string(),
         policy: policy.to_string(),
         programs: case
             .snapshot
@@ -461,6 +585,13 @@ fn row(case: &Case, policy: &str, m: Measured, linux: &[f64], oracle_perf: f64) 
         performance: perf,
         unfairness: unfairness(&m.times),
         improvement_vs_linux: program_improvements.iter().sum::<f64>() / n,
+        improvement_vs_autonuma: m
+            .times
+            .iter()
+            .zip(kernel)
+            .map(|(t, k)| 1.0 - t / k)
+            .sum::<f64>()
+            / n,
         program_improvements,
         fraction_of_oracle: if oracle_perf > 0.0 {
             perf / oracle_perf

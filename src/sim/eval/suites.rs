@@ -2,7 +2,9 @@
 //!
 //! `nmass` is the evaluation of Majo & Gross (ISMM 2011) on their Nehalem machine;
 //! `membus` the bus study of Tudu et al. on the Xeon E5345; `cmload` the scaling study
-//! of Kang et al. (2 to 64 processes, half compute-bound, half streaming).
+//! of Kang et al. (2 to 64 processes, half compute-bound, half streaming). `random` is
+//! the held-out evaluation of SPEC §5c: cases drawn from a seed on machines and mixes no
+//! policy was designed on, optionally with characterisation noise.
 
 use crate::policy::{Process, Snapshot};
 use crate::topology::{self, Topology};
@@ -32,7 +34,7 @@ pub struct Suite {
     pub migration: bool,
 }
 
-pub const NAMES: &[&str] = &["nmass", "nmass-migrate", "membus", "cmload"];
+pub const NAMES: &[&str] = &["nmass", "nmass-migrate", "membus", "cmload", "random"];
 
 /// Workloads of the published N-MASS evaluation (M = memory-bound, C = compute-bound).
 pub const NMASS_WORKLOADS: &[(&str, &[&str])] = &[
@@ -88,6 +90,7 @@ pub const MAPS_8: &[&str] = &[
 /// With page migration: what moving memory adds to placement alone.
 pub const MIGRATE_POLICIES: &[&str] = &[
     "linux",
+    "autonuma",
     "maxlocal",
     "nmass",
     "numad",
@@ -98,6 +101,7 @@ pub const MIGRATE_POLICIES: &[&str] = &[
 
 pub const NMASS_POLICIES: &[&str] = &[
     "linux",
+    "autonuma",
     "maxlocal",
     "nmass",
     "nmass-regression",
@@ -126,6 +130,7 @@ pub fn suite(name: &str, machine: Option<&str>, lookup: Lookup) -> Result<Suite,
         }
         "membus" => membus(on("xeon-e5345")?, lookup),
         "cmload" => cmload(on("2n:1l:4c:1t")?, lookup),
+        "random" => random(&RandomOptions::default(), machine, lookup),
         other => Err(format!(
             "unknown suite '{other}' (known: {})",
             NAMES.join(", ")
@@ -157,7 +162,7 @@ fn membus(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
     Ok(Suite {
         name: "membus",
         machine: topo.name().unwrap_or("custom").to_string(),
-        policies: &["linux", "membus", "auto", "oracle"],
+        policies: &["linux", "autonuma", "membus", "auto", "oracle"],
         cases: vec![case(
             "membus", "bus8", "00000000", &topo, &programs, lookup,
         )?],
@@ -191,10 +196,199 @@ fn cmload(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
     Ok(Suite {
         name: "cmload",
         machine: topo.name().unwrap_or("custom").to_string(),
-        policies: &["linux", "cmload", "auto", "oracle"],
+        policies: &["linux", "autonuma", "cmload", "auto", "oracle"],
         cases,
         migration: false,
     })
+}
+
+/// Policies of the held-out suite: the two baselines, the published algorithm, ours and
+/// the oracle (the slow current-placement policies are left to `--policies`).
+pub const RANDOM_POLICIES: &[&str] = &["linux", "autonuma", "nmass", "auto", "oracle"];
+
+/// Machines `random` draws from: every preset, and spec strings with SMT, several LLCs
+/// per node and 2 to 8 nodes (SPEC §5c).
+pub const RANDOM_MACHINES: &[&str] = &[
+    "nehalem-e5520",
+    "xeon-e5345",
+    "epyc-7742-2s",
+    "xeon-8380-2s-snc2",
+    "2n:2l:4c:2t",
+    "4n:2l:2c:2t",
+    "8n:2l:1c:2t",
+    "3n:3l:2c:2t",
+    "2n:4l:2c:2t",
+    "4n:1l:4c:1t",
+    "2n:1l:8c:1t",
+];
+
+/// Programs `random` draws from (the built-in profiles); `stream` and `compute` may be
+/// multi-threaded.
+pub const RANDOM_PROGRAMS: &[&str] = &[
+    "mcf",
+    "lbm",
+    "libquantum",
+    "milc",
+    "soplex",
+    "omnetpp",
+    "sphinx3",
+    "gcc",
+    "h264ref",
+    "gobmk",
+    "perlbench",
+    "namd",
+    "gamess",
+    "povray",
+    "gromacs",
+    "hmmer",
+    "stream",
+    "compute",
+];
+
+/// Most processes in one drawn case: the oracle's search and the 1000 sampled Linux
+/// schedules grow with them; big machines are filled with multi-threaded processes.
+pub const RANDOM_MAX_PROCESSES: usize = 16;
+
+/// What `eval --suite random` draws.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RandomOptions {
+    pub seed: u64,
+    pub cases: usize,
+    /// Characterisation error in per cent: the policies see MPKI and bandwidth off by up
+    /// to ±noise%, the NUMA penalty's excess over 1 off by as much, and no cache reuse;
+    /// the model still runs the true programs.
+    pub noise_pct: f64,
+}
+
+impl Default for RandomOptions {
+    fn default() -> Self {
+        RandomOptions {
+            seed: 1,
+            cases: 20,
+            noise_pct: 0.0,
+        }
+    }
+}
+
+/// SplitMix64: small, deterministic, and the same on every platform.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x6a09_e667_f3bc_c908)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in 0..n (0 when n is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+
+    /// Uniform in [-1, 1].
+    pub fn signed_unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+}
+
+/// The held-out suite: `opts.cases` cases drawn from `opts.seed`, each on a machine of
+/// [`RANDOM_MACHINES`] (or on `machine`), with 4 to min(2 × CPUs,
+/// [`RANDOM_MAX_PROCESSES`]) processes of [`RANDOM_PROGRAMS`] (`stream` and `compute`
+/// with 1 to 8 threads, never more threads than 2 × CPUs in all) and memory homes drawn
+/// a third of the time all on one node, a third 75% on one node, a third at random.
+/// Noise is drawn from its own stream, so a seed gives the same cases at every noise
+/// level. Deterministic.
+pub fn random(
+    opts: &RandomOptions,
+    machine: Option<&str>,
+    lookup: Lookup,
+) -> Result<Suite, String> {
+    let fixed = machine.map(resolve).transpose()?;
+    let mut machines: Vec<Topology> = Vec::new();
+    if fixed.is_none() {
+        for m in RANDOM_MACHINES {
+            machines.push(resolve(m)?);
+        }
+    }
+    let mut cases = Vec::with_capacity(opts.cases);
+    for k in 0..opts.cases {
+        let mut rng = Rng::new(opts.seed.wrapping_mul(0x1_0000_0001).wrapping_add(k as u64));
+        let topo = match &fixed {
+            Some(t) => t.clone(),
+            None => machines[rng.below(machines.len())].clone(),
+        };
+        let cpus = topo.num_cpus();
+        let nodes: Vec<usize> = topo.cpu_nodes().collect();
+        let most = (2 * cpus).clamp(4, RANDOM_MAX_PROCESSES);
+        let n = 4 + rng.below(most - 3);
+        let mut programs: Vec<(&str, u32)> = Vec::with_capacity(n);
+        let mut threads_left = (2 * cpus).max(n);
+        for i in 0..n {
+            let prog = RANDOM_PROGRAMS[rng.below(RANDOM_PROGRAMS.len())];
+            let mut threads = 1u32;
+            if matches!(prog, "stream" | "compute") && rng.below(2) == 1 {
+                threads = [2u32, 4, 8][rng.below(3)];
+            }
+            // Keep one thread for every process still to come.
+            let room = threads_left.saturating_sub(n - i - 1).max(1);
+            threads = threads.min(room as u32).max(1);
+            threads_left = threads_left.saturating_sub(threads as usize);
+            programs.push((prog, threads));
+        }
+        let home = nodes[rng.below(nodes.len())];
+        let mode = rng.below(3);
+        let map: String = (0..n)
+            .map(|_| {
+                let node = match mode {
+                    0 => home,
+                    1 if rng.below(4) != 0 => home,
+                    _ => nodes[rng.below(nodes.len())],
+                };
+                char::from_digit(node as u32, 36).unwrap_or('0')
+            })
+            .collect();
+        let names: Vec<&str> = programs.iter().map(|(p, _)| *p).collect();
+        let mut c = case("random", &format!("r{k}"), &map, &topo, &names, lookup)?;
+        for (p, &(_, threads)) in c.snapshot.processes.iter_mut().zip(&programs) {
+            p.threads = threads;
+            p.cpu_demand = threads as f64;
+        }
+        if opts.noise_pct > 0.0 {
+            let mut noise = Rng::new(!opts.seed ^ (k as u64).wrapping_mul(0x9e37_79b9));
+            add_noise(&mut c.snapshot, opts.noise_pct / 100.0, &mut noise);
+        }
+        cases.push(c);
+    }
+    Ok(Suite {
+        name: "random",
+        machine: fixed
+            .as_ref()
+            .map(|t| t.name().unwrap_or("custom").to_string())
+            .unwrap_or_else(|| "drawn per case".to_string()),
+        policies: RANDOM_POLICIES,
+        cases,
+        migration: false,
+    })
+}
+
+/// Characterisation error (SPEC §5c): what the policies see of each process, off by up
+/// to ±`rel` — MPKI and bandwidth multiplied by 1 ± rel, the NUMA penalty's excess over 1
+/// likewise — and cache reuse unknown. Memory placement (`numa_maps`) is exact.
+pub fn add_noise(snapshot: &mut Snapshot, rel: f64, rng: &mut Rng) {
+    for p in &mut snapshot.processes {
+        let mut jitter = |x: f64| (x * (1.0 + rel * rng.signed_unit())).max(0.0);
+        p.mpki = p.mpki.map(&mut jitter);
+        p.bandwidth_gbps = p.bandwidth_gbps.map(&mut jitter);
+        p.numa_penalty = p.numa_penalty.map(|np| 1.0 + jitter(np - 1.0));
+        p.cache_reuse = None;
+    }
 }
 
 fn resolve(name: &str) -> Result<Topology, String> {
@@ -292,6 +486,95 @@ mod tests {
                 "{s}"
             );
         }
+    }
+
+    #[test]
+    fn random_cases_are_deterministic_per_seed_and_within_bounds() {
+        let opts = RandomOptions {
+            seed: 7,
+            cases: 12,
+            noise_pct: 0.0,
+        };
+        let a = random(&opts, None, &facts).unwrap();
+        let b = random(&opts, None, &facts).unwrap();
+        let key = |s: &Suite| -> Vec<(String, Snapshot)> {
+            s.cases
+                .iter()
+                .map(|c| (c.map.clone(), c.snapshot.clone()))
+                .collect()
+        };
+        assert_eq!(key(&a), key(&b));
+        let other = random(
+            &RandomOptions {
+                seed: 8,
+                ..opts.clone()
+            },
+            None,
+            &facts,
+        )
+        .unwrap();
+        assert_ne!(key(&a), key(&other));
+        let mut machines = std::collections::BTreeSet::new();
+        for c in &a.cases {
+            let s = &c.snapshot;
+            let cpus = s.topology.num_cpus();
+            let n = s.processes.len();
+            assert!(
+                n >= 4 && n <= (2 * cpus).clamp(4, RANDOM_MAX_PROCESSES),
+                "{n}"
+            );
+            let threads: u32 = s.processes.iter().map(|p| p.threads).sum();
+            assert!(threads as usize <= (2 * cpus).max(n), "{threads} on {cpus}");
+            for p in &s.processes {
+                assert!(p.threads == 1 || ["stream", "compute"].contains(&p.program.as_str()));
+                assert_eq!(p.cpu_demand, p.threads as f64);
+                assert_eq!(p.memory_bytes.len(), 1);
+            }
+            machines.insert(s.topology.name().unwrap_or("?").to_string());
+        }
+        assert!(machines.len() >= 4, "{machines:?}");
+        // --machine puts every case on it.
+        let on = random(&opts, Some("2n:2l:4c:2t"), &facts).unwrap();
+        assert!(on
+            .cases
+            .iter()
+            .all(|c| c.snapshot.topology.name() == Some("2n:2l:4c:2t")));
+    }
+
+    #[test]
+    fn noise_changes_only_the_characterisation_and_not_the_draw() {
+        let clean = RandomOptions {
+            seed: 3,
+            cases: 6,
+            noise_pct: 0.0,
+        };
+        let noisy = RandomOptions {
+            noise_pct: 25.0,
+            ..clean.clone()
+        };
+        let a = random(&clean, None, &facts).unwrap();
+        let b = random(&noisy, None, &facts).unwrap();
+        let mut changed = 0;
+        for (x, y) in a.cases.iter().zip(&b.cases) {
+            assert_eq!(x.map, y.map);
+            assert_eq!(x.snapshot.topology, y.snapshot.topology);
+            for (p, q) in x.snapshot.processes.iter().zip(&y.snapshot.processes) {
+                assert_eq!(
+                    (&p.program, p.threads, &p.memory_bytes, p.cpu_demand),
+                    (&q.program, q.threads, &q.memory_bytes, q.cpu_demand)
+                );
+                let rel = |a: Option<f64>, b: Option<f64>| (b.unwrap() / a.unwrap() - 1.0).abs();
+                assert!(rel(p.mpki, q.mpki) <= 0.25 + 1e-12);
+                assert!(rel(p.bandwidth_gbps, q.bandwidth_gbps) <= 0.25 + 1e-12);
+                let excess = |x: Option<f64>| x.unwrap() - 1.0;
+                assert!(
+                    (excess(q.numa_penalty) / excess(p.numa_penalty) - 1.0).abs() <= 0.25 + 1e-12
+                );
+                assert_eq!(q.cache_reuse, None);
+                changed += usize::from(p.mpki != q.mpki);
+            }
+        }
+        assert!(changed > 0);
     }
 
     #[test]
