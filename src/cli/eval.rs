@@ -25,14 +25,17 @@ pub struct EvalArgs {
     #[arg(long, value_name = "M")]
     pub machine: Option<String>,
     /// random: the seed cases are drawn from.
-    #[arg(long, default_value_t = 1, value_name = "S")]
+    #[arg(long, default_value_t = 1, value_name = "S", allow_hyphen_values = true,
+          value_parser = clap::builder::RangedI64ValueParser::<u64>::new().range(0..))]
     pub seed: u64,
     /// random: how many cases to draw.
-    #[arg(long, default_value_t = 20, value_name = "N")]
+    #[arg(long, default_value_t = 20, value_name = "N", allow_hyphen_values = true,
+          value_parser = clap::builder::RangedI64ValueParser::<usize>::new().range(1..=100_000))]
     pub cases: usize,
     /// random: characterisation error the policies see, per cent (MPKI and bandwidth
     /// ±P%, NUMA penalty error, cache reuse unknown); the model scores the true programs.
-    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_noise)]
+    #[arg(long, default_value_t = 0.0, value_name = "P", allow_hyphen_values = true,
+          value_parser = parse_noise)]
     pub noise: f64,
     /// Policies, comma-separated (default: the suite's).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
