@@ -590,8 +590,8 @@ impl<K: Kernel> Actuator<K> {
                 // over only if it carries numasched's set, which it inherited; with any
                 // other set the application chose it. Once the application's, always.
                 // A thread numasched set and that no longer carries that set, while
-                // the main thread still does, was re-pinned alone since (the
-                // application pinned it, or `taskset -p` on its tid): theirs from now.
+                // a sibling still does, was re-pinned alone since (the application
+                // pinned it, or `taskset -p` on its tid): theirs from now.
                 let recorded = entry.as_ref().is_some_and(|e| e.threads.contains_key(&tid));
                 let known_foreign = entry.as_ref().is_some_and(|e| e.foreign.contains(&tid));
                 let applied = entry.as_ref().and_then(|e| e.applied.as_ref());
