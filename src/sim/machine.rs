@@ -37,9 +37,7 @@ pub struct MachineParams {
     /// Peak bandwidth, per direction, between two nodes of the same package (SNC,
     /// NPS), GB/s. `None`: the on-die fabric is not a bottleneck.
     pub intra_package_gbps: Option<f64>,
-    /// Sustainable fraction of the interconnects' peak for memory traffic: header flits
-    /// per line, and on machines where it was measured, the whole remote path's limit
-    /// (link-layer credits, the home agent's tracking of remote requests).
+    /// Payload fraction of the interconnects (header flits per line).
     pub link_efficiency: f64,
     /// Peak bandwidth of the port through which one LLC domain reaches memory (the die's
     /// bus interface, a CCX's link to the I/O die), GB/s. `None`: not a bottleneck.
@@ -63,10 +61,6 @@ pub struct MachineParams {
 
 /// Memory traffic one E5345 front-side bus sustains, GB/s (Tudu et al. §2.3).
 pub const FSB_SUSTAINED_GBPS: f64 = 3.0;
-
-/// Sustained fraction of the Nehalem QPI's per-direction peak that remote memory traffic
-/// reaches (Tudu et al. Table 4; see `MachineParams::nehalem_e5520`).
-pub const NEHALEM_REMOTE_PATH_EFFICIENCY: f64 = 0.4;
 
 /// Utilisation at which queueing delay is evaluated at most; keeps the delay finite
 /// while the solver passes through overloaded intermediate states.
@@ -112,13 +106,8 @@ impl MachineParams {
             inter_package_gbps: Some(23.44 / 2.0),
             llc_port_gbps: Some(25.6),
             bus_efficiency: 0.65,
-            // Measured: remote stream tasks together sustain about as much as one local
-            // stream task beside them (Tudu et al., Table 4, L = 1, R ≥ 2: 0.96–0.97),
-            // and a lone remote stream runs 1.5–1.6 × as long (Kang et al., Fig. 2): the
-            // remote path (QPI credits, the home agent's remote trackers) sustains about
-            // 40% of the link's 11.72 GB/s per direction, far below its 8/9 payload rate.
-            // Majo & Gross (§3.4) likewise see it saturate well before the link's peak.
-            link_efficiency: NEHALEM_REMOTE_PATH_EFFICIENCY,
+            // A line crosses QPI as 8 data flits and 1 header flit.
+            link_efficiency: 8.0 / 9.0,
             ..MachineParams::generic()
         }
     }

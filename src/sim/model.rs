@@ -238,53 +238,47 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
         //    falls as its own delay rises, so the fixed point is unique.
         for (r, users) in crossing.iter().enumerate() {
             let res = &net.resources[r];
-            if res.closed {
-                let (c, residual) = match res.bus {
-                    None => (res.capacity, 0.0),
-                    Some(bus) => {
-                        // Round-robin arbitration: this controller may use what the others
-                        // leave of the bus, and at least an equal share (max-min fairness).
-                        others.clear();
-                        for &o in &net.buses[bus].agents {
-                            if o != r {
-                                others.push(
-                                    crossing[o]
-                                        .iter()
-                                        .map(|&(t, u)| {
-                                            let th = &net.threads[t];
-                                            th.run_share * f * s.mpi[t] * th.uses[u].bytes_per_miss
-                                                / s.cpi[t]
-                                        })
-                                        .sum(),
-                                );
-                            }
-                        }
-                        // Every change of owner costs a turnaround: with round robin, a share
-                        // 2·(total − largest)/total of the transfers change owner.
-                        let mine: f64 = users
-                            .iter()
-                            .map(|&(t, u)| {
-                                let th = &net.threads[t];
-                                th.run_share * f * s.mpi[t] * th.uses[u].bytes_per_miss / s.cpi[t]
-                            })
-                            .sum();
-                        let total = mine + others.iter().sum::<f64>();
-                        let largest = others.iter().copied().fold(mine, f64::max);
-                        let switching = if total > 0.0 {
-                            (2.0 * (total - largest) / total).min(1.0)
-                        } else {
-                            0.0
-                        };
-                        let raw = net.buses[bus].capacity;
-                        let whole = raw / (1.0 + switching * params.bus_turnaround_ns * raw / line);
-                        // A miss that finds its controller idle waits only for the transfer in
-                        // progress for another controller: the residual of one line.
-                        let busy = (others.iter().sum::<f64>() / whole).min(1.0);
-                        let residual = busy * line / whole / 2.0;
-                        let c = fair_share(whole, &mut others);
-                        (c, residual)
+            if let Some(bus) = res.bus {
+                // Round-robin arbitration: this controller may use what the others
+                // leave of the bus, and at least an equal share (max-min fairness).
+                others.clear();
+                for &o in &net.buses[bus].agents {
+                    if o != r {
+                        others.push(
+                            crossing[o]
+                                .iter()
+                                .map(|&(t, u)| {
+                                    let th = &net.threads[t];
+                                    th.run_share * f * s.mpi[t] * th.uses[u].bytes_per_miss
+                                        / s.cpi[t]
+                                })
+                                .sum(),
+                        );
                     }
+                }
+                // Every change of owner costs a turnaround: with round robin, a share
+                // 2·(total − largest)/total of the transfers change owner.
+                let mine: f64 = users
+                    .iter()
+                    .map(|&(t, u)| {
+                        let th = &net.threads[t];
+                        th.run_share * f * s.mpi[t] * th.uses[u].bytes_per_miss / s.cpi[t]
+                    })
+                    .sum();
+                let total = mine + others.iter().sum::<f64>();
+                let largest = others.iter().copied().fold(mine, f64::max);
+                let switching = if total > 0.0 {
+                    (2.0 * (total - largest) / total).min(1.0)
+                } else {
+                    0.0
                 };
+                let raw = net.buses[bus].capacity;
+                let whole = raw / (1.0 + switching * params.bus_turnaround_ns * raw / line);
+                // A miss that finds its controller idle waits only for the transfer in
+                // progress for another controller: the residual of one line.
+                let busy = (others.iter().sum::<f64>() / whole).min(1.0);
+                let residual = busy * line / whole / 2.0;
+                let c = fair_share(whole, &mut others);
                 s.capacity[r] = c;
                 mva.clear();
                 for &(t, u) in users {

@@ -41,10 +41,6 @@ pub(crate) struct Resource {
     /// `Network::buses`). Its capacity is then its max-min fair share of that bus, given
     /// what the other agents draw, and changes as they do.
     pub bus: Option<usize>,
-    /// Served as a finite-source first-come first-served queue (its users are cores
-    /// with a bounded number of misses in flight) rather than an open queue of bursts:
-    /// bus controllers and interconnect links.
-    pub closed: bool,
 }
 
 /// A bus arbitrated round robin between agents (bus controllers).
@@ -124,7 +120,6 @@ impl Builder<'_> {
             capacity,
             delay_scale: burst_service / 2.0,
             bus: None,
-            closed: false,
         });
         self.resources.len() - 1
     }
@@ -151,7 +146,6 @@ impl Builder<'_> {
         };
         self.buses[bus].agents.push(r);
         self.resources[r].bus = Some(bus);
-        self.resources[r].closed = true;
         r
     }
 
@@ -172,9 +166,7 @@ impl Builder<'_> {
         if pf != pt {
             let gbps = p.inter_package_gbps?;
             let eff = p.link_efficiency;
-            let r = self.resource(ResourceKind::PackageLink { from: pf, to: pt }, gbps, eff);
-            self.resources[r].closed = true;
-            Some(r)
+            Some(self.resource(ResourceKind::PackageLink { from: pf, to: pt }, gbps, eff))
         } else {
             let gbps = p.intra_package_gbps?;
             let eff = p.link_efficiency;
