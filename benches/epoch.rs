@@ -53,7 +53,7 @@ fn engine(n: usize, dir: &std::path::Path) -> Engine<FakeKernel> {
         Stages {
             topology: topo,
             scanner,
-            selector: Selector::new(&select, fake.root()).expect("selector"),
+            selector: Selector::new(&select, fake.root()),
             live: Live::new(
                 LiveConfig {
                     learn: false,

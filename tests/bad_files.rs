@@ -111,7 +111,7 @@ fn a_huge_glob_is_refused_quickly() {
     let (code, err) = bounded(&["plan", "--include-comm", &glob], 10);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("at most 1024"),
+        err.contains("at most 4096"),
         "{}",
         &err[..err.len().min(300)]
     );

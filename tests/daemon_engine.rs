@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use numasched::apply::{Action, Actuator, ActuatorConfig, FakeKernel, Restored};
 use numasched::characterise::live::{Live, LiveConfig};
-use numasched::daemon::config::Selection;
+use numasched::daemon::config::{Glob, Selection};
 use numasched::daemon::recovery::JournalFile;
 use numasched::daemon::select::Selector;
 use numasched::daemon::trigger::TriggerParams;
@@ -77,7 +77,7 @@ fn bed(select: Selection, min_interval: f64, release_after: u32) -> Bed {
         }
         .every_pass(),
     );
-    let selector = Selector::new(&select, fake.root()).expect("selector");
+    let selector = Selector::new(&select, fake.root());
     let engine = Engine::new(
         EngineConfig {
             trigger: TriggerParams {
@@ -250,7 +250,7 @@ fn a_reused_pid_is_a_new_process_and_the_old_entry_is_never_restored_onto_it() {
 #[test]
 fn a_process_that_no_longer_matches_is_restored_at_once() {
     let sel = Selection {
-        include_comm: vec!["alpha*".into()],
+        include_comm: vec![Glob::parse("alpha*").expect("glob")],
         ..Selection::default()
     };
     let mut b = bed(sel, 0.0, 30);

@@ -10,8 +10,8 @@ use clap::Args;
 
 use crate::daemon::build::LiveRoots;
 use crate::daemon::config::{
-    self, parse_bytes, parse_duration, parse_glob, parse_metrics_addr, parse_non_negative,
-    parse_pin, parse_policy, parse_positive, FileConfig, LogFormat, Options,
+    self, parse_bytes, parse_duration, parse_metrics_addr, parse_non_negative, parse_pin,
+    parse_policy, parse_positive, FileConfig, Glob, LogFormat, Options,
 };
 
 /// What `daemon` and `run` take beyond [`SelectArgs`].
@@ -69,11 +69,11 @@ pub struct SelectArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Manage only processes whose command name matches (glob; repeatable).
-    #[arg(long, value_name = "GLOB", value_parser = parse_glob)]
-    pub include_comm: Vec<String>,
+    #[arg(long, value_name = "GLOB", value_parser = Glob::parse)]
+    pub include_comm: Vec<Glob>,
     /// Never manage processes whose command name matches (glob; repeatable).
-    #[arg(long, value_name = "GLOB", value_parser = parse_glob)]
-    pub exclude_comm: Vec<String>,
+    #[arg(long, value_name = "GLOB", value_parser = Glob::parse)]
+    pub exclude_comm: Vec<Glob>,
     /// Manage this pid (repeatable).
     #[arg(long, allow_hyphen_values = true, value_name = "PID", value_parser = super::pid())]
     pub include_pid: Vec<u32>,
@@ -81,11 +81,11 @@ pub struct SelectArgs {
     #[arg(long, allow_hyphen_values = true, value_name = "PID", value_parser = super::pid())]
     pub exclude_pid: Vec<u32>,
     /// Manage only processes in a cgroup matching this path glob (repeatable).
-    #[arg(long, value_name = "GLOB", value_parser = parse_glob)]
-    pub include_cgroup: Vec<String>,
+    #[arg(long, value_name = "GLOB", value_parser = Glob::parse)]
+    pub include_cgroup: Vec<Glob>,
     /// Never manage processes in a cgroup matching this path glob (repeatable).
-    #[arg(long, value_name = "GLOB", value_parser = parse_glob)]
-    pub exclude_cgroup: Vec<String>,
+    #[arg(long, value_name = "GLOB", value_parser = Glob::parse)]
+    pub exclude_cgroup: Vec<Glob>,
     /// CPUs' worth of CPU use needed to be managed [default: 0.25].
     #[arg(long, allow_hyphen_values = true, value_name = "CPUS", value_parser = parse_non_negative)]
     pub min_cpu: Option<f64>,

@@ -148,7 +148,7 @@ pub fn build(
         read: sensors.read_options(),
         ..ScanConfig::default()
     });
-    let selector = Selector::new(&opts.select, &roots.proc).map_err(anyhow::Error::msg)?;
+    let selector = Selector::new(&opts.select, &roots.proc);
     let counters: Option<Box<dyn crate::observe::CounterSource + Send>> =
         if sensors.hardware_counters.available {
             Some(Box::new(PerfCounters::new()))
@@ -224,10 +224,21 @@ pub fn build(
 /// system calls act on: `sched_setaffinity(1234)` would move this namespace's 1234, an
 /// unrelated process, while `/proc/1234` describes the other one. `/proc/self` names
 /// this process as that procfs numbers it; in its own namespace that is `getpid()`.
-/// A root without `self` (a test's fake procfs) is not checked.
+/// A procfs of a namespace this process is not in (a container's `/proc` seen from the
+/// host) has no `self` for it at all, and is refused too; a root without `self` that is
+/// no procfs (a test's fake one) is not checked.
 fn own_pid_namespace(proc_root: &std::path::Path, pid: u32) -> anyhow::Result<()> {
     let link = proc_root.join("self");
     let Ok(target) = std::fs::read_link(&link) else {
+        if is_procfs(proc_root) {
+            anyhow::bail!(
+                "{} belongs to another pid namespace (this process is not in it: it has no \
+                 `self`): its pids are not the processes numasched would act on; run in the \
+                 pid namespace that mounted it (to manage only a container's processes, run \
+                 on the host with --include-cgroup)",
+                proc_root.display()
+            );
+        }
         return Ok(());
     };
     let seen = target.to_str().and_then(|t| t.parse::<u32>().ok());
@@ -250,6 +261,14 @@ fn own_pid_namespace(proc_root: &std::path::Path, pid: u32) -> anyhow::Result<()
 
 /// Whether the kernel's automatic NUMA balancing is on (`kernel.numa_balancing`, 1 or
 /// a mode mask with the NUMA_BALANCING_NORMAL bit); unreadable counts as off.
+/// Whether `dir` is the root of a procfs mount (`PROC_SUPER_MAGIC`).
+fn is_procfs(dir: &std::path::Path) -> bool {
+    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+    // `f_type`'s width differs between architectures; the cast is a no-op on x86_64.
+    #[allow(clippy::unnecessary_cast)]
+    rustix::fs::statfs(dir).is_ok_and(|s| s.f_type as i64 == PROC_SUPER_MAGIC)
+}
+
 fn kernel_balancing(proc_root: &std::path::Path) -> bool {
     std::fs::read_to_string(proc_root.join("sys/kernel/numa_balancing"))
         .ok()
@@ -341,6 +360,54 @@ mod tests {
         let msg = err.to_string();
         assert!(
             msg.contains("another pid namespace") && msg.contains("42"),
+            "{msg}"
+        );
+        assert!(is_procfs(std::path::Path::new("/proc")));
+        own_pid_namespace(std::path::Path::new("/proc"), std::process::id())
+            .expect("this namespace's own /proc");
+    }
+
+    /// A procfs mounted from a pid namespace this process is not in has no `self` for
+    /// it; the check used to take that for a fake procfs and let the daemon act on the
+    /// other namespace's pid numbers (seen: it started on such a root and placed).
+    #[test]
+    fn a_procfs_of_a_namespace_we_are_not_in_is_refused() {
+        if !nix::unistd::geteuid().is_root() || !std::path::Path::new("/usr/bin/unshare").exists() {
+            eprintln!("skipped: needs root and unshare");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mnt = dir.path().to_string_lossy().into_owned();
+        // A child pid namespace that mounts its own procfs on `mnt` (in our mount
+        // namespace) and waits for the check; unmounted below.
+        let mut child = std::process::Command::new("unshare")
+            .args(["-p", "-f", "--kill-child", "sh", "-c"])
+            .arg(format!("mount -t proc proc '{mnt}' && exec sleep 10"))
+            .spawn()
+            .expect("unshare");
+        let unmount = || {
+            let _ = std::process::Command::new("umount")
+                .args(["-l", &mnt])
+                .status();
+        };
+        let t = std::time::Instant::now();
+        while !is_procfs(dir.path()) {
+            if t.elapsed() > std::time::Duration::from_secs(5) {
+                unmount();
+                let _ = child.kill();
+                let _ = child.wait();
+                eprintln!("skipped: could not mount a procfs of a new pid namespace");
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let got = own_pid_namespace(dir.path(), std::process::id());
+        unmount();
+        let _ = child.kill();
+        let _ = child.wait();
+        let msg = got.expect_err("another namespace's procfs").to_string();
+        assert!(
+            msg.contains("another pid namespace") && !msg.contains('\n'),
             "{msg}"
         );
     }

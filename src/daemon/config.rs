@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::glob::Glob;
 use crate::policy;
 
 /// Where the daemon looks for its configuration when `--config` is not given.
@@ -62,14 +63,14 @@ pub struct Options {
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Selection {
     /// Command-name globs (`comm`, e.g. `postgres*`); empty = every name.
-    pub include_comm: Vec<String>,
-    pub exclude_comm: Vec<String>,
+    pub include_comm: Vec<Glob>,
+    pub exclude_comm: Vec<Glob>,
     /// Pids always considered (still subject to the exclusions and thresholds).
     pub include_pid: Vec<u32>,
     pub exclude_pid: Vec<u32>,
     /// Cgroup path globs (the v2 path of `/proc/<pid>/cgroup`, e.g. `/system.slice/*`).
-    pub include_cgroup: Vec<String>,
-    pub exclude_cgroup: Vec<String>,
+    pub include_cgroup: Vec<Glob>,
+    pub exclude_cgroup: Vec<Glob>,
     /// CPUs' worth of CPU time over an epoch needed to be admitted.
     pub min_cpu: f64,
     /// Resident bytes needed to be admitted.
@@ -188,9 +189,6 @@ impl FileConfig {
     /// The file laid over the defaults.
     pub fn into_options(self) -> Options {
         let d = Options::default();
-        let globs = |v: Option<Vec<Glob>>, d: Vec<String>| {
-            v.map(|g| g.into_iter().map(|g| g.0).collect()).unwrap_or(d)
-        };
         Options {
             policy: self.policy.map(|p| p.0).unwrap_or(d.policy),
             pin: self.pin.unwrap_or(d.pin),
@@ -199,12 +197,12 @@ impl FileConfig {
             migrate_pages: self.migrate_pages.unwrap_or(d.migrate_pages),
             migrate_rate: self.migrate_rate.map(|p| p.0).unwrap_or(d.migrate_rate),
             select: Selection {
-                include_comm: globs(self.include_comm, d.select.include_comm),
-                exclude_comm: globs(self.exclude_comm, d.select.exclude_comm),
+                include_comm: self.include_comm.unwrap_or(d.select.include_comm),
+                exclude_comm: self.exclude_comm.unwrap_or(d.select.exclude_comm),
                 include_pid: self.include_pid.unwrap_or(d.select.include_pid),
                 exclude_pid: self.exclude_pid.unwrap_or(d.select.exclude_pid),
-                include_cgroup: globs(self.include_cgroup, d.select.include_cgroup),
-                exclude_cgroup: globs(self.exclude_cgroup, d.select.exclude_cgroup),
+                include_cgroup: self.include_cgroup.unwrap_or(d.select.include_cgroup),
+                exclude_cgroup: self.exclude_cgroup.unwrap_or(d.select.exclude_cgroup),
                 min_cpu: self.min_cpu.map(|v| v.0).unwrap_or(d.select.min_cpu),
                 min_rss: self.min_rss.map(|b| b.0).unwrap_or(d.select.min_rss),
             },
@@ -430,35 +428,6 @@ pub fn parse_metrics_addr(s: &str) -> Result<SocketAddr, String> {
         return Err(format!("invalid metrics address {s:?}: port 0"));
     }
     Ok(addr)
-}
-
-/// A glob that compiles.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(try_from = "String")]
-pub struct Glob(pub String);
-
-impl TryFrom<String> for Glob {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        parse_glob(&s).map(Glob)
-    }
-}
-
-/// Longest pattern accepted. A process name has 15 bytes and a cgroup path rarely
-/// more than a few hundred; the bound keeps compiling the selection cheap (a 100,000-
-/// character pattern took 22 s to compile).
-pub const MAX_GLOB_LEN: usize = 1024;
-
-pub fn parse_glob(s: &str) -> Result<String, String> {
-    if s.len() > MAX_GLOB_LEN {
-        return Err(format!(
-            "pattern of {} characters; at most {MAX_GLOB_LEN} are accepted",
-            s.len()
-        ));
-    }
-    globset::Glob::new(s)
-        .map(|_| s.to_string())
-        .map_err(|e| format!("invalid pattern {s:?}: {}", e.kind()))
 }
 
 /// Durations in `Options` serialise as seconds (for `status`).

@@ -1,16 +1,19 @@
 //! Connections of the control socket and the metrics server, handled so that no client
 //! can hold either: each connection gets a thread of its own and one deadline for its
 //! whole request (not a timeout per read, which one byte every 1.5 s defeats), and at
-//! most [`MAX_CONNS`] are open at once, the oldest dropped first to make room. The
+//! most [`MAX_CONNS`] are open at once. To make room, the oldest connection still
+//! waiting for its request is dropped first: a client that connects and sends nothing
+//! costs the next one nothing, and an answer being written is not cut off for it. The
 //! accept loop itself never reads from a client, and neither server ever touches the
 //! epoch loop, which only publishes to the status board.
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Connections served at once; a further one closes the oldest.
+/// Connections served at once; a further one closes the oldest idle one.
 pub const MAX_CONNS: usize = 32;
 
 /// How long one request may take, from accept to the last byte read.
@@ -52,10 +55,29 @@ impl Conn for std::net::TcpStream {
 
 type Closer = Box<dyn Fn() + Send>;
 
+/// One request being served: its deadline, and whether the whole request has arrived
+/// (then the connection is answering, no longer idle).
+pub struct Request {
+    pub deadline: Instant,
+    answering: Arc<AtomicBool>,
+}
+
+impl Request {
+    fn read(&self) {
+        self.answering.store(true, Ordering::Relaxed);
+    }
+}
+
+struct Open {
+    id: u64,
+    answering: Arc<AtomicBool>,
+    close: Closer,
+}
+
 /// The open connections, oldest first.
 #[derive(Default)]
 pub struct Conns {
-    open: Mutex<VecDeque<(u64, Closer)>>,
+    open: Mutex<VecDeque<Open>>,
     next: Mutex<u64>,
 }
 
@@ -65,12 +87,13 @@ impl Conns {
     }
 
     /// Serves `conn` on a thread of its own with `handle`, after closing the oldest
-    /// connection if [`MAX_CONNS`] are open.
+    /// idle connection (the oldest of all when every one is answering) if
+    /// [`MAX_CONNS`] are open.
     pub fn spawn<C: Conn>(
         self: &Arc<Self>,
         name: &str,
         conn: C,
-        handle: impl FnOnce(C, Instant) + Send + 'static,
+        handle: impl FnOnce(C, Request) + Send + 'static,
     ) {
         let Ok(closer) = conn.try_clone_conn() else {
             return;
@@ -80,21 +103,33 @@ impl Conns {
             *n += 1;
             *n
         };
+        let answering = Arc::new(AtomicBool::new(false));
         {
             let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
             while open.len() >= MAX_CONNS {
-                if let Some((_, close)) = open.pop_front() {
-                    close();
+                let victim = open
+                    .iter()
+                    .position(|o| !o.answering.load(Ordering::Relaxed))
+                    .unwrap_or(0);
+                if let Some(o) = open.remove(victim) {
+                    (o.close)();
                 }
             }
-            open.push_back((id, Box::new(move || closer.close())));
+            open.push_back(Open {
+                id,
+                answering: Arc::clone(&answering),
+                close: Box::new(move || closer.close()),
+            });
         }
         let me = Arc::clone(self);
-        let deadline = Instant::now() + REQUEST_DEADLINE;
+        let req = Request {
+            deadline: Instant::now() + REQUEST_DEADLINE,
+            answering,
+        };
         let spawned = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
-                handle(conn, deadline);
+                handle(conn, req);
                 me.done(id);
             });
         if spawned.is_err() {
@@ -104,14 +139,14 @@ impl Conns {
 
     fn done(&self, id: u64) {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        open.retain(|(i, _)| *i != id);
+        open.retain(|o| o.id != id);
     }
 
     fn close(&self, id: u64) {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = open.iter().position(|(i, _)| *i == id) {
-            if let Some((_, close)) = open.remove(i) {
-                close();
+        if let Some(i) = open.iter().position(|o| o.id == id) {
+            if let Some(o) = open.remove(i) {
+                (o.close)();
             }
         }
     }
@@ -127,18 +162,21 @@ impl Conns {
 }
 
 /// Reads until `done(buf)` says the request is complete, `limit` bytes arrived, the
-/// peer closed, or `deadline` passed. `None` unless complete.
+/// peer closed, or the request's deadline passed. `None` unless complete; once
+/// complete, the connection counts as answering.
 pub fn read_until<C: Conn>(
     conn: &mut C,
-    deadline: Instant,
+    req: &Request,
     limit: usize,
     done: impl Fn(&[u8]) -> Option<usize>,
 ) -> std::io::Result<Option<Vec<u8>>> {
+    let deadline = req.deadline;
     let mut buf = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
     loop {
         if let Some(end) = done(&buf) {
             buf.truncate(end);
+            req.read();
             return Ok(Some(buf));
         }
         if buf.len() > limit {
@@ -192,8 +230,8 @@ mod tests {
         for _ in 0..MAX_CONNS + 3 {
             let (server, client) = UnixStream::pair().expect("pair");
             clients.push(client);
-            conns.spawn("t", server, |mut c, deadline| {
-                let _ = read_until(&mut c, deadline, 16, |b| b.contains(&b'\n').then_some(0));
+            conns.spawn("t", server, |mut c, req| {
+                let _ = read_until(&mut c, &req, 16, |b| b.contains(&b'\n').then_some(0));
             });
         }
         assert!(conns.len() <= MAX_CONNS, "{}", conns.len());
@@ -203,6 +241,66 @@ mod tests {
             .set_read_timeout(Some(Duration::from_secs(1)))
             .expect("timeout");
         assert_eq!(clients[0].read(&mut b).expect("eof"), 0);
+    }
+
+    /// Issue 17: the cap dropped the oldest connection, so a burst of clients that send
+    /// nothing cut off an answer being written. The oldest idle one goes first now.
+    #[test]
+    fn the_oldest_idle_connection_goes_first_not_one_being_answered() {
+        let conns = Conns::new();
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let wait = Arc::new(Mutex::new(wait));
+        let mut clients = Vec::new();
+        for i in 0..MAX_CONNS + 3 {
+            let (server, mut client) = UnixStream::pair().expect("pair");
+            if i == 0 {
+                // The first client sends its whole request; its handler then "answers"
+                // until released.
+                client.write_all(b"status\n").expect("write");
+            }
+            clients.push(client);
+            let wait = Arc::clone(&wait);
+            conns.spawn("t", server, move |mut c, req| {
+                let got = read_until(&mut c, &req, 16, |b| b.iter().position(|&x| x == b'\n'));
+                if matches!(got, Ok(Some(_))) {
+                    let _ = wait
+                        .lock()
+                        .expect("lock")
+                        .recv_timeout(Duration::from_secs(5));
+                    let _ = std::io::Write::write_all(&mut c.try_clone().expect("clone"), b"ok\n");
+                }
+            });
+            if i == 0 {
+                // Let it read its request before the others crowd in.
+                let t = Instant::now();
+                while !conns.open.lock().expect("lock")[0]
+                    .answering
+                    .load(Ordering::Relaxed)
+                {
+                    assert!(t.elapsed() < Duration::from_secs(5), "never read");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        }
+        assert!(conns.len() <= MAX_CONNS, "{}", conns.len());
+        let closed = |c: &mut UnixStream| {
+            c.set_read_timeout(Some(Duration::from_millis(200)))
+                .expect("timeout");
+            let mut b = [0u8; 4];
+            matches!(c.read(&mut b), Ok(0))
+        };
+        // The three oldest idle ones (clients 1, 2, 3) were closed to make room...
+        for (i, c) in clients.iter_mut().enumerate().skip(1).take(3) {
+            assert!(closed(c), "idle client {i} still open");
+        }
+        // ...and the one being answered still gets its answer.
+        release.send(()).expect("release");
+        let mut answer = String::new();
+        clients[0]
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let _ = clients[0].read_to_string(&mut answer);
+        assert_eq!(answer, "ok\n");
     }
 
     #[test]
@@ -217,11 +315,12 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(100));
             }
         });
-        let deadline = Instant::now() + Duration::from_millis(500);
-        let got = read_until(&mut server, deadline, 4096, |b| {
-            b.contains(&b'\n').then_some(0)
-        })
-        .expect("read");
+        let req = Request {
+            deadline: Instant::now() + Duration::from_millis(500),
+            answering: Arc::default(),
+        };
+        let got =
+            read_until(&mut server, &req, 4096, |b| b.contains(&b'\n').then_some(0)).expect("read");
         assert!(got.is_none());
         assert!(
             t.elapsed() < Duration::from_millis(900),

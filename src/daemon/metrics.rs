@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use super::conns::{self, Conns};
+use super::conns::{self, Conns, Request};
 use super::socket::Shared;
 use super::status::Status;
 
@@ -78,8 +78,8 @@ impl BoundMetrics {
                     match stream {
                         Ok(s) => {
                             let shared = Arc::clone(&shared);
-                            conns.spawn("numasched-scrape", s, move |s, deadline| {
-                                if let Err(e) = answer(s, &shared, deadline) {
+                            conns.spawn("numasched-scrape", s, move |s, req| {
+                                if let Err(e) = answer(s, &shared, &req) {
                                     tracing::debug!("metrics request: {e}");
                                 }
                             });
@@ -101,9 +101,9 @@ impl BoundMetrics {
 }
 
 /// Reads one request and answers it; the connection is then closed.
-fn answer(mut stream: TcpStream, shared: &Shared, deadline: Instant) -> std::io::Result<()> {
+fn answer(mut stream: TcpStream, shared: &Shared, req: &Request) -> std::io::Result<()> {
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    let (code, body) = match read_request(&mut stream, deadline)? {
+    let (code, body) = match read_request(&mut stream, req)? {
         Some(head) => respond(&head, shared),
         None => (400, "bad request\n".to_string()),
     };
@@ -128,15 +128,17 @@ fn answer(mut stream: TcpStream, shared: &Shared, deadline: Instant) -> std::io:
     // Closing with unread input would reset the connection and could lose the answer
     // (an oversized request): say we are done, then discard a bounded remainder.
     stream.shutdown(std::net::Shutdown::Write)?;
-    let until = deadline.min(Instant::now() + Duration::from_millis(200));
+    let until = req
+        .deadline
+        .min(Instant::now() + Duration::from_millis(200));
     conns::drain(&mut stream, until, 64 * 1024);
     Ok(())
 }
 
 /// The request head up to the blank line, or `None` if it is too long, too slow (the
-/// whole head must arrive by `deadline`), or not text.
-fn read_request(stream: &mut TcpStream, deadline: Instant) -> std::io::Result<Option<String>> {
-    let head = conns::read_until(stream, deadline, MAX_REQUEST, |b| {
+/// whole head must arrive by the request's deadline), or not text.
+fn read_request(stream: &mut TcpStream, req: &Request) -> std::io::Result<Option<String>> {
+    let head = conns::read_until(stream, req, MAX_REQUEST, |b| {
         find(b, b"\r\n\r\n").or_else(|| find(b, b"\n\n"))
     })?;
     Ok(head

@@ -2,6 +2,7 @@
 //! apply together on a real machine (SPEC §2–§4), and what surrounds it.
 //!
 //! - [`config`]: options from the TOML file and the command line, validated once.
+//! - [`glob`]: the name and cgroup patterns, compiled once.
 //! - [`select`]: which processes are managed (names, pids, cgroups, thresholds, or the
 //!   process tree of `run`).
 //! - [`trigger`]: when to re-plan (MPKI moved > 20%, arrivals, departures), with
@@ -23,6 +24,7 @@ pub mod build;
 pub mod config;
 pub mod conns;
 pub mod engine;
+pub mod glob;
 pub mod logging;
 pub mod metrics;
 pub mod need;

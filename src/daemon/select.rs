@@ -14,9 +14,8 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use globset::{Glob, GlobSet, GlobSetBuilder};
-
 use super::config::Selection;
+use super::glob::{any_match, Glob};
 use crate::observe::{Candidate, Filter};
 
 /// Processes by identity: (pid, start time).
@@ -28,12 +27,12 @@ pub type Managed = Arc<Mutex<HashSet<Key>>>;
 /// A compiled [`Selection`].
 #[derive(Debug, Clone)]
 pub struct Selector {
-    include_comm: Option<GlobSet>,
-    exclude_comm: GlobSet,
+    include_comm: Option<Vec<Glob>>,
+    exclude_comm: Vec<Glob>,
     include_pid: HashSet<u32>,
     exclude_pid: HashSet<u32>,
-    include_cgroup: Option<GlobSet>,
-    exclude_cgroup: GlobSet,
+    include_cgroup: Option<Vec<Glob>>,
+    exclude_cgroup: Vec<Glob>,
     min_cpu: f64,
     min_rss: u64,
     proc_root: PathBuf,
@@ -50,34 +49,20 @@ pub enum Verdict {
     Quiet,
 }
 
-fn globset(patterns: &[String]) -> Result<GlobSet, String> {
-    let mut b = GlobSetBuilder::new();
-    for p in patterns {
-        b.add(Glob::new(p).map_err(|e| format!("invalid pattern {p:?}: {}", e.kind()))?);
-    }
-    b.build().map_err(|e| e.to_string())
-}
-
 impl Selector {
-    pub fn new(sel: &Selection, proc_root: &Path) -> Result<Selector, String> {
-        let optional = |v: &[String]| -> Result<Option<GlobSet>, String> {
-            if v.is_empty() {
-                Ok(None)
-            } else {
-                globset(v).map(Some)
-            }
-        };
-        Ok(Selector {
-            include_comm: optional(&sel.include_comm)?,
-            exclude_comm: globset(&sel.exclude_comm)?,
+    pub fn new(sel: &Selection, proc_root: &Path) -> Selector {
+        let optional = |v: &[Glob]| (!v.is_empty()).then(|| v.to_vec());
+        Selector {
+            include_comm: optional(&sel.include_comm),
+            exclude_comm: sel.exclude_comm.clone(),
             include_pid: sel.include_pid.iter().copied().collect(),
             exclude_pid: sel.exclude_pid.iter().copied().collect(),
-            include_cgroup: optional(&sel.include_cgroup)?,
-            exclude_cgroup: globset(&sel.exclude_cgroup)?,
+            include_cgroup: optional(&sel.include_cgroup),
+            exclude_cgroup: sel.exclude_cgroup.clone(),
             min_cpu: sel.min_cpu,
             min_rss: sel.min_rss,
             proc_root: proc_root.to_path_buf(),
-        })
+        }
     }
 
     fn has_include_rules(&self) -> bool {
@@ -93,7 +78,7 @@ impl Selector {
     pub fn identity(&self, c: &Candidate<'_>, in_tree: Option<bool>) -> bool {
         let pid = c.stat.pid;
         let comm = c.stat.comm.as_str();
-        if self.exclude_pid.contains(&pid) || self.exclude_comm.is_match(comm) {
+        if self.exclude_pid.contains(&pid) || any_match(&self.exclude_comm, comm) {
             return false;
         }
         if c.stat.is_realtime() {
@@ -105,7 +90,7 @@ impl Selector {
             None
         };
         if let Some(cg) = &cgroup {
-            if self.exclude_cgroup.is_match(cg) {
+            if any_match(&self.exclude_cgroup, cg) {
                 return false;
             }
         }
@@ -116,8 +101,11 @@ impl Selector {
             return true;
         }
         self.include_pid.contains(&pid)
-            || self.include_comm.as_ref().is_some_and(|g| g.is_match(comm))
-            || matches!((&self.include_cgroup, &cgroup), (Some(g), Some(cg)) if g.is_match(cg))
+            || self
+                .include_comm
+                .as_ref()
+                .is_some_and(|g| any_match(g, comm))
+            || matches!((&self.include_cgroup, &cgroup), (Some(g), Some(cg)) if any_match(g, cg))
     }
 
     /// Whether the process is busy enough to be admitted.
@@ -207,6 +195,10 @@ mod tests {
     use super::*;
     use crate::observe::Stat;
 
+    fn globs(v: &[&str]) -> Vec<Glob> {
+        v.iter().map(|p| Glob::parse(p).expect("glob")).collect()
+    }
+
     fn stat(pid: u32, ppid: u32, comm: &str) -> Stat {
         let line = format!(
             "{pid} ({comm}) S {ppid} {pid} {pid} 0 -1 4194304 0 0 0 0 5 5 0 0 20 0 1 0 100 1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0"
@@ -219,7 +211,7 @@ mod tests {
     /// when named by an include rule (or run under `run`), they are left alone.
     #[test]
     fn real_time_tasks_are_never_selected() {
-        let sel = selector(|s| s.include_comm = vec!["rt*".into()]);
+        let sel = selector(|s| s.include_comm = globs(&["rt*"]));
         for policy in [1, 2, 6] {
             let mut s = stat(10, 1, "rtjob");
             s.policy = policy;
@@ -249,7 +241,7 @@ mod tests {
             ..Selection::default()
         };
         f(&mut s);
-        Selector::new(&s, Path::new("/nonexistent")).expect("valid")
+        Selector::new(&s, Path::new("/nonexistent"))
     }
 
     #[test]
@@ -264,10 +256,10 @@ mod tests {
     #[test]
     fn exclusions_beat_inclusions() {
         let sel = selector(|s| {
-            s.include_comm = vec!["post*".into()];
+            s.include_comm = globs(&["post*"]);
             s.include_pid = vec![20];
             s.exclude_pid = vec![21];
-            s.exclude_comm = vec!["postmaster".into()];
+            s.exclude_comm = globs(&["postmaster"]);
         });
         let busy = |pid, comm: &str| sel.verdict(&cand(&stat(pid, 1, comm), 2.0, 1 << 20), None);
         assert_eq!(busy(30, "postgres"), Verdict::Admit);
@@ -289,12 +281,12 @@ mod tests {
         write(41, "12:cpuset:/legacy\n0::/system.slice/sshd.service\n");
         write(42, "3:memory:/v1only\n");
         let mut s = Selection {
-            include_cgroup: vec!["/batch.slice/*".into(), "/v1only".into()],
-            exclude_cgroup: vec!["/system.slice/*".into()],
+            include_cgroup: globs(&["/batch.slice/*", "/v1only"]),
+            exclude_cgroup: globs(&["/system.slice/*"]),
             ..Selection::default()
         };
         s.min_cpu = 0.0;
-        let sel = Selector::new(&s, dir.path()).expect("valid");
+        let sel = Selector::new(&s, dir.path());
         let v = |pid| sel.verdict(&cand(&stat(pid, 1, "x"), 1.0, 1), None);
         assert_eq!(v(40), Verdict::Admit);
         assert_eq!(v(41), Verdict::Out);
@@ -316,7 +308,7 @@ mod tests {
     fn run_mode_follows_the_tree_whatever_the_load() {
         let tree = Arc::new(Mutex::new(Tree::new(100)));
         let f = filter(
-            selector(|s| s.exclude_comm = vec!["skipme".into()]),
+            selector(|s| s.exclude_comm = globs(&["skipme"])),
             Arc::default(),
             Some(tree.clone()),
         );

@@ -152,8 +152,8 @@ fn serve(listener: UnixListener, shared: Shared) {
             .map(|c| c.uid() == 0 || c.uid() == me)
             .unwrap_or(false);
         let shared = Arc::clone(&shared);
-        conns.spawn("numasched-status", stream, move |s, deadline| {
-            let _ = answer(s, &shared, allowed, deadline);
+        conns.spawn("numasched-status", stream, move |s, req| {
+            let _ = answer(s, &shared, allowed, &req);
         });
     }
 }
@@ -162,7 +162,7 @@ fn answer(
     mut stream: UnixStream,
     shared: &Shared,
     allowed: bool,
-    deadline: std::time::Instant,
+    req: &conns::Request,
 ) -> std::io::Result<()> {
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
     let mut w = stream.try_clone()?;
@@ -170,7 +170,7 @@ fn answer(
     // closing on a client that is still writing would give it EPIPE instead of the
     // reason. One bounded line by one deadline, so a client that never sends a
     // newline, or sends it a byte at a time, cannot hold the connection.
-    let Some(bytes) = conns::read_until(&mut stream, deadline, 4096, |b| {
+    let Some(bytes) = conns::read_until(&mut stream, req, 4096, |b| {
         b.iter().position(|&c| c == b'\n')
     })?
     else {

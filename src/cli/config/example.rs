@@ -10,7 +10,7 @@
 use clap::CommandFactory;
 use std::fmt::Write as _;
 
-use crate::daemon::config::{LogFormat, Options, Selection, DEFAULT_CONFIG};
+use crate::daemon::config::{Glob, LogFormat, Options, Selection, DEFAULT_CONFIG};
 
 /// Lines of comment text are wrapped to fit this width with their `# `.
 const WIDTH: usize = 88;
@@ -86,7 +86,7 @@ pub fn entries(opts: &Options) -> Vec<(&'static str, toml::Value)> {
     } = select;
     use toml::Value as V;
     let s = |v: &str| V::String(v.to_string());
-    let strs = |v: &[String]| V::Array(v.iter().map(|x| s(x)).collect());
+    let strs = |v: &[Glob]| V::Array(v.iter().map(|x| s(x.as_str())).collect());
     let pids = |v: &[u32]| V::Array(v.iter().map(|p| V::Integer(i64::from(*p))).collect());
     // humantime's form is exact to the nanosecond and is what `parse_duration` reads.
     let dur = |d: &std::time::Duration| s(&humantime::format_duration(*d).to_string());
@@ -188,6 +188,10 @@ fn wrap(text: &str) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::daemon::config::FileConfig;
+
+    fn glob(p: &str) -> Glob {
+        Glob::parse(p).expect("glob")
+    }
     use std::path::{Path, PathBuf};
     use std::time::Duration;
 
@@ -249,12 +253,12 @@ mod tests {
             migrate_pages: true,
             migrate_rate: 12.5,
             select: Selection {
-                include_comm: vec!["postgres*".into(), "java".into()],
-                exclude_comm: vec!["sshd".into()],
+                include_comm: vec![glob("postgres*"), glob("java")],
+                exclude_comm: vec![glob("sshd")],
                 include_pid: vec![42, 43],
                 exclude_pid: vec![7],
-                include_cgroup: vec!["/batch.slice/*".into()],
-                exclude_cgroup: vec!["/kubepods.slice/kubepods-pod*".into()],
+                include_cgroup: vec![glob("/batch.slice/*")],
+                exclude_cgroup: vec![glob("/kubepods.slice/kubepods-pod*")],
                 min_cpu: 0.75,
                 min_rss: 3 << 20,
             },
