@@ -149,6 +149,12 @@ pub fn build(
         ..ScanConfig::default()
     });
     let selector = Selector::new(&opts.select, &roots.proc);
+    // Which rules are in force after the file and the flags were merged: the first
+    // thing to check when a process is (not) managed.
+    tracing::debug!(
+        selection = %serde_json::to_string(&opts.select).unwrap_or_default(),
+        "processes selected by"
+    );
     let counters: Option<Box<dyn crate::observe::CounterSource + Send>> =
         if sensors.hardware_counters.available {
             Some(Box::new(PerfCounters::new()))
