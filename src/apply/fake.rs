@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use super::kernel::{ErrorKind, Identity, Kernel, KernelError, Op, Region};
+use super::kernel::{ErrorKind, Identity, Kernel, KernelError, Moving, Op, Region};
 use crate::topology::{CpuId, NodeId};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +84,9 @@ struct State {
     clock: f64,
     /// Seconds per page moved, added to the clock.
     move_cost: f64,
+    /// A `move_pages` call still "running": its answer, when it finishes on the fake
+    /// clock, and how long it takes.
+    moving: Option<(Result<Vec<i32>, KernelError>, f64, f64)>,
 }
 
 /// Bytes per page of the fake's memory.
@@ -442,6 +445,48 @@ impl Kernel for FakeKernel {
             .get(&pid)
             .ok_or_else(|| Self::gone(Op::ReadMems, pid, None))?;
         Ok(p.mems.clone().unwrap_or_else(|| (0..64).collect()))
+    }
+
+    /// A call takes `move_cost` per page on the fake clock, as on a mover thread: the
+    /// caller's clock stops at `until` if the call is not done by then, and the answer
+    /// waits for [`moving`](Kernel::moving) at a later time.
+    fn start_move_pages(
+        &self,
+        pid: u32,
+        addrs: Vec<u64>,
+        nodes: Vec<NodeId>,
+        until: f64,
+    ) -> Moving {
+        if self.state.borrow().moving.is_some() {
+            return Moving::Running;
+        }
+        let before = self.now();
+        let r = self.move_pages(pid, &addrs, &nodes);
+        let mut st = self.state.borrow_mut();
+        let finish = st.clock;
+        let took = finish - before;
+        if finish <= until {
+            return Moving::Done(r, took);
+        }
+        st.clock = before.max(until);
+        st.moving = Some((r, finish, took));
+        Moving::Running
+    }
+
+    fn moving(&self, until: f64) -> Moving {
+        let mut st = self.state.borrow_mut();
+        match st.moving.take() {
+            Some((r, finish, took)) if finish <= until => {
+                st.clock = st.clock.max(finish);
+                Moving::Done(r, took)
+            }
+            Some(call) => {
+                st.clock = st.clock.max(until);
+                st.moving = Some(call);
+                Moving::Running
+            }
+            None => Moving::Done(Err(Self::gone(Op::MovePages, 0, None)), 0.0),
+        }
     }
 
     fn now(&self) -> f64 {

@@ -13,9 +13,12 @@
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::mover::Moving;
+use super::mover::{Job, Mover};
 use crate::observe::ProcDir;
 use crate::topology::{CpuId, NodeId};
 
@@ -176,6 +179,36 @@ pub trait Kernel {
     /// The nodes the process may have memory on (`Mems_allowed_list`, its cpuset's
     /// `cpuset.mems`), read right before pages move.
     fn mems_allowed(&self, pid: u32) -> Result<Vec<NodeId>, KernelError>;
+    /// [`move_pages`](Self::move_pages) without holding the caller past `until` (on
+    /// [`now`](Self::now)'s clock): a call still running then goes on, and its answer
+    /// is collected with [`moving`](Self::moving). One call at a time. The default
+    /// makes the call in place.
+    fn start_move_pages(
+        &self,
+        pid: u32,
+        addrs: Vec<u64>,
+        nodes: Vec<NodeId>,
+        until: f64,
+    ) -> Moving {
+        let _ = until;
+        let t0 = self.now();
+        let r = self.move_pages(pid, &addrs, &nodes);
+        Moving::Done(r, (self.now() - t0).max(0.0))
+    }
+    /// The answer of the call [`start_move_pages`](Self::start_move_pages) left
+    /// running, waiting until `until` at most.
+    fn moving(&self, until: f64) -> Moving {
+        let _ = until;
+        Moving::Done(
+            Err(KernelError::new(
+                Op::MovePages,
+                0,
+                None,
+                ErrorKind::Other("no move_pages call in flight".into()),
+            )),
+            0.0,
+        )
+    }
     /// Seconds on a monotonic clock: how much of an epoch a migration step has used.
     fn now(&self) -> f64;
     /// The processes forked by any thread of `pid` that still run, ascending.
@@ -189,6 +222,8 @@ pub struct LinuxKernel {
     proc_root: PathBuf,
     /// The origin of [`Kernel::now`].
     started: std::time::Instant,
+    /// Where `move_pages` runs when the caller must not wait on it.
+    mover: Arc<Mover>,
 }
 
 impl Default for LinuxKernel {
@@ -244,13 +279,54 @@ impl LinuxKernel {
         LinuxKernel::with_proc_root(Path::new("/proc"))
     }
 
+    /// How long to wait from now until `until` on [`Kernel::now`]'s clock.
+    fn wait_until(&self, until: f64) -> std::time::Duration {
+        std::time::Duration::from_secs_f64((until - self.now()).clamp(0.0, 3600.0))
+    }
+
     /// Reads threads and identity under `proc_root` instead of `/proc`.
     pub fn with_proc_root(proc_root: &Path) -> LinuxKernel {
         LinuxKernel {
             proc_root: proc_root.to_path_buf(),
             started: std::time::Instant::now(),
+            mover: Arc::new(Mover::new(move_pages_now)),
         }
     }
+}
+
+/// `move_pages(2)` with `MPOL_MF_MOVE`, made by whichever thread calls it.
+fn move_pages_now(pid: u32, addrs: &[u64], nodes: &[NodeId]) -> Result<Vec<i32>, KernelError> {
+    let fail = |kind| KernelError::new(Op::MovePages, pid, None, kind);
+    let p = libc::pid_t::try_from(pid).map_err(|_| fail(ErrorKind::Invalid))?;
+    if addrs.len() != nodes.len() {
+        return Err(fail(ErrorKind::Invalid));
+    }
+    let pages: Vec<*mut libc::c_void> = addrs.iter().map(|&a| a as usize as *mut _).collect();
+    let targets: Vec<libc::c_int> = nodes
+        .iter()
+        .map(|&n| libc::c_int::try_from(n))
+        .collect::<Result<_, _>>()
+        .map_err(|_| fail(ErrorKind::Invalid))?;
+    let mut status = vec![0 as libc::c_int; addrs.len()];
+    // SAFETY: `pages`, `targets` and `status` each hold exactly `addrs.len()`
+    // elements, the count passed; the kernel reads the first two and writes only
+    // `status`. The page addresses are interpreted in the target process's address
+    // space, never dereferenced in ours.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            p,
+            pages.len() as libc::c_ulong,
+            pages.as_ptr(),
+            targets.as_ptr(),
+            status.as_mut_ptr(),
+            MPOL_MF_MOVE,
+        )
+    };
+    if r < 0 {
+        return Err(fail(ErrorKind::from_errno(errno())));
+    }
+    Ok(status)
 }
 
 impl Kernel for LinuxKernel {
@@ -379,37 +455,22 @@ impl Kernel for LinuxKernel {
         addrs: &[u64],
         nodes: &[NodeId],
     ) -> Result<Vec<i32>, KernelError> {
-        let fail = |kind| KernelError::new(Op::MovePages, pid, None, kind);
-        let p = libc::pid_t::try_from(pid).map_err(|_| fail(ErrorKind::Invalid))?;
-        if addrs.len() != nodes.len() {
-            return Err(fail(ErrorKind::Invalid));
-        }
-        let pages: Vec<*mut libc::c_void> = addrs.iter().map(|&a| a as usize as *mut _).collect();
-        let targets: Vec<libc::c_int> = nodes
-            .iter()
-            .map(|&n| libc::c_int::try_from(n))
-            .collect::<Result<_, _>>()
-            .map_err(|_| fail(ErrorKind::Invalid))?;
-        let mut status = vec![0 as libc::c_int; addrs.len()];
-        // SAFETY: `pages`, `targets` and `status` each hold exactly `addrs.len()`
-        // elements, the count passed; the kernel reads the first two and writes only
-        // `status`. The page addresses are interpreted in the target process's address
-        // space, never dereferenced in ours.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_move_pages,
-                p,
-                pages.len() as libc::c_ulong,
-                pages.as_ptr(),
-                targets.as_ptr(),
-                status.as_mut_ptr(),
-                MPOL_MF_MOVE,
-            )
-        };
-        if r < 0 {
-            return Err(fail(ErrorKind::from_errno(errno())));
-        }
-        Ok(status)
+        move_pages_now(pid, addrs, nodes)
+    }
+
+    fn start_move_pages(
+        &self,
+        pid: u32,
+        addrs: Vec<u64>,
+        nodes: Vec<NodeId>,
+        until: f64,
+    ) -> Moving {
+        let wait = self.wait_until(until);
+        self.mover.start(Job { pid, addrs, nodes }, wait)
+    }
+
+    fn moving(&self, until: f64) -> Moving {
+        self.mover.collect(self.wait_until(until))
     }
 
     fn regions(&self, pid: u32) -> Result<Vec<Region>, KernelError> {

@@ -10,13 +10,18 @@
 //! still in its `Mems_allowed` (a cpuset's `cpuset.mems` can change at any moment):
 //! otherwise the migration is dropped, with one line saying why, and what already moved
 //! stays moved (every page a chunk moved is a complete, valid placement).
+//!
+//! Each call goes through [`Kernel::start_move_pages`], which on Linux runs it on the
+//! [`mover`](super::mover) thread: a call still running at the step's deadline is left
+//! to finish there and answered in a later epoch, so one slow call (seconds, under
+//! load) never holds the loop. No other call starts while one is in flight.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::bucket::TokenBucket;
-use super::kernel::{Kernel, KernelError};
+use super::kernel::{Kernel, KernelError, Moving};
 use super::report::{Action, Line, Subject};
 use crate::topology::{cpulist, NodeId};
 
@@ -115,6 +120,15 @@ pub struct Migrations {
     /// one call: with this figure the bound can be checked on a live machine.
     #[serde(default)]
     longest_call_s: f64,
+    /// The call handed to the kernel and not yet answered: whose, and its page size.
+    #[serde(skip)]
+    in_flight: Option<InFlight>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct InFlight {
+    pid: u32,
+    page: u64,
 }
 
 impl Migrations {
@@ -126,8 +140,14 @@ impl Migrations {
         self.active.values()
     }
 
+    /// Nothing to move and no call in flight.
     pub fn is_empty(&self) -> bool {
-        self.active.is_empty()
+        self.active.is_empty() && self.in_flight.is_none()
+    }
+
+    /// Whether a `move_pages` call is still running (its answer not yet collected).
+    pub fn call_in_flight(&self) -> bool {
+        self.in_flight.is_some()
     }
 
     /// The longest single `move_pages` call so far, seconds.
@@ -151,13 +171,25 @@ impl Migrations {
 
     /// Moves pages until `deadline` of `kernel.now()` (one pass shares one deadline,
     /// however many moves it starts) and what `bucket` holds; one line per migration
-    /// that finished, was dropped, or is waiting.
+    /// that finished, was dropped, or is waiting. A call left running by an earlier
+    /// step is answered first, and while it runs no other starts.
     pub fn step<K: Kernel + ?Sized>(
         &mut self,
         kernel: &K,
         bucket: &mut TokenBucket,
         deadline: f64,
     ) -> Vec<Line> {
+        let mut answer = None;
+        if let Some(f) = self.in_flight.take() {
+            match kernel.moving(deadline) {
+                Moving::Running => self.in_flight = Some(f),
+                Moving::Done(r, secs) => {
+                    self.longest_call_s = self.longest_call_s.max(secs);
+                    // A process forgotten meanwhile: its answer is dropped.
+                    answer = Some((f, r));
+                }
+            }
+        }
         let mut lines = Vec::new();
         let pids: Vec<u32> = self.active.keys().copied().collect();
         for pid in pids {
@@ -165,7 +197,22 @@ impl Migrations {
                 continue;
             };
             m.epochs += 1;
-            let end = advance(m, kernel, bucket, deadline, &mut self.longest_call_s);
+            let mine = answer
+                .take_if(|(f, _)| f.pid == pid)
+                .map(|(f, r)| (f.page, r));
+            let end = if self.in_flight.is_some() {
+                None
+            } else {
+                let mut call = Call {
+                    kernel,
+                    bucket: &mut *bucket,
+                    deadline,
+                    longest_s: &mut self.longest_call_s,
+                    in_flight: &mut self.in_flight,
+                };
+                advance(m, &mut call, mine)
+            };
+            let running = self.in_flight.is_some_and(|f| f.pid == pid);
             let m = m.clone();
             let mk = |action, detail: String| Line {
                 pid,
@@ -183,9 +230,14 @@ impl Migrations {
                     Action::Deferred,
                     format!(
                         "{:.1} MB moved so far, at most {:.1} MB of address space left; \
-                         going on next epoch",
+                         going on next epoch{}",
                         mb(m.moved_bytes),
-                        mb(m.left_bytes())
+                        mb(m.left_bytes()),
+                        if running {
+                            " (a move_pages call of it is still running)"
+                        } else {
+                            ""
+                        }
                     ),
                 )),
                 Some(End::Finished) => {
@@ -217,14 +269,24 @@ impl Migrations {
     }
 }
 
-/// One epoch of one migration; `None` when it must go on next epoch.
+/// What one step's calls share: the kernel, the rate limit, the deadline, the longest
+/// call seen, and the one call that may be in flight.
+struct Call<'a, K: Kernel + ?Sized> {
+    kernel: &'a K,
+    bucket: &'a mut TokenBucket,
+    deadline: f64,
+    longest_s: &'a mut f64,
+    in_flight: &'a mut Option<InFlight>,
+}
+
+/// One epoch of one migration; `None` when it must go on next epoch. `answer` is the
+/// page size and answer of its call that an earlier step left running.
 fn advance<K: Kernel + ?Sized>(
     m: &mut Migration,
-    kernel: &K,
-    bucket: &mut TokenBucket,
-    deadline: f64,
-    longest_call_s: &mut f64,
+    call: &mut Call<'_, K>,
+    answer: Option<(u64, Result<Vec<i32>, KernelError>)>,
 ) -> Option<End> {
+    let kernel = call.kernel;
     let dropped = |e: KernelError| {
         if e.is_gone() {
             End::Gone
@@ -257,25 +319,45 @@ fn advance<K: Kernel + ?Sized>(
             ),
         ));
     }
+    if let Some((page, r)) = answer {
+        if let Err(e) = credit(m, r, page, call.bucket) {
+            return Some(dropped(e));
+        }
+    }
     while !m.done() {
-        if kernel.now() >= deadline || bucket.available() < CHUNK_BYTES as f64 {
+        if kernel.now() >= call.deadline || call.bucket.available() < CHUNK_BYTES as f64 {
             return None;
         }
         let page = m.regions.first().map_or(4096, |r| r.2);
         let addrs = m.next_chunk();
         let targets = vec![m.to; addrs.len()];
-        let t0 = kernel.now();
-        let moved = kernel.move_pages(m.pid, &addrs, &targets);
-        *longest_call_s = longest_call_s.max(kernel.now() - t0);
-        match moved {
-            Ok(status) => {
-                let there = status.iter().filter(|&&s| s == m.to as i32).count() as u64;
-                let bytes = there * page;
-                m.moved_bytes += bytes;
-                bucket.spend(bytes);
+        match kernel.start_move_pages(m.pid, addrs, targets, call.deadline) {
+            Moving::Running => {
+                *call.in_flight = Some(InFlight { pid: m.pid, page });
+                return None;
             }
-            Err(e) => return Some(dropped(e)),
+            Moving::Done(r, secs) => {
+                *call.longest_s = call.longest_s.max(secs);
+                if let Err(e) = credit(m, r, page, call.bucket) {
+                    return Some(dropped(e));
+                }
+            }
         }
     }
     Some(End::Finished)
+}
+
+/// Counts what a call moved to `m.to` and spends it from the rate limit.
+fn credit(
+    m: &mut Migration,
+    answer: Result<Vec<i32>, KernelError>,
+    page: u64,
+    bucket: &mut TokenBucket,
+) -> Result<(), KernelError> {
+    let status = answer?;
+    let there = status.iter().filter(|&&s| s == m.to as i32).count() as u64;
+    let bytes = there * page;
+    m.moved_bytes += bytes;
+    bucket.spend(bytes);
+    Ok(())
 }

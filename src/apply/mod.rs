@@ -30,8 +30,9 @@
 //!
 //! Modules: [`kernel`] (the trait, typed errors, the Linux implementation), [`fake`]
 //! (the programmable fake), [`journal`], [`undo`], [`bucket`], [`actuator`],
-//! [`report`], [`migrate`] (page moves in bounded chunks over epochs) and [`regions`]
-//! (what of a process may move).
+//! [`report`], [`migrate`] (page moves in bounded chunks over epochs), [`mover`]
+//! (`move_pages` on a thread of its own, so no call holds the epoch loop) and
+//! [`regions`] (what of a process may move).
 
 pub mod actuator;
 pub mod bucket;
@@ -39,6 +40,7 @@ pub mod fake;
 pub mod journal;
 pub mod kernel;
 pub mod migrate;
+pub mod mover;
 pub mod regions;
 pub mod report;
 pub mod undo;

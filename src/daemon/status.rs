@@ -36,12 +36,13 @@ pub struct Status {
     /// loop (a chunked migration spends at most 100 ms of an epoch).
     #[serde(default)]
     pub max_epoch_ms: f64,
-    /// The longest time one epoch spent in `move_pages` calls since start: the part of
-    /// an epoch that migration may hold (about 100 ms plus one 1 MiB chunk).
+    /// The longest time one epoch spent on page moves since start: the part of an epoch
+    /// that migration may hold (about 100 ms; a call still running then goes on on the
+    /// mover thread and is answered in a later epoch).
     #[serde(default)]
     pub max_migration_step_ms: f64,
-    /// The longest single `move_pages` call since start: a step is bounded by about
-    /// 100 ms plus one call, so the two together show the bound holds.
+    /// The longest single `move_pages` call since start, on the mover thread: what the
+    /// loop would have waited for had the calls been made on it.
     #[serde(default)]
     pub max_migration_call_ms: f64,
     /// Page moves in progress.
