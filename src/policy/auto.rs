@@ -579,9 +579,12 @@ fn room(layout: &Layout, mask: &AllowedMask, llc: usize) -> usize {
         .idle_cores(mask.filter(layout.topology().llc_cpu_indices(llc)))
 }
 
-fn free_cpus(layout: &Layout, mask: &AllowedMask, llc: usize) -> Vec<usize> {
+/// The CPUs of LLC `llc` the process may use. Its new CPUs are picked from them least
+/// loaded first, so free ones when there are: on an overcommitted machine a swap
+/// frees no CPU (the others time-sharing it stay), and looking for free CPUs only
+/// left the process with none, that is where it was, while its reason said it moved.
+fn llc_cpus(layout: &Layout, mask: &AllowedMask, llc: usize) -> Vec<usize> {
     mask.filter(layout.topology().llc_cpu_indices(llc))
-        .filter(|&c| layout.occ.is_free(c))
         .collect()
 }
 
@@ -605,7 +608,7 @@ fn relocate(layout: &mut Layout, masks: &[AllowedMask], moves: &[(usize, usize)]
         sizes.push(old.len());
     }
     for (&(i, to), size) in moves.iter().zip(sizes) {
-        let cands = free_cpus(layout, &masks[i], to);
+        let cands = llc_cpus(layout, &masks[i], to);
         let cpus = layout.occ.pick(&cands, size);
         layout.occ.add(&cpus, demand(layout, i));
         layout.cpus[i] = cpus;

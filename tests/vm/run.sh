@@ -17,6 +17,8 @@
 #                        (`tcgpairs`, a diagnostic, is not in the default list)
 #   NUMASCHED_VM_SCENARIO_LIMIT  seconds one scenario may run inside the guest before
 #                        its watchdog says FAIL and the next one starts (360)
+#   NUMASCHED_VM_NOHARM_ROUNDS  rounds of the noharm scenario (3; 9 for the figure in
+#                        docs/vm.md, with a scenario limit of 900)
 #
 # Runs as root on a Debian-like host (installs what it needs with apt).
 set -eu
@@ -29,6 +31,8 @@ out="$repo/target/vm"
 guest_timeout=${NUMASCHED_VM_TIMEOUT:-900}
 scenario_limit=${NUMASCHED_VM_SCENARIO_LIMIT:-360}
 case $scenario_limit in ''|*[!0-9]*) echo "NUMASCHED_VM_SCENARIO_LIMIT: '$scenario_limit' is not a whole number of seconds" >&2; exit 2 ;; esac
+noharm_rounds=${NUMASCHED_VM_NOHARM_ROUNDS:-3}
+case $noharm_rounds in ''|*[!0-9]*|0) echo "NUMASCHED_VM_NOHARM_ROUNDS: '$noharm_rounds' is not a whole number of rounds (1 or more)" >&2; exit 2 ;; esac
 bin=${NUMASCHED_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/numasched}
 # Set but empty: boot and power off only (measures boot time).
 scenarios=${NUMASCHED_VM_SCENARIOS-topo placement restore noharm pinned migrate mems numad}
@@ -209,8 +213,8 @@ run_guest() {
   topology "$name"
   rm -rf "$conf_root"
   mkdir -p "$conf_root/etc"
-  printf 'TOPO=%s\n%s\nSCENARIOS="%s"\nSCENARIO_LIMIT=%s\n' "$name" "$expect" "$scenarios" \
-    "$scenario_limit" >"$conf_root/etc/nstest.conf"
+  printf 'TOPO=%s\n%s\nSCENARIOS="%s"\nSCENARIO_LIMIT=%s\nNOHARM_ROUNDS=%s\n' "$name" "$expect" \
+    "$scenarios" "$scenario_limit" "$noharm_rounds" >"$conf_root/etc/nstest.conf"
   (cd "$conf_root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/conf-$name.cpio.gz"
   cat "$cache/base.cpio.gz" "$out/app.cpio.gz" "$out/conf-$name.cpio.gz" >"$out/initrd-$name.gz"
   rm -rf "$conf_root" "$out/conf-$name.cpio.gz"

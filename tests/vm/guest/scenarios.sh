@@ -354,35 +354,52 @@ scenario_restore() {
 
 # noharm: a 2-thread cpu load, and one whose second thread starts 1.5 s late, run
 # unmanaged, under `numasched run --dry-run` (the daemon observing, changing nothing)
-# and under `numasched run` (defaults: pin llc), in turn, 3 rounds each. Judged: the
-# daemon never changes the load's CPUs (see the end); the median rates and ratios are
-# printed beside it (docs/vm.md).
+# and under `numasched run` (defaults: pin llc), NOHARM_ROUNDS rounds (3; more for a
+# figure, see docs/vm.md), the order rotating from round to round. Judged: the daemon
+# never changes the load's CPUs (see the end). Printed beside it: per round the ratios
+# managed/unmanaged and managed/observed of runs made back to back, and their medians
+# (paired ratios cancel the drift of a shared host that medians of rates do not).
 NOHARM_SECONDS=${NOHARM_SECONDS:-6}
+NOHARM_ROUNDS=${NOHARM_ROUNDS:-3}
 rate_of() { sed -n 's/.*"event":"summary".*"rate":\([0-9.e+]*\).*/\1/p' "$1" | head -n 1; }
-median3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print 0 }'; }
+# One run of the load, unmanaged (un), observed (dr) or managed (ma); prints its rate.
+noharm_run() {
+  case $1 in
+    un) nscpu workload cpu $2 --seconds "$NOHARM_SECONDS" --json >/tmp/nh.json 2>/dev/null ;;
+    dr) numasched run --no-db --dry-run -- \
+          nscpu workload cpu $2 --seconds "$NOHARM_SECONDS" --json >/tmp/nh.json 2>>/tmp/nh.err ;;
+    ma) numasched run -v --no-db --journal /tmp/nh-journal.json -- \
+          nscpu workload cpu $2 --seconds "$NOHARM_SECONDS" --json >/tmp/nh.json 2>>/tmp/nh.err ;;
+  esac
+  rate_of /tmp/nh.json
+}
 scenario_noharm() {
-  local why="" name args i un dr ma u d m narrowed
+  local why="" name args i un dr ma u d m mu md r_un r_dr r_ma order k narrowed
   : >/tmp/nh.err
   for name in two late; do
     case $name in
       two) args="--threads 2" ;;
       late) args="--threads 2 --late 1.5" ;;
     esac
-    un="" dr="" ma=""
-    for i in 1 2 3; do
-      nscpu workload cpu $args --seconds "$NOHARM_SECONDS" --json >/tmp/nh.json 2>/dev/null
-      un="$un $(rate_of /tmp/nh.json)"
-      numasched run --no-db --dry-run -- \
-        nscpu workload cpu $args --seconds "$NOHARM_SECONDS" --json >/tmp/nh.json 2>>/tmp/nh.err
-      dr="$dr $(rate_of /tmp/nh.json)"
-      numasched run -v --no-db --journal /tmp/nh-journal.json -- \
-        nscpu workload cpu $args --seconds "$NOHARM_SECONDS" --json >/tmp/nh.json 2>>/tmp/nh.err
-      ma="$ma $(rate_of /tmp/nh.json)"
+    un="" dr="" ma="" mu="" md=""
+    i=0
+    while [ $i -lt "$NOHARM_ROUNDS" ]; do
+      case $((i % 3)) in
+        0) order="un dr ma" ;;
+        1) order="dr ma un" ;;
+        2) order="ma un dr" ;;
+      esac
+      for k in $order; do eval "r_$k=\$(noharm_run $k \"\$args\")"; done
+      un="$un $r_un"; dr="$dr $r_dr"; ma="$ma $r_ma"
+      mu="$mu $(ratio "$r_ma" "$r_un")"; md="$md $(ratio "$r_ma" "$r_dr")"
+      i=$((i + 1))
     done
-    u=$(median3 $un); d=$(median3 $dr); m=$(median3 $ma)
-    say "$name: median rates unmanaged $u, observed (dry run) $d, managed $m"
-    say "$name: managed/observed $(ratio "$m" "$d"), managed/unmanaged $(ratio "$m" "$u") (daemon overhead included)"
+    u=$(median $un); d=$(median $dr); m=$(median $ma)
+    say "$name: median rates unmanaged $u, observed (dry run) $d, managed $m ($NOHARM_ROUNDS rounds of ${NOHARM_SECONDS} s)"
+    say "$name: per round managed/unmanaged$mu; managed/observed$md"
+    say "$name: median of the paired ratios: managed/unmanaged $(median $mu), managed/observed $(median $md) (daemon overhead included)"
   done
   grep -E "affinity|re-planned" /tmp/nh.err | sed 's/^.*INFO //' | tail -n 12 | sed 's/^/    /'
   # What is judged: the load (no counters here, no profile: nothing known of it) is
