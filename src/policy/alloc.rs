@@ -11,6 +11,12 @@ use crate::topology::Topology;
 /// Load below which a CPU counts as free.
 const FREE: f64 = 1e-9;
 
+/// Slowdown of each of two busy threads sharing one physical core (SMT), against each
+/// alone on a core: both run at about 60% of their solo speed, i.e. the pair gets about
+/// 1.2 times the throughput of one thread, the usual figure for Hyper-Threading
+/// (15-30% more throughput).
+pub const SMT_SLOWDOWN: f64 = 1.0 / 0.6 - 1.0;
+
 #[derive(Debug, Clone)]
 pub struct Occupancy<'t> {
     topo: &'t Topology,
@@ -62,6 +68,29 @@ impl<'t> Occupancy<'t> {
             }
         }
         seen.len()
+    }
+
+    /// How much of a process's work on `cpus` (carrying `demand` spread evenly, as
+    /// [`add`](Self::add) put it) runs beside other work on the same physical cores: per
+    /// CPU, the smaller of its own load and the rest of its core's load, summed. 1.0 for
+    /// one busy thread beside another busy thread.
+    pub fn core_overlap(&self, cpus: &[usize], demand: f64) -> f64 {
+        if cpus.is_empty() {
+            return 0.0;
+        }
+        let own = demand.abs().max(FREE * 10.0) / cpus.len() as f64;
+        cpus.iter()
+            .map(|&c| {
+                let core = self.topo.cpus()[c].core;
+                let mine = own
+                    * cpus
+                        .iter()
+                        .filter(|&&d| self.topo.cpus()[d].core == core)
+                        .count() as f64;
+                let others = (self.core_load[core] - mine).max(0.0);
+                own.min(others)
+            })
+            .sum()
     }
 
     /// Free CPUs among `candidates`.

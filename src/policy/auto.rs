@@ -33,7 +33,7 @@
 //! in the snapshot (MPKI, penalty, cache reuse, SLIT distances, LLC domains), none of it
 //! from the simulator.
 
-use crate::policy::alloc::AllowedMask;
+use crate::policy::alloc::{AllowedMask, SMT_SLOWDOWN};
 use crate::policy::locality::remote_factor;
 use crate::policy::maxlocal::{self, Layout};
 use crate::policy::nmass::THRESHOLD_MPKI;
@@ -186,6 +186,17 @@ impl Auto {
         let mut layout = maxlocal::place(snapshot);
         let mut search = Search::new(&layout, &self.params);
         let start_llc = search.llc.clone();
+        // Who shared a core at the start with no idle one left in its LLC: a move of
+        // theirs says so.
+        let start_shared: Vec<f64> = (0..layout.cpus.len())
+            .map(|i| match start_llc[i] {
+                Some(l) => {
+                    let mask = AllowedMask::of(&snapshot.topology, &snapshot.processes[i]);
+                    smt_relief(&layout, &mask, i, l)
+                }
+                None => 0.0,
+            })
+            .collect();
         search.improve(&mut layout);
         let topo = &snapshot.topology;
         let node_of = |l: usize| topo.nodes()[topo.llcs()[l].node].id;
@@ -198,6 +209,16 @@ impl Auto {
                      with its memory local",
                     node_of(b),
                     100.0 * search.contention_cost(i),
+                ),
+                (Some(a), Some(b)) if a != b && start_shared[i] > 0.0 => format!(
+                    "LLC {b} (node {}) rather than LLC {a} (node {}), the most local choice, \
+                     where it would share a core: estimated slowdown {:.1}% remote + {:.1}% \
+                     contention, against about {:.0}% for it and the thread beside it there",
+                    node_of(b),
+                    node_of(a),
+                    100.0 * search.remote_cost(i),
+                    100.0 * search.contention_cost(i),
+                    100.0 * SMT_SLOWDOWN,
                 ),
                 (Some(a), Some(b)) if a != b => format!(
                     "LLC {b} (node {}) rather than LLC {a} (node {}), the most local choice: \
@@ -439,6 +460,7 @@ impl<'p> Search<'p> {
             // Single moves to an LLC with free CPUs for the whole group.
             for i in 0..n {
                 let Some(from) = self.llc[i] else { continue };
+                let relief = smt_relief(layout, &masks[i], i, from);
                 let mut best: Option<(f64, usize)> = None;
                 let mut dests = Few::<16>::default();
                 for l in home_llcs[i].clone().chain(cool.iter().copied()) {
@@ -448,7 +470,7 @@ impl<'p> Search<'p> {
                     if to == from || room(layout, &masks[i], to) < layout.cpus[i].len() {
                         continue;
                     }
-                    let delta = self.apply(&[(i, to)]);
+                    let delta = self.apply(&[(i, to)]) - relief;
                     self.shift(&[(i, from)]);
                     if delta < -EPS && best.is_none_or(|(d, _)| delta < d) {
                         best = Some((delta, to));
@@ -569,6 +591,24 @@ impl<const N: usize> Few<N> {
     }
 }
 
+/// What process `i` and the threads beside it on its cores would gain from a core of
+/// its own: both stop sharing a pipeline ([`SMT_SLOWDOWN`] each). Counted only when
+/// its LLC has no idle core it may use (otherwise the kernel, balancing inside the LLC,
+/// or the CPU pick already gives it one). A single move goes only to an LLC with idle
+/// cores for it ([`room`]), so this is what every such move saves besides what the
+/// cost function sees. Without it, the maximum-local start that fills a node's SMT
+/// siblings before using another node stayed: on `4n:2l:2c:2t`, four compute-bound
+/// processes on one LLC's two cores ran 1.67 times as long as alone while whole nodes
+/// idled, because leaving cost them 1-5% of remote execution and gained nothing the
+/// cost could see.
+fn smt_relief(layout: &Layout, mask: &AllowedMask, i: usize, llc: usize) -> f64 {
+    if room(layout, mask, llc) > 0 {
+        return 0.0;
+    }
+    let demand = layout.snapshot.processes[i].cpu_demand;
+    2.0 * SMT_SLOWDOWN * layout.occ.core_overlap(&layout.cpus[i], demand)
+}
+
 /// Idle cores the process may use in `llc`: a move is only worth considering to a
 /// thread of its own. The cost function has no SMT term, so a free sibling of a busy
 /// core would look like room and cost both threads ~40% (a sphinx3 moved beside a
@@ -627,6 +667,38 @@ mod tests {
             node_of_plan(&s, &Auto::default().plan(&s)),
             vec![1, 0, 0, 0]
         );
+    }
+
+    /// Four compute-bound processes homed on node 0 of a machine with two cores per
+    /// node and SMT: the maximum-local start puts all four on node 0's two cores, two
+    /// to a core (each 1.67 times as long as alone), while node 1 idles. Leaving costs
+    /// them 2% of remote execution and frees a core for each: two of them go.
+    #[test]
+    fn processes_do_not_share_cores_while_whole_cores_idle() {
+        let topo = crate::topology::spec::parse("2n:1l:2c:2t").expect("spec");
+        let s = Snapshot {
+            topology: topo.clone(),
+            processes: (0..4)
+                .map(|k| crate::policy::testkit::proc_on(100 + k, "perlbench", 0, 0.5, 1.02))
+                .collect(),
+        };
+        let plan = Auto::default().plan(&s);
+        let mut cores: Vec<usize> = plan
+            .placements
+            .iter()
+            .flat_map(|pl| pl.cpus.iter().map(|&c| topo.cpu(c).expect("cpu").core))
+            .collect();
+        cores.sort_unstable();
+        cores.dedup();
+        assert_eq!(cores.len(), 4, "{plan:?}");
+        let moved: Vec<&str> = plan
+            .placements
+            .iter()
+            .filter(|pl| pl.reason.contains("where it would share a core"))
+            .map(|pl| pl.reason.as_str())
+            .collect();
+        assert_eq!(moved.len(), 2, "{plan:?}");
+        assert!(moved.iter().all(|r| r.contains("about 67%")), "{moved:?}");
     }
 
     #[test]
