@@ -24,6 +24,8 @@ pub struct Occupancy<'t> {
     core_load: Vec<f64>,
     /// Free CPUs per LLC, kept in step with `cpu_load` so "is there room here?" is O(1).
     free_per_llc: Vec<usize>,
+    /// Idle physical cores per LLC, kept in step with `core_load` likewise.
+    idle_cores_per_llc: Vec<usize>,
 }
 
 impl<'t> Occupancy<'t> {
@@ -34,6 +36,18 @@ impl<'t> Occupancy<'t> {
             core_load: vec![0.0; topo.cores().len()],
             free_per_llc: (0..topo.llcs().len())
                 .map(|l| topo.llc_cpu_indices(l).len())
+                .collect(),
+            idle_cores_per_llc: (0..topo.llcs().len())
+                .map(|l| {
+                    let mut cores: Vec<usize> = topo
+                        .llc_cpu_indices(l)
+                        .iter()
+                        .map(|&c| topo.cpus()[c].core)
+                        .collect();
+                    cores.sort_unstable();
+                    cores.dedup();
+                    cores.len()
+                })
                 .collect(),
         }
     }
@@ -91,6 +105,12 @@ impl<'t> Occupancy<'t> {
                 own.min(others)
             })
             .sum()
+    }
+
+    /// Idle physical cores in LLC `llc`: [`idle_cores`](Self::idle_cores) of all its
+    /// CPUs, in O(1) (the planners ask it for every process and LLC they try).
+    pub fn idle_cores_in_llc(&self, llc: usize) -> usize {
+        self.idle_cores_per_llc[llc]
     }
 
     /// Free CPUs among `candidates`.
@@ -157,7 +177,13 @@ impl<'t> Occupancy<'t> {
                 _ => {}
             }
             let core = self.topo.cpus()[c].core;
+            let core_was_idle = self.core_load[core] < FREE;
             self.core_load[core] = (self.core_load[core] + share).max(0.0);
+            match (core_was_idle, self.core_load[core] < FREE) {
+                (true, false) => self.idle_cores_per_llc[llc] -= 1,
+                (false, true) => self.idle_cores_per_llc[llc] += 1,
+                _ => {}
+            }
         }
     }
 }
@@ -233,6 +259,39 @@ mod tests {
         // CPU 2 is idle but shares a core with 0; CPU 1 is on an idle core.
         assert_eq!(ids(&t, &occ.pick(&all, 1)), vec![1]);
         assert_eq!(ids(&t, &Occupancy::new(&t).pick(&all, 2)), vec![0, 1]);
+    }
+
+    /// The O(1) count per LLC agrees with counting, through adds and removes of every
+    /// size (a process's share spread over CPUs of several cores and LLCs).
+    #[test]
+    fn the_idle_core_count_per_llc_keeps_step() {
+        let t = topology::machine("2n:2l:2c:2t").unwrap();
+        let mut occ = Occupancy::new(&t);
+        let check = |occ: &Occupancy| {
+            for l in 0..t.llcs().len() {
+                let counted = occ.idle_cores(t.llc_cpu_indices(l).iter().copied());
+                assert_eq!(occ.idle_cores_in_llc(l), counted, "LLC {l}");
+            }
+        };
+        check(&occ);
+        let mut placed: Vec<(Vec<usize>, f64)> = Vec::new();
+        let mut x: u64 = 7;
+        for step in 0..200 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            if step % 3 == 2 && !placed.is_empty() {
+                let (cpus, d) = placed.remove((x >> 33) as usize % placed.len());
+                occ.remove(&cpus, d);
+            } else {
+                let n = 1 + (x >> 40) as usize % 3;
+                let cpus: Vec<usize> = (0..n).map(|k| ((x >> (8 * k)) as usize) % 16).collect();
+                let d = [0.0, 0.3, 1.0, 2.0][(x >> 20) as usize % 4];
+                occ.add(&cpus, d);
+                placed.push((cpus, d));
+            }
+            check(&occ);
+        }
     }
 
     #[test]

@@ -614,6 +614,9 @@ fn smt_relief(layout: &Layout, mask: &AllowedMask, i: usize, llc: usize) -> f64 
 /// core would look like room and cost both threads ~40% (a sphinx3 moved beside a
 /// perlbench while whole cores of another LLC idled).
 fn room(layout: &Layout, mask: &AllowedMask, llc: usize) -> usize {
+    if mask.is_all() {
+        return layout.occ.idle_cores_in_llc(llc);
+    }
     layout
         .occ
         .idle_cores(mask.filter(layout.topology().llc_cpu_indices(llc)))

@@ -287,7 +287,14 @@ fn free_in_node(
     // An LLC with enough idle cores beats one that has room only on SMT siblings of
     // busy cores, whatever its pressure: sharing a pipeline costs a thread about 40%,
     // more than any cache or bandwidth sharing the pressure stands for.
-    let idle_in = |l: usize| occ.idle_cores(allowed.filter(topo.llc_cpu_indices(l))) >= slots;
+    let idle_in = |l: usize| {
+        let idle = if allowed.is_all() {
+            occ.idle_cores_in_llc(l)
+        } else {
+            occ.idle_cores(allowed.filter(topo.llc_cpu_indices(l)))
+        };
+        idle >= slots
+    };
     let mut best: Option<(usize, bool, usize)> = None; // (llc, on idle cores, free count)
     for llc in llcs {
         let f = free_in(llc);
