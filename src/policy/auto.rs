@@ -454,9 +454,13 @@ impl<'p> Search<'p> {
         for _ in 0..self.params.max_passes {
             let mut improved = false;
             // Where a process could usefully go: back to its home node, or to one of the
-            // quietest caches. Probing only those keeps a pass O(processes) on machines
-            // with dozens of LLCs; on two-node machines it is every LLC anyway.
-            let cool = self.coolest(self.params.swap_candidates.max(1));
+            // quietest caches with an idle core (a single move needs one; the quietest
+            // of all can be full of compute-bound threads that put no pressure on it).
+            // Probing only those keeps a pass O(processes) on machines with dozens of
+            // LLCs; on two-node machines it is every LLC anyway.
+            let cool = self.coolest_where(self.params.swap_candidates.max(1), |l| {
+                layout.occ.idle_cores_in_llc(l) > 0
+            });
             // Single moves to an LLC with free CPUs for the whole group.
             for i in 0..n {
                 let Some(from) = self.llc[i] else { continue };
@@ -533,7 +537,12 @@ impl<'p> Search<'p> {
 
     /// The `k` LLCs with the least pressure.
     fn coolest(&self, k: usize) -> Vec<usize> {
-        let mut v: Vec<usize> = (0..self.pressure.len()).collect();
+        self.coolest_where(k, |_| true)
+    }
+
+    /// The `k` LLCs with the least pressure among those `keep` accepts.
+    fn coolest_where(&self, k: usize, keep: impl Fn(usize) -> bool) -> Vec<usize> {
+        let mut v: Vec<usize> = (0..self.pressure.len()).filter(|&l| keep(l)).collect();
         v.sort_by(|&a, &b| {
             self.pressure[a]
                 .total_cmp(&self.pressure[b])
@@ -702,6 +711,44 @@ mod tests {
             .collect();
         assert_eq!(moved.len(), 2, "{plan:?}");
         assert!(moved.iter().all(|r| r.contains("about 67%")), "{moved:?}");
+    }
+
+    /// The caches a single move may go to are the quietest ones *with an idle core*:
+    /// the quietest of all were full of compute-bound threads (no misses, no pressure),
+    /// so the processes sharing cores never found the idle nodes (held-out seed 59,
+    /// `8n:2l:1c:2t`: six idle cores while four pairs shared one each).
+    #[test]
+    fn an_idle_core_is_found_past_quiet_full_caches() {
+        let topo = crate::topology::spec::parse("8n:1l:1c:2t").expect("spec");
+        let mut processes = Vec::new();
+        for node in 0..4 {
+            let mut p = crate::policy::testkit::proc_on(100 + node, "compute", node, 0.0, 1.0);
+            p.threads = 2;
+            p.cpu_demand = 2.0;
+            processes.push(p);
+        }
+        for k in 0..4 {
+            processes.push(crate::policy::testkit::proc_on(
+                200 + k,
+                "perlbench",
+                7,
+                0.5,
+                1.02,
+            ));
+        }
+        let s = Snapshot {
+            topology: topo.clone(),
+            processes,
+        };
+        let plan = Auto::default().plan(&s);
+        let mut owner: std::collections::HashMap<usize, u32> = Default::default();
+        for pl in &plan.placements {
+            for &c in &pl.cpus {
+                let core = topo.cpu(c).expect("cpu").core;
+                let first = *owner.entry(core).or_insert(pl.pid);
+                assert_eq!(first, pl.pid, "core {core} shared: {plan:?}");
+            }
+        }
     }
 
     #[test]
