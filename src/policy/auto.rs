@@ -21,7 +21,11 @@
 //! two programs that both reuse the cache also evict each other's working sets, which
 //! costs more than bandwidth alone (κc = 2). κ follows from that reading; κc was chosen
 //! by sweeping {0, 1, 2, 3, 4, 6} on the simulator's `nmass` suite (see the README), so
-//! treat it as calibrated, not derived.
+//! treat it as calibrated, not derived. Cores shared by SMT are outside that sum: a
+//! single move also counts what leaving a shared core saves, both threads' slowdown at
+//! about 60% speed each ([`SMT_SLOWDOWN`], a physical figure, not fitted). Nothing was
+//! fitted on the held-out `random` suite; the README says which of its seeds were read
+//! while fixing the search and which were not.
 //!
 //! With it, compute-bound programs are not sent away for a sliver of balance, streaming
 //! programs are not split at the price of their locality, and when every core is taken a
