@@ -115,9 +115,8 @@ enum End {
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Migrations {
     active: BTreeMap<u32, Migration>,
-    /// The longest single `move_pages` call so far, seconds. A step stops at the first
-    /// deadline check past [`STEP_SECONDS`], so it holds the loop for at most that plus
-    /// one call: with this figure the bound can be checked on a live machine.
+    /// The longest single `move_pages` call so far, seconds (timed where it ran, on
+    /// the mover thread): what the loop would have been held for had it waited.
     #[serde(default)]
     longest_call_s: f64,
     /// The call handed to the kernel and not yet answered: whose, and its page size.
@@ -145,10 +144,6 @@ impl Migrations {
         self.active.is_empty() && self.in_flight.is_none()
     }
 
-    /// Whether a `move_pages` call is still running (its answer not yet collected).
-    pub fn call_in_flight(&self) -> bool {
-        self.in_flight.is_some()
-    }
 
     /// The longest single `move_pages` call so far, seconds.
     pub fn longest_call_s(&self) -> f64 {
