@@ -144,7 +144,6 @@ impl Migrations {
         self.active.is_empty() && self.in_flight.is_none()
     }
 
-
     /// The longest single `move_pages` call so far, seconds.
     pub fn longest_call_s(&self) -> f64 {
         self.longest_call_s
