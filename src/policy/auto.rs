@@ -216,8 +216,9 @@ impl Auto {
                 ),
                 (Some(a), Some(b)) if a != b && start_shared[i] > 0.0 => format!(
                     "LLC {b} (node {}) rather than LLC {a} (node {}), the most local choice, \
-                     where it would share a core: estimated slowdown {:.1}% remote + {:.1}% \
-                     contention, against about {:.0}% for it and the thread beside it there",
+                     where it would share a core with another busy thread: estimated \
+                     slowdown {:.1}% remote + {:.1}% contention, against at least {:.0}% \
+                     for each of the two there",
                     node_of(b),
                     node_of(a),
                     100.0 * search.remote_cost(i),
@@ -605,7 +606,8 @@ impl<const N: usize> Few<N> {
 }
 
 /// What process `i` and the threads beside it on its cores would gain from a core of
-/// its own: both stop sharing a pipeline ([`SMT_SLOWDOWN`] each). Counted only when
+/// its own: both stop sharing a pipeline ([`SMT_SLOWDOWN`] each, for SMT siblings; two
+/// threads time-sharing one CPU lose more, so this errs low there). Counted only when
 /// its LLC has no idle core it may use (otherwise the kernel, balancing inside the LLC,
 /// or the CPU pick already gives it one). A single move goes only to an LLC with idle
 /// cores for it ([`room`]), so this is what every such move saves besides what the
@@ -714,7 +716,10 @@ mod tests {
             .map(|pl| pl.reason.as_str())
             .collect();
         assert_eq!(moved.len(), 2, "{plan:?}");
-        assert!(moved.iter().all(|r| r.contains("about 67%")), "{moved:?}");
+        assert!(
+            moved.iter().all(|r| r.contains("at least 67%")),
+            "{moved:?}"
+        );
     }
 
     /// The caches a single move may go to are the quietest ones *with an idle core*:
