@@ -35,7 +35,9 @@ export PATH="$tmp/root/bin:$PATH"
 
 v=$(numasched --version 2>&1)
 if [[ $v == numasched\ * ]]; then ok "numasched on PATH: $v"; else bad "numasched --version: $v"; fi
-if numasched --help 2>&1 | grep -q "Usage: numasched"; then ok "numasched --help"; else bad "numasched --help"; fi
+# Captured, not piped: with pipefail, `grep -q` exiting at its first match can kill
+# numasched with SIGPIPE and fail the pipeline (seen once in CI).
+if help=$(numasched --help 2>&1) && grep -q "Usage: numasched" <<<"$help"; then ok "numasched --help"; else bad "numasched --help"; fi
 if out=$(numasched topo 2>&1) && grep -q "node" <<<"$out"; then ok "numasched topo (this machine): $(head -n 1 <<<"$out")"; else bad "numasched topo: $out"; fi
 
 if out=$(cargo run --release -q -- eval --suite nmass --out target/eval-nmass 2>&1); then

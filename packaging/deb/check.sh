@@ -8,7 +8,7 @@
 set -uo pipefail
 deb=${1:?usage: check.sh PACKAGE.deb}
 [ "$(id -u)" = 0 ] || { echo "check.sh: needs root (dpkg -i)" >&2; exit 2; }
-if dpkg-query -W -f='${Status}' numasched 2>/dev/null | grep -q 'install ok installed'; then
+if [ "$(dpkg-query -W -f='${Status}' numasched 2>/dev/null)" = 'install ok installed' ]; then
   echo "check.sh: a numasched package is already installed here; not touching it" >&2
   exit 2
 fi

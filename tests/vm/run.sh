@@ -49,7 +49,7 @@ ensure_packages() {
   local need=() pkg
   for pkg in qemu-system-x86 busybox-static numactl numad stress-ng cpio util-linux \
              binutils gzip; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' ||
+    [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" = 'install ok installed' ] ||
       need+=("$pkg")
   done
   if [ ${#need[@]} -gt 0 ]; then
