@@ -98,7 +98,7 @@ wait_touched() {
 # CPU seconds used so far by $1: utime + stime, or utime alone with $2 = user. (Page
 # migration is copied by the kernel in the caller's context: it shows as stime.)
 cpu_seconds() {
-  awk -v hz=100 -v only="$2" '{ sub(/^.*\) /, ""); s = only == "user" ? $12 : $12 + $13
+  awk -v hz=100 -v only="$2" '{ sub(/^.*\) /, ""); s = only == "user" ? $12 : only == "sys" ? $13 : $12 + $13
     printf "%.2f\n", s / hz }' "/proc/$1/stat" 2>/dev/null
 }
 
@@ -108,9 +108,10 @@ cpu_seconds() {
 # against it) unless $5 is --touch-node: then the pages are placed on node $1 and
 # nothing binds them there, like a program that first ran on that node, and a manager
 # (or the kernel) may move them.
+# Its progress lines go to $LOAD_LOG (default /tmp/loads.log) every $LOAD_REPORT s (5).
 start_stream() {
-  $4 nsload workload stream "${5:---membind}" "$1" --size "$2M" --seconds "$3" --report-interval 5 \
-    >>/tmp/loads.log 2>&1 &
+  $4 nsload workload stream "${5:---membind}" "$1" --size "$2M" --seconds "$3" \
+    --report-interval "${LOAD_REPORT:-5}" >>"${LOAD_LOG:-/tmp/loads.log}" 2>&1 &
   echo $!
 }
 
@@ -475,12 +476,13 @@ scenario_pinned() {
 # never migrate.
 run_case() {
   local mgr=$1 mib=$2 secs=$3 early=$4 hogs="" c pid t0 before after settle="" i mpid="" \
-    frac=0 nodes cpus sum=0 samples=0
+    frac=0 nodes cpus sum=0 samples=0 prog0 sys0
   eval "home=\$CPUS_$MIGRATE_HOME"
   if [ "$mgr" = autonuma ]; then balancing 1; else balancing 0; fi
   trail "$mgr: starting loads"
   for c in $home; do hogs="$hogs $(start_cpu 300 "/usr/bin/taskset -c $c")"; done
-  pid=$(start_stream "$MIGRATE_HOME" "$mib" 300 "" --touch-node)
+  rm -f /tmp/case-load.log
+  pid=$(LOAD_LOG=/tmp/case-load.log; LOAD_REPORT=1; start_stream "$MIGRATE_HOME" "$mib" 300 "" --touch-node)
   if ! wait_touched "$pid" "$mib"; then
     CASE_ERR="load never touched its ${mib}M"; stop_pids $pid $hogs; return 1
   fi
@@ -505,6 +507,8 @@ run_case() {
   esac
   trail "$mgr: manager started (pid ${mpid:-none})"
   t0=$(now)
+  # The load's own progress (elapsed s, GB moved) and system time when the window opens.
+  prog0=$(load_progress /tmp/case-load.log) sys0=$(cpu_seconds "$pid" sys)
   # Every second: the node(s) it runs on (its affinity when narrowed, else the node of
   # the CPU it last ran on) and the fraction of its pages there. Settled = the start of
   # the final run of samples with at least 90% local.
@@ -528,6 +532,11 @@ run_case() {
     fi
   done
   trail "$mgr: window over"
+  # Its rate over the window from its own progress lines, and the system time it was
+  # charged meanwhile (hinting faults and page copies it triggered are charged to it).
+  CASE_RATE=$(echo "$prog0 $(load_progress /tmp/case-load.log)" |
+    awk '{ if ($3 > $1) printf "%.3f", ($4 - $2) / ($3 - $1); else print "-" }')
+  CASE_LOAD_SYS=$(awk -v a="$sys0" -v b="$(cpu_seconds "$pid" sys)" 'BEGIN { printf "%.2f", b - a }')
   after=$(pages_by_node "$pid" | tr '\n' ' ')
   CASE_MOVED=$(echo "$before|$after" | awk -F'|' '{ n = split($1, b, " "); split($2, a, " ")
       for (i = 1; i < n; i += 2) { d = a[i + 1] - b[i + 1]; if (d > 0) m += d } print m + 0 }')
@@ -691,20 +700,24 @@ scenario_numad() {
   local json="" rows="" m null
   for m in none autonuma numad numasched; do
     if ! run_case "$m" 320 "$COMPARE_SECONDS" 0; then echo "FAIL numad: case '$m': $CASE_ERR"; return; fi
-    rows="$rows$m $CASE_FRAC $CASE_MEAN $CASE_MOVED $CASE_SETTLE $CASE_CPU_S $CASE_USER_S $(commas "$CASE_CPUS")
+    rows="$rows$m $CASE_FRAC $CASE_MEAN $CASE_MOVED $CASE_SETTLE $CASE_RATE $CASE_LOAD_SYS $CASE_CPU_S $CASE_USER_S $(commas "$CASE_CPUS")
 "
-    json="$json${json:+,}{\"manager\":\"$m\",\"local_fraction_end\":$CASE_FRAC,\"local_fraction_mean\":$CASE_MEAN,\"pages_migrated\":$CASE_MOVED,\"settle_s\":$(nullable "$CASE_SETTLE"),\"daemon_cpu_s\":$(nullable "$CASE_CPU_S"),\"daemon_user_cpu_s\":$(nullable "$CASE_USER_S"),\"window_s\":$CASE_WALL,\"final_cpus\":\"$(commas "$CASE_CPUS")\",\"pages_per_node_before\":\"$CASE_BEFORE\",\"pages_per_node_after\":\"$CASE_AFTER\"}"
+    json="$json${json:+,}{\"manager\":\"$m\",\"load_gbps\":$(nullable "$CASE_RATE"),\"load_sys_s\":$CASE_LOAD_SYS,\"local_fraction_end\":$CASE_FRAC,\"local_fraction_mean\":$CASE_MEAN,\"pages_migrated\":$CASE_MOVED,\"settle_s\":$(nullable "$CASE_SETTLE"),\"daemon_cpu_s\":$(nullable "$CASE_CPU_S"),\"daemon_user_cpu_s\":$(nullable "$CASE_USER_S"),\"window_s\":$CASE_WALL,\"final_cpus\":\"$(commas "$CASE_CPUS")\",\"pages_per_node_before\":\"$CASE_BEFORE\",\"pages_per_node_after\":\"$CASE_AFTER\"}"
     if [ "$m" = numad ]; then
       grep -i 'advis\|migrat\|bind' /var/log/numad.log 2>/dev/null | tail -n 2 | sed 's/^/  numad log: /'
     fi
   done
   say "one 320 MiB stream load, memory placed on node $MIGRATE_HOME, whose CPUs run pinned cpu loads; ${COMPARE_SECONDS}s per manager; kernel.numa_balancing=1 only for autonuma"
-  printf '  %-10s %9s %9s %9s %9s %9s %9s  %s\n' manager local_end local_avg pages_mv settle_s cpu_s user_s final_cpus
-  echo "$rows" | while read -r m f a p s c u cpus; do
-    [ -n "$m" ] && printf '  %-10s %9s %9s %9s %9s %9s %9s  %s\n' "$m" "$f" "$a" "$p" "$s" "$c" "$u" "$cpus"
+  printf '  %-10s %9s %9s %9s %9s %9s %9s %9s %9s  %s\n' manager local_end local_avg pages_mv settle_s load_GB/s load_sys cpu_s user_s final_cpus
+  echo "$rows" | while read -r m f a p s r ls c u cpus; do
+    [ -n "$m" ] && printf '  %-10s %9s %9s %9s %9s %9s %9s %9s %9s  %s\n' "$m" "$f" "$a" "$p" "$s" "$r" "$ls" "$c" "$u" "$cpus"
   done
   echo "RESULT_JSON {\"topology\":\"$TOPO\",\"home_node\":$MIGRATE_HOME,\"load_mib\":320,\"cases\":[$json]}"
   echo "PASS numad"
+}
+# The last progress line of a load's log: elapsed seconds and GB moved so far.
+load_progress() {
+  awk '/ GB moved / { t = $1; g = $2 } END { sub(/s$/, "", t); print t + 0, g + 0 }' "$1" 2>/dev/null
 }
 nullable() { if [ "$1" = - ] || [ -z "$1" ]; then echo null; else echo "$1"; fi; }
 
