@@ -722,3 +722,337 @@ fn no_policy_shares_a_core_while_whole_cores_idle() {
         }
     }
 }
+
+/// Runs `eval --workloads FILE ARGS --json J` and returns stdout and the parsed JSON's
+/// results; fails on a non-zero exit.
+fn eval_workloads(file: &Path, args: &[&str]) -> (String, Vec<Value>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("results.json");
+    let mut all = vec![
+        "eval",
+        "--workloads",
+        file.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let (code, out, err) = numasched(&all);
+    assert_eq!(code, 0, "{all:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let text = std::fs::read_to_string(&json).expect("--json written");
+    let v: Value = serde_json::from_str(&text).expect("JSON");
+    (out, v["results"].as_array().expect("results").clone())
+}
+
+/// The rows of a workloads run: one per case and policy, in case order, with the
+/// suite's fields, linux and autonuma as the baselines and the oracle as the bound.
+fn check_workload_rows(rows: &[Value], cases: &[(&str, &str, usize)], policies: &[&str]) {
+    assert_eq!(rows.len(), cases.len() * policies.len(), "{rows:?}");
+    for (chunk, (wl, map, programs)) in rows.chunks(policies.len()).zip(cases) {
+        let got: Vec<&str> = chunk
+            .iter()
+            .map(|r| r["policy"].as_str().unwrap())
+            .collect();
+        assert_eq!(got, policies);
+        for r in chunk {
+            for f in RESULT_FIELDS {
+                assert!(r.get(*f).is_some(), "missing {f}: {r}");
+            }
+            assert_eq!(r["suite"], "workloads", "{r}");
+            assert_eq!(r["workload"], *wl, "{r}");
+            assert_eq!(r["map"], *map, "{r}");
+            assert_eq!(r["programs"].as_array().unwrap().len(), *programs, "{r}");
+            let frac = f64_field(r, "fraction_of_oracle");
+            assert!(frac > 0.0 && frac < 1.05, "{r}");
+        }
+        let of = |p: &str| chunk.iter().find(|r| r["policy"] == p).unwrap();
+        if policies.contains(&"linux") {
+            assert_eq!(f64_field(of("linux"), "improvement_vs_linux"), 0.0);
+        }
+        if policies.contains(&"autonuma") {
+            assert_eq!(f64_field(of("autonuma"), "improvement_vs_autonuma"), 0.0);
+        }
+        if policies.contains(&"oracle") {
+            // Proven best only where the search was exhaustive (not with threads).
+            assert!(of("oracle")["proven_optimal"].is_boolean(), "{chunk:?}");
+            assert!((f64_field(of("oracle"), "fraction_of_oracle") - 1.0).abs() < 1e-12);
+        }
+    }
+}
+
+/// Issue 14, item 2: an operator's own mixes run through the same runner and reports
+/// as the suites: JSON rows per case and policy, the terminal summary, and --out.
+#[test]
+fn eval_runs_an_operators_workloads_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("mixes.toml");
+    std::fs::write(
+        &file,
+        "machine = \"nehalem-e5520\"\n\
+         policies = [\"linux\", \"autonuma\", \"nmass\", \"auto\", \"oracle\"]\n\n\
+         [[workload]]\nname = \"pair\"\nprograms = [\"mcf\", \"lbm\"]\nhomes = [[0, 0], [0, 1]]\n\n\
+         [[workload]]\nname = \"threaded\"\nprograms = [\"stream\", \"namd\", \"soplex\"]\n\
+         threads = [2, 1, 1]\nhomes = [1, 1, 0]\n",
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    let policies = ["linux", "autonuma", "nmass", "auto", "oracle"];
+    let (out, rows) = eval_workloads(&file, &["--out", out_dir.to_str().unwrap()]);
+    check_workload_rows(
+        &rows,
+        &[("pair", "00", 2), ("pair", "01", 2), ("threaded", "110", 3)],
+        &policies,
+    );
+    assert!(
+        out.contains("suite workloads on nehalem-e5520: 15 entries"),
+        "{out}"
+    );
+    for p in policies {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("workloads") && l.split_whitespace().nth(1) == Some(p)),
+            "{out}"
+        );
+    }
+    for f in ["results.json", "results.csv", "table.txt", "report.html"] {
+        assert!(out_dir.join(f).is_file(), "{f} not written");
+    }
+    let csv = std::fs::read_to_string(out_dir.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 16, "{csv}");
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("numasched eval"),
+        "the report says what the suite is"
+    );
+    assert!(html.contains("<svg"));
+
+    // The default policies follow `migration`, as nmass and nmass-migrate.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let moving = dir.path().join("moving.toml");
+    std::fs::write(
+        &moving,
+        text.replace("policies = [", "migration = true\n#policies = ["),
+    )
+    .unwrap();
+    let (_, rows) = eval_workloads(&moving, &["--policies", "linux,auto-migrate,oracle"]);
+    check_workload_rows(
+        &rows,
+        &[("pair", "00", 2), ("pair", "01", 2), ("threaded", "110", 3)],
+        &["linux", "auto-migrate", "oracle"],
+    );
+}
+
+/// The example shipped in docs/ runs as it is, so it cannot rot.
+#[test]
+fn the_shipped_workloads_example_runs() {
+    let (out, rows) = eval_workloads(Path::new("docs/workloads-example.toml"), &[]);
+    check_workload_rows(
+        &rows,
+        &[
+            ("db-and-batch", "0011", 4),
+            ("db-and-batch", "0000", 4),
+            ("web", "1001", 4),
+        ],
+        &["linux", "autonuma", "nmass", "auto", "oracle"],
+    );
+    assert!(out.contains("suite workloads on nehalem-e5520"), "{out}");
+}
+
+/// `--machine this` (and `machine = "this"`) is the machine `numasched topo` reads,
+/// from the same sysfs root.
+#[test]
+fn machine_this_is_read_from_sysfs() {
+    let root = "tests/fixtures/sysfs/nehalem-2n";
+    let v = sim_json(&[
+        "--machine",
+        "this",
+        "--sysfs-root",
+        root,
+        "--programs",
+        "mcf,lbm",
+        "--homes",
+        "0,1",
+        "--placement",
+        "1,1",
+    ]);
+    check_contract(&v, &["mcf", "lbm"], &[0, 1]);
+    assert_eq!(v["machine"], "this");
+    let cpus: Vec<u64> = processes(&v).iter().map(|p| u64_field(p, "cpu")).collect();
+    assert!(cpus.iter().all(|&c| (4..8).contains(&c)), "{cpus:?}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("here.toml");
+    std::fs::write(
+        &file,
+        "machine = \"this\"\npolicies = [\"linux\", \"autonuma\", \"oracle\"]\n\
+         [[workload]]\nname = \"w\"\nprograms = [\"mcf\", \"lbm\", \"namd\"]\nhomes = [1, 1, 0]\n",
+    )
+    .unwrap();
+    let (out, rows) = eval_workloads(&file, &["--sysfs-root", root]);
+    check_workload_rows(&rows, &[("w", "110", 3)], &["linux", "autonuma", "oracle"]);
+    assert!(rows.iter().all(|r| r["machine"] == "this"), "{rows:?}");
+    assert!(out.contains("suite workloads on this"), "{out}");
+    // --machine overrides the file's machine, and a root needs `this`.
+    let (_, rows) = eval_workloads(&file, &["--machine", "2n:1l:2c:1t"]);
+    assert!(
+        rows.iter().all(|r| r["machine"] == "2n:1l:2c:1t"),
+        "{rows:?}"
+    );
+    let f = file.to_str().unwrap();
+    fails(
+        &[
+            "eval",
+            "--workloads",
+            f,
+            "--machine",
+            "nehalem-e5520",
+            "--sysfs-root",
+            root,
+        ],
+        1,
+        &["--sysfs-root applies to the machine 'this' only"],
+    );
+    // On a machine with fewer nodes, the homes no longer fit.
+    fails(
+        &[
+            "eval",
+            "--workloads",
+            f,
+            "--sysfs-root",
+            "tests/fixtures/sysfs/no-numa",
+        ],
+        1,
+        &[
+            f,
+            "line 6: workload[0].homes[0]",
+            "node 1 does not exist on this machine",
+        ],
+    );
+    fails(
+        &[
+            "eval",
+            "--workloads",
+            f,
+            "--sysfs-root",
+            "tests/fixtures/sysfs/odd",
+        ],
+        1,
+        &[
+            f,
+            "line 1: machine:",
+            "tests/fixtures/sysfs/odd/devices/system/cpu/online",
+        ],
+    );
+}
+
+/// Every bad workloads file or flag combination: one line naming the file and what
+/// is wrong (with line and key where there are ones), exit 1, nothing on stdout.
+#[test]
+fn bad_workloads_files_are_one_line_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = "machine = \"nehalem-e5520\"\n\n[[workload]]\nname = \"w\"\n\
+                programs = [\"mcf\", \"lbm\"]\nhomes = [0, 1]\n";
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let run = |file: &str, needles: &[&str]| {
+        let mut all = needles.to_vec();
+        all.push(file);
+        fails(&["eval", "--workloads", file], 1, &all);
+    };
+    let missing = dir.path().join("missing.toml");
+    run(
+        missing.to_str().unwrap(),
+        &["cannot read the workloads file", "No such file"],
+    );
+    run(
+        dir.path().to_str().unwrap(),
+        &["is a directory, not a regular file"],
+    );
+    let big = write("big.toml", &"#".repeat((1 << 20) + 1));
+    run(&big, &["1048577 bytes, more than the 1048576"]);
+    let bad: [(&str, String, &[&str]); 9] = [
+        (
+            "syntax.toml",
+            good.replace("homes = [0, 1]", "homes = [0, 1"),
+            &["line 6", "expected"],
+        ),
+        (
+            "unknown.toml",
+            good.replace("\"lbm\"", "\"lbmm\""),
+            &[
+                "line 5: workload[0].programs[1]: unknown program 'lbmm'",
+                "known: mcf, lbm,",
+                "stream, compute",
+            ],
+        ),
+        (
+            "node.toml",
+            good.replace("[0, 1]", "[0, 2]"),
+            &["line 6: workload[0].homes[1]: node 2 does not exist on nehalem-e5520 (nodes 0-1)"],
+        ),
+        (
+            "short.toml",
+            good.replace("[0, 1]", "[0]"),
+            &["line 6: workload[0].homes: 1 homes for 2 programs"],
+        ),
+        (
+            "empty.toml",
+            "machine = \"nehalem-e5520\"\n".to_string(),
+            &["no [[workload]] table: nothing to evaluate"],
+        ),
+        (
+            "machine.toml",
+            good.replace("nehalem-e5520", "nehalem"),
+            &["line 1: machine: unknown machine 'nehalem'"],
+        ),
+        (
+            "nomachine.toml",
+            good.replace("machine = \"nehalem-e5520\"", ""),
+            &["machine: not given", "--machine"],
+        ),
+        (
+            "field.toml",
+            good.replace("homes", "home"),
+            &["line 6: workload[0].home: unknown field `home`"],
+        ),
+        (
+            "profiles.toml",
+            format!("profiles = \"gone.toml\"\n{good}"),
+            &["line 1: profiles:", "gone.toml", "No such file"],
+        ),
+    ];
+    for (name, text, needles) in bad {
+        run(&write(name, &text), needles);
+    }
+    let ok = write("ok.toml", good);
+    for (flags, needle) in [
+        (
+            vec!["--suite", "nmass"],
+            "--workloads and --suite cannot be used together",
+        ),
+        (
+            vec!["--seed", "3"],
+            "--seed, --cases and --noise apply to --suite random only",
+        ),
+        (
+            vec!["--cases", "3"],
+            "--seed, --cases and --noise apply to --suite random only",
+        ),
+        (
+            vec!["--noise", "5"],
+            "--seed, --cases and --noise apply to --suite random only",
+        ),
+    ] {
+        let mut args = vec!["eval", "--workloads", &ok];
+        args.extend(flags);
+        fails(&args, 1, &[needle]);
+    }
+    fails(
+        &["eval", "--suite", "membus", "--sysfs-root", "/sys"],
+        1,
+        &["--sysfs-root applies to --machine this only"],
+    );
+}

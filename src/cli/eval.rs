@@ -1,5 +1,6 @@
 //! `numasched eval`: a whole suite on the performance model, every policy against the
 //! default scheduler and the oracle, as a terminal table, JSON, CSV and an HTML report.
+//! The suite is a built-in one (`--suite`) or an operator's file (`--workloads`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -10,20 +11,39 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::policy::Policy;
 use crate::sim::eval::report::{self, Results};
+use crate::sim::eval::suites::{ProgramFacts, Suite};
+use crate::sim::eval::workloads::Workloads;
 use crate::sim::eval::{bridge, html, suites};
+use crate::sim::ProfileSet;
+use crate::topology::{Topology, THIS};
 
 use super::sim::load_profiles;
+use super::topo;
 
+// One of --suite and --workloads is needed; both together are refused by `run` in one
+// line rather than by clap's usage text.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").args(["suite", "workloads"]).required(true).multiple(true)))]
 pub struct EvalArgs {
     /// Suite: nmass, nmass-migrate, membus, cmload or random (held-out cases drawn
     /// from --seed).
     #[arg(long, value_name = "S")]
-    pub suite: String,
-    /// Machine to run the suite on instead of its own (preset or spec string); for
-    /// random, every case on it instead of one drawn per case.
+    pub suite: Option<String>,
+    /// Run your own mixes instead of a suite: a TOML file with `machine`, optional
+    /// `migration`, `policies` and `profiles`, and [[workload]] tables of `name`,
+    /// `programs`, optional `threads` and `homes` (home node id per program, or a list
+    /// of such maps). Example: docs/workloads-example.toml.
+    #[arg(long, value_name = "FILE")]
+    pub workloads: Option<PathBuf>,
+    /// Machine to run the suite on instead of its own (preset, spec string, or `this`:
+    /// this machine, read from sysfs); for random, every case on it instead of one
+    /// drawn per case.
     #[arg(long, value_name = "M")]
     pub machine: Option<String>,
+    /// Where `--machine this` (or a workloads file's `machine = "this"`) is read from
+    /// [default: /sys].
+    #[arg(long, value_name = "DIR")]
+    pub sysfs_root: Option<PathBuf>,
     /// random: the seed cases are drawn from.
     #[arg(long, default_value_t = 1, value_name = "S", allow_hyphen_values = true,
           value_parser = clap::builder::RangedI64ValueParser::<u64>::new().range(0..))]
@@ -88,29 +108,23 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
         writable_dir(parent.unwrap_or(Path::new(".")))?;
     }
-    let profiles = load_profiles(args.profiles.as_ref())?;
-    let lookup = |topo: &crate::topology::Topology, p: &str| {
-        bridge::facts(topo, &crate::sim::params_for(topo), &profiles, p)
-    };
-    if args.suite != "random" && (args.noise != 0.0 || args.cases != 20 || args.seed != 1) {
+    let random = args.suite.as_deref() == Some("random");
+    if !random && (args.noise != 0.0 || args.cases != 20 || args.seed != 1) {
         anyhow::bail!("--seed, --cases and --noise apply to --suite random only");
     }
-    let suite = if args.suite == "random" {
-        let opts = suites::RandomOptions {
-            seed: args.seed,
-            cases: args.cases,
-            noise_pct: args.noise,
-        };
-        suites::random(&opts, args.machine.as_deref(), &lookup)
-    } else {
-        suites::suite(&args.suite, args.machine.as_deref(), &lookup)
-    }
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (suite, profiles) = match (&args.suite, &args.workloads) {
+        (Some(_), Some(_)) => {
+            anyhow::bail!("--workloads and --suite cannot be used together: the file is the suite")
+        }
+        (_, Some(path)) => from_file(path, &args)?,
+        (Some(name), None) => built_in(name, &args)?,
+        (None, None) => anyhow::bail!("say what to run: --suite S or --workloads FILE"),
+    };
     let mut runner = bridge::runner_for(&suite, profiles).context("the suite has no cases")?;
     runner.pin = args.pin;
     let names: Vec<String> = match &args.policies {
         Some(list) => list.clone(),
-        None => suite.policies.iter().map(|s| s.to_string()).collect(),
+        None => suite.policies.clone(),
     };
     let policies: Vec<Box<dyn Policy>> = names
         .iter()
@@ -176,6 +190,61 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         println!("report: {}", page.display());
     }
     Ok(())
+}
+
+/// A built-in suite, on `--machine` if given.
+fn built_in(name: &str, args: &EvalArgs) -> anyhow::Result<(Suite, ProfileSet)> {
+    let machine = match &args.machine {
+        Some(m) => Some(topo::machine(m, args.sysfs_root.as_deref())?),
+        None if args.sysfs_root.is_some() => {
+            anyhow::bail!("--sysfs-root applies to --machine {THIS} only")
+        }
+        None => None,
+    };
+    let profiles = load_profiles(args.profiles.as_ref())?;
+    let lookup = facts_of(&profiles);
+    let suite = if name == "random" {
+        let opts = suites::RandomOptions {
+            seed: args.seed,
+            cases: args.cases,
+            noise_pct: args.noise,
+        };
+        suites::random(&opts, machine, &lookup)
+    } else {
+        suites::suite(name, machine, &lookup)
+    };
+    drop(lookup);
+    Ok((suite.map_err(|e| anyhow::anyhow!("{e}"))?, profiles))
+}
+
+/// The operator's suite from a workloads file: on `--machine` or the file's machine,
+/// with the built-in profiles, the file's `profiles` over them, and `--profiles` over
+/// both (the command line wins, as everywhere).
+fn from_file(path: &Path, args: &EvalArgs) -> anyhow::Result<(Suite, ProfileSet)> {
+    let file = Workloads::load(path)?;
+    let root = args.sysfs_root.as_deref();
+    let topo = match (&args.machine, &file.machine) {
+        (Some(m), _) => topo::machine(m, root)?,
+        (None, Some(m)) => topo::machine(m, root).map_err(|e| file.machine_error(e))?,
+        (None, None) => Err(file.machine_error(format!(
+            "not given: set machine = \"PRESET\", a spec string or \"{THIS}\", or pass --machine"
+        )))?,
+    };
+    let mut profiles = ProfileSet::builtin();
+    if let Some(p) = &file.profiles {
+        profiles = profiles.merge(ProfileSet::load(p).map_err(|e| file.profiles_error(e))?);
+    }
+    if let Some(p) = &args.profiles {
+        profiles = profiles.merge(ProfileSet::load(p)?);
+    }
+    let known: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
+    let suite = file.suite(&topo, &facts_of(&profiles), &known)?;
+    Ok((suite, profiles))
+}
+
+/// What the suites know of a program on a machine: its profile and a solo run there.
+fn facts_of(profiles: &ProfileSet) -> impl Fn(&Topology, &str) -> Option<ProgramFacts> + '_ {
+    |t, p| bridge::facts(t, &crate::sim::params_for(t), profiles, p)
 }
 
 /// Creates `dir` if needed and proves a file can be made in it.

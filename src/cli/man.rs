@@ -241,11 +241,17 @@ restored.",
         exit: "",
         files: &[],
         signals: "",
-        examples: &[(
-            "numasched sim --machine nehalem-e5520 --programs mcf,lbm --homes 0,0 \
+        examples: &[
+            (
+                "numasched sim --machine nehalem-e5520 --programs mcf,lbm --homes 0,0 \
 --policy auto",
-            "how fast mcf and lbm would run, both with memory on node 0",
-        )],
+                "how fast mcf and lbm would run, both with memory on node 0",
+            ),
+            (
+                "numasched sim --machine this --programs mcf,lbm --homes 0,0 --policy auto",
+                "the same on this machine, as numasched topo reads it",
+            ),
+        ],
     },
     Facts {
         page: "numasched-eval",
@@ -260,6 +266,10 @@ restored.",
             (
                 "numasched eval --suite membus --verbose",
                 "with the per-case table",
+            ),
+            (
+                "numasched eval --workloads mixes.toml --machine this --out DIR",
+                "your own mixes (a TOML file; see docs/workloads-example.toml) on this machine",
             ),
         ],
     },

@@ -13,13 +13,17 @@ use crate::policy::{linux::Linux, Placement, Plan, Policy, Snapshot};
 use crate::sim::eval::runner::{effective, with_current, Runner};
 use crate::sim::eval::{bridge, suites};
 use crate::sim::{self, ProfileSet};
-use crate::topology::{self, cpulist, CpuId, NodeId, Topology};
+use crate::topology::{cpulist, CpuId, NodeId, Topology};
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
-    /// Machine: a preset (nehalem-e5520, xeon-e5345, ...) or a spec like 2n:1l:4c:1t.
+    /// Machine: a preset (nehalem-e5520, xeon-e5345, ...), a spec like 2n:1l:4c:1t, or
+    /// `this` (this machine, read from sysfs).
     #[arg(long, value_name = "M")]
     pub machine: String,
+    /// Where `--machine this` is read from [default: /sys].
+    #[arg(long, value_name = "DIR")]
+    pub sysfs_root: Option<PathBuf>,
     /// Programs, comma-separated (built-in profiles or --profiles).
     #[arg(long, value_delimiter = ',', required = true, value_name = "A,B,..")]
     pub programs: Vec<String>,
@@ -87,7 +91,7 @@ struct ProcReport {
 }
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
-    let topo = topology::machine(&args.machine)?;
+    let topo = super::topo::machine(&args.machine, args.sysfs_root.as_deref())?;
     let profiles = load_profiles(args.profiles.as_ref())?;
     let params = sim::params_for(&topo);
     if args.homes.len() != args.programs.len() {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 
-use crate::topology::{self, cpulist, sysfs, Topology, TopologyError};
+use crate::topology::{self, cpulist, sysfs, Topology, TopologyError, THIS};
 
 #[derive(Debug, Args)]
 pub struct TopoArgs {
@@ -36,6 +36,21 @@ pub fn run(args: TopoArgs) -> anyhow::Result<()> {
         print!("{}", render(&topo, &source));
     }
     Ok(())
+}
+
+/// `--machine` where the live machine is allowed: a preset, a spec string, or `this`,
+/// read from sysfs under `root` (/sys unless given) as `topo` reads it. `this` is named,
+/// not left unnamed, so reports say where their rows came from. A root given with any
+/// other machine is refused rather than silently ignored.
+pub fn machine(name: &str, root: Option<&Path>) -> anyhow::Result<Topology> {
+    if name == THIS {
+        let topo = read_sysfs(root.unwrap_or(Path::new("/sys")))?;
+        return Ok(topo.with_name(THIS));
+    }
+    if root.is_some() {
+        anyhow::bail!("--sysfs-root applies to the machine '{THIS}' only, not to '{name}'");
+    }
+    Ok(topology::machine(name)?)
 }
 
 /// Sysfs errors already name their file; only a machine that reads fine but does not

@@ -15,6 +15,10 @@ pub use model::{
     Core, Cpu, CpuId, Llc, LlcDesc, Node, NodeDesc, NodeId, Topology, TopologyDesc, LOCAL_DISTANCE,
 };
 
+/// What `--machine` of `sim` and `eval` calls the machine they run on (read from
+/// sysfs, which [`machine`] does not do).
+pub const THIS: &str = "this";
+
 /// Resolves `--machine`: a preset name first, then a spec string.
 pub fn machine(name: &str) -> Result<Topology, TopologyError> {
     if let Some(t) = presets::get(name) {

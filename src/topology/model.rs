@@ -349,6 +349,12 @@ impl Topology {
     pub fn name(&self) -> Option<&str> {
         self.name.as_deref()
     }
+    /// The same machine under a name: the live machine read from sysfs has none, and
+    /// evaluation reports label their rows with it.
+    pub fn with_name(mut self, name: &str) -> Topology {
+        self.name = Some(name.to_string());
+        self
+    }
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
     }

@@ -205,8 +205,9 @@ mod tests {
             cases: 2,
             noise_pct,
         };
-        let clean = random(&opts(0.0), Some("nehalem-e5520"), &lookup).unwrap();
-        let noisy = random(&opts(25.0), Some("nehalem-e5520"), &lookup).unwrap();
+        let nehalem = || Some(topology::machine("nehalem-e5520").unwrap());
+        let clean = random(&opts(0.0), nehalem(), &lookup).unwrap();
+        let noisy = random(&opts(25.0), nehalem(), &lookup).unwrap();
         let runner = runner_for(&clean, profiles.clone()).unwrap();
         let names = ["linux", "autonuma", "oracle", "auto"];
         let pols: Vec<_> = names.iter().map(|n| runner.policy(n).unwrap()).collect();

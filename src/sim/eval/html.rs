@@ -42,6 +42,11 @@ fn about(suite: &str) -> &'static str {
              compute-bound and half STREAM-like, on a two-node machine with memory spread or \
              all on node 0."
         }
+        "workloads" => {
+            "Your own mixes, from the workloads file given to <code>numasched eval \
+             --workloads</code>: each workload under each memory map the file gives \
+             (its digits are the home node ids), on the machine it names."
+        }
         _ => "A suite of simulated workloads.",
     }
 }

@@ -7,5 +7,6 @@ pub mod html;
 pub mod report;
 pub mod runner;
 pub mod suites;
+pub mod workloads;
 
 pub use runner::{Case, Row, Runner, TimeModel};

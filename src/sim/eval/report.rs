@@ -105,14 +105,16 @@ pub fn table(rows: &[Row]) -> String {
         }
     }
     let _ = writeln!(out, "{MAP_NOTE}");
+    // As wide as the longest workload name: a workloads file's names may be long.
+    let w = cases.iter().map(|(_, wl, _)| wl.len()).fold(9, usize::max);
     let _ = writeln!(out, "improvement over linux (fraction of oracle)");
-    let _ = write!(out, "{:<10} {:<9} {:<9}", "suite", "workload", "map");
+    let _ = write!(out, "{:<10} {:<w$} {:<9}", "suite", "workload", "map");
     for p in &pols {
         let _ = write!(out, " {p:>18}");
     }
     out.push('\n');
     for (suite, wl, map) in &cases {
-        let _ = write!(out, "{suite:<10} {wl:<9} {map:<9}");
+        let _ = write!(out, "{suite:<10} {wl:<w$} {map:<9}");
         for p in &pols {
             let cell = rows
                 .iter()

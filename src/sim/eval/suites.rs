@@ -28,7 +28,8 @@ pub type Lookup<'a> = &'a dyn Fn(&Topology, &str) -> Option<ProgramFacts>;
 pub struct Suite {
     pub name: &'static str,
     pub machine: String,
-    pub policies: &'static [&'static str],
+    /// Policies run when `--policies` does not say.
+    pub policies: Vec<String>,
     pub cases: Vec<Case>,
     /// Whether policies may move pages (at a modelled cost).
     pub migration: bool,
@@ -112,16 +113,24 @@ pub const NMASS_POLICIES: &[&str] = &[
     "auto",
 ];
 
-/// Builds a suite by name, on its own machine or on `machine` (preset or spec string).
-/// Unknown programs in the lookup are reported by name.
-pub fn suite(name: &str, machine: Option<&str>, lookup: Lookup) -> Result<Suite, String> {
-    let on = |own: &str| resolve(machine.unwrap_or(own));
+/// The names of a policy list, as a suite carries them.
+pub fn names(policies: &[&str]) -> Vec<String> {
+    policies.iter().map(|p| p.to_string()).collect()
+}
+
+/// Builds a suite by name, on its own machine or on `machine`. Unknown programs in the
+/// lookup are reported by name.
+pub fn suite(name: &str, machine: Option<Topology>, lookup: Lookup) -> Result<Suite, String> {
+    let on = |own: &str| match &machine {
+        Some(t) => Ok(t.clone()),
+        None => resolve(own),
+    };
     match name {
         "nmass" => nmass(on("nehalem-e5520")?, lookup),
         "nmass-migrate" => {
             let mut s = nmass(on("nehalem-e5520")?, lookup)?;
             s.name = "nmass-migrate";
-            s.policies = MIGRATE_POLICIES;
+            s.policies = names(MIGRATE_POLICIES);
             s.migration = true;
             for c in &mut s.cases {
                 c.suite = s.name.to_string();
@@ -149,7 +158,7 @@ fn nmass(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
     Ok(Suite {
         name: "nmass",
         machine: topo.name().unwrap_or("custom").to_string(),
-        policies: NMASS_POLICIES,
+        policies: names(NMASS_POLICIES),
         cases,
         migration: false,
     })
@@ -162,7 +171,7 @@ fn membus(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
     Ok(Suite {
         name: "membus",
         machine: topo.name().unwrap_or("custom").to_string(),
-        policies: &["linux", "autonuma", "membus", "auto", "oracle"],
+        policies: names(&["linux", "autonuma", "membus", "auto", "oracle"]),
         cases: vec![case(
             "membus", "bus8", "00000000", &topo, &programs, lookup,
         )?],
@@ -196,7 +205,7 @@ fn cmload(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
     Ok(Suite {
         name: "cmload",
         machine: topo.name().unwrap_or("custom").to_string(),
-        policies: &["linux", "autonuma", "cmload", "auto", "oracle"],
+        policies: names(&["linux", "autonuma", "cmload", "auto", "oracle"]),
         cases,
         migration: false,
     })
@@ -307,10 +316,10 @@ impl Rng {
 /// level. Deterministic.
 pub fn random(
     opts: &RandomOptions,
-    machine: Option<&str>,
+    machine: Option<Topology>,
     lookup: Lookup,
 ) -> Result<Suite, String> {
-    let fixed = machine.map(resolve).transpose()?;
+    let fixed = machine;
     let mut machines: Vec<Topology> = Vec::new();
     if fixed.is_none() {
         for m in RANDOM_MACHINES {
@@ -356,10 +365,8 @@ pub fn random(
             .collect();
         let names: Vec<&str> = programs.iter().map(|(p, _)| *p).collect();
         let mut c = case("random", &format!("r{k}"), &map, &topo, &names, lookup)?;
-        for (p, &(_, threads)) in c.snapshot.processes.iter_mut().zip(&programs) {
-            p.threads = threads;
-            p.cpu_demand = threads as f64;
-        }
+        let threads: Vec<u32> = programs.iter().map(|&(_, t)| t).collect();
+        set_threads(&mut c, &threads);
         if opts.noise_pct > 0.0 {
             let mut noise = Rng::new(!opts.seed ^ (k as u64).wrapping_mul(0x9e37_79b9));
             add_noise(&mut c.snapshot, opts.noise_pct / 100.0, &mut noise);
@@ -372,7 +379,7 @@ pub fn random(
             .as_ref()
             .map(|t| t.name().unwrap_or("custom").to_string())
             .unwrap_or_else(|| "drawn per case".to_string()),
-        policies: RANDOM_POLICIES,
+        policies: names(RANDOM_POLICIES),
         cases,
         migration: false,
     })
@@ -405,20 +412,50 @@ pub fn case(
     programs: &[&str],
     lookup: Lookup,
 ) -> Result<Case, String> {
-    if map.len() != programs.len() {
+    if map.chars().count() != programs.len() {
         return Err(format!(
             "map '{map}' has {} homes for {} programs",
-            map.len(),
+            map.chars().count(),
+            programs.len()
+        ));
+    }
+    let homes = map
+        .chars()
+        .map(|home| {
+            home.to_digit(10)
+                .map(|d| d as usize)
+                .filter(|&d| d < topo.nodes().len())
+                .ok_or_else(|| format!("map '{map}': no node '{home}' on this machine"))
+        })
+        .collect::<Result<Vec<usize>, String>>()?;
+    case_at(suite, workload, map, topo, programs, &homes, lookup)
+}
+
+/// [`case`] with the homes as node indices, for machines of more than ten nodes;
+/// `map` only labels the case.
+pub fn case_at(
+    suite: &str,
+    workload: &str,
+    map: &str,
+    topo: &Topology,
+    programs: &[&str],
+    homes: &[usize],
+    lookup: Lookup,
+) -> Result<Case, String> {
+    if homes.len() != programs.len() {
+        return Err(format!(
+            "map '{map}' has {} homes for {} programs",
+            homes.len(),
             programs.len()
         ));
     }
     let mut processes = Vec::with_capacity(programs.len());
-    for (i, (prog, home)) in programs.iter().zip(map.chars()).enumerate() {
+    for (i, (prog, &home)) in programs.iter().zip(homes).enumerate() {
         let facts = lookup(topo, prog).ok_or_else(|| format!("unknown program '{prog}'"))?;
-        let node = home
-            .to_digit(10)
-            .and_then(|d| topo.nodes().get(d as usize))
-            .ok_or_else(|| format!("map '{map}': no node '{home}' on this machine"))?;
+        let node = topo
+            .nodes()
+            .get(home)
+            .ok_or_else(|| format!("map '{map}': no node index {home} on this machine"))?;
         let mut p = Process::new(1000 + i as u32, prog);
         p.mpki = Some(facts.mpki);
         p.numa_penalty = Some(facts.numa_penalty);
@@ -436,6 +473,15 @@ pub fn case(
             processes,
         },
     })
+}
+
+/// Gives each process of `c` its thread count (in program order); a process with N
+/// threads wants N CPUs.
+pub fn set_threads(c: &mut Case, threads: &[u32]) {
+    for (p, &t) in c.snapshot.processes.iter_mut().zip(threads) {
+        p.threads = t;
+        p.cpu_demand = t as f64;
+    }
 }
 
 #[cfg(test)]
@@ -534,7 +580,7 @@ mod tests {
         }
         assert!(machines.len() >= 4, "{machines:?}");
         // --machine puts every case on it.
-        let on = random(&opts, Some("2n:2l:4c:2t"), &facts).unwrap();
+        let on = random(&opts, Some(resolve("2n:2l:4c:2t").unwrap()), &facts).unwrap();
         assert!(on
             .cases
             .iter()
