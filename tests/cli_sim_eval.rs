@@ -657,6 +657,36 @@ fn random_suite_is_deterministic_per_seed() {
         ["linux", "autonuma", "nmass", "auto", "oracle"]
     );
     assert!(results.iter().all(|r| r["machine"] == "2n:2l:2c:2t"));
+    // random-migrate: the same draw, with auto-migrate beside autonuma and the pages
+    // free to move.
+    let path = dir.path().join("m.json");
+    let (code, out, err) = numasched(&[
+        "eval",
+        "--suite",
+        "random-migrate",
+        "--seed",
+        "5",
+        "--cases",
+        "2",
+        "--machine",
+        "2n:2l:2c:2t",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("suite random-migrate on 2n:2l:2c:2t"), "{out}");
+    let m: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("json")).expect("JSON");
+    let rows = m["results"].as_array().expect("results");
+    let of = |rs: &[Value], p: &str| -> Vec<String> {
+        rs.iter()
+            .filter(|r| r["policy"] == p)
+            .map(|r| format!("{} {}", r["workload"], r["map"]))
+            .collect()
+    };
+    assert!(rows.iter().any(|r| r["policy"] == "auto-migrate"));
+    assert!(rows.iter().all(|r| r["suite"] == "random-migrate"));
+    assert_eq!(of(rows, "linux"), of(results, "linux"));
     let (code, out, err) = numasched(&["eval", "--suite", "random", "--noise", "150"]);
     assert_eq!(code, 2, "{err}");
     assert!(out.is_empty() && !err.contains("panicked"), "{err}");
@@ -667,7 +697,7 @@ fn random_suite_is_deterministic_per_seed() {
     fails(
         &["eval", "--suite", "nmass", "--noise", "10"],
         1,
-        &["random only"],
+        &["random and random-migrate only"],
     );
 }
 
@@ -1035,15 +1065,15 @@ fn bad_workloads_files_are_one_line_errors() {
         ),
         (
             vec!["--seed", "3"],
-            "--seed, --cases and --noise apply to --suite random only",
+            "--seed, --cases and --noise apply to --suite random and random-migrate only",
         ),
         (
             vec!["--cases", "3"],
-            "--seed, --cases and --noise apply to --suite random only",
+            "--seed, --cases and --noise apply to --suite random and random-migrate only",
         ),
         (
             vec!["--noise", "5"],
-            "--seed, --cases and --noise apply to --suite random only",
+            "--seed, --cases and --noise apply to --suite random and random-migrate only",
         ),
     ] {
         let mut args = vec!["eval", "--workloads", &ok];

@@ -25,8 +25,8 @@ use super::topo;
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("what").args(["suite", "workloads"]).required(true).multiple(true)))]
 pub struct EvalArgs {
-    /// Suite: nmass, nmass-migrate, membus, cmload or random (held-out cases drawn
-    /// from --seed).
+    /// Suite: nmass, nmass-migrate, membus, cmload, random (held-out cases drawn
+    /// from --seed) or random-migrate (the same cases, pages may move too).
     #[arg(long, value_name = "S")]
     pub suite: Option<String>,
     /// Run your own mixes instead of a suite: a TOML file with `machine`, optional
@@ -108,9 +108,11 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
         writable_dir(parent.unwrap_or(Path::new(".")))?;
     }
-    let random = args.suite.as_deref() == Some("random");
+    let random = matches!(args.suite.as_deref(), Some("random" | "random-migrate"));
     if !random && (args.noise != 0.0 || args.cases != 20 || args.seed != 1) {
-        anyhow::bail!("--seed, --cases and --noise apply to --suite random only");
+        anyhow::bail!(
+            "--seed, --cases and --noise apply to --suite random and random-migrate only"
+        );
     }
     let (suite, profiles) = match (&args.suite, &args.workloads) {
         (Some(_), Some(_)) => {
@@ -203,11 +205,12 @@ fn built_in(name: &str, args: &EvalArgs) -> anyhow::Result<(Suite, ProfileSet)> 
     };
     let profiles = load_profiles(args.profiles.as_ref())?;
     let lookup = facts_of(&profiles);
-    let suite = if name == "random" {
+    let suite = if name == "random" || name == "random-migrate" {
         let opts = suites::RandomOptions {
             seed: args.seed,
             cases: args.cases,
             noise_pct: args.noise,
+            migration: name == "random-migrate",
         };
         suites::random(&opts, machine, &lookup)
     } else {

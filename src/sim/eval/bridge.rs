@@ -204,6 +204,7 @@ mod tests {
             seed: 11,
             cases: 2,
             noise_pct,
+            ..RandomOptions::default()
         };
         let nehalem = || Some(topology::machine("nehalem-e5520").unwrap());
         let clean = random(&opts(0.0), nehalem(), &lookup).unwrap();

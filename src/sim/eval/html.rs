@@ -42,6 +42,17 @@ fn about(suite: &str) -> &'static str {
              compute-bound and half STREAM-like, on a two-node machine with memory spread or \
              all on node 0."
         }
+        "random" => {
+            "Held-out cases drawn from a seed: machines from every preset and spec \
+             strings with SMT, several LLCs per node and up to 8 nodes; 4 to 16 processes \
+             (single- and multi-threaded, sometimes more than CPUs); memory homes biased \
+             toward one node. No policy was designed on them."
+        }
+        "random-migrate" => {
+            "The random suite's cases with page migration allowed, costed as in \
+             nmass-migrate: auto-migrate is judged against autonuma, which then moves \
+             pages as well as tasks."
+        }
         "workloads" => {
             "Your own mixes, from the workloads file given to <code>numasched eval \
              --workloads</code>: each workload under each memory map the file gives \

@@ -35,7 +35,14 @@ pub struct Suite {
     pub migration: bool,
 }
 
-pub const NAMES: &[&str] = &["nmass", "nmass-migrate", "membus", "cmload", "random"];
+pub const NAMES: &[&str] = &[
+    "nmass",
+    "nmass-migrate",
+    "membus",
+    "cmload",
+    "random",
+    "random-migrate",
+];
 
 /// Workloads of the published N-MASS evaluation (M = memory-bound, C = compute-bound).
 pub const NMASS_WORKLOADS: &[(&str, &[&str])] = &[
@@ -140,6 +147,14 @@ pub fn suite(name: &str, machine: Option<Topology>, lookup: Lookup) -> Result<Su
         "membus" => membus(on("xeon-e5345")?, lookup),
         "cmload" => cmload(on("2n:1l:4c:1t")?, lookup),
         "random" => random(&RandomOptions::default(), machine, lookup),
+        "random-migrate" => random(
+            &RandomOptions {
+                migration: true,
+                ..RandomOptions::default()
+            },
+            machine,
+            lookup,
+        ),
         other => Err(format!(
             "unknown suite '{other}' (known: {})",
             NAMES.join(", ")
@@ -215,6 +230,16 @@ fn cmload(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
 /// the oracle (the slow current-placement policies are left to `--policies`).
 pub const RANDOM_POLICIES: &[&str] = &["linux", "autonuma", "nmass", "auto", "oracle"];
 
+/// `random-migrate`: auto-migrate judged against autonuma, both free to move pages.
+pub const RANDOM_MIGRATE_POLICIES: &[&str] = &[
+    "linux",
+    "autonuma",
+    "nmass",
+    "auto",
+    "auto-migrate",
+    "oracle",
+];
+
 /// Machines `random` draws from: every preset, and spec strings with SMT, several LLCs
 /// per node and 2 to 8 nodes (SPEC §5c).
 pub const RANDOM_MACHINES: &[&str] = &[
@@ -267,6 +292,10 @@ pub struct RandomOptions {
     /// to ±noise%, the NUMA penalty's excess over 1 off by as much, and no cache reuse;
     /// the model still runs the true programs.
     pub noise_pct: f64,
+    /// `random-migrate`: the same cases, but policies may also move pages (at a
+    /// modelled cost), and they are judged as on `nmass-migrate` (auto-migrate against
+    /// autonuma, which then moves pages as well as tasks).
+    pub migration: bool,
 }
 
 impl Default for RandomOptions {
@@ -275,6 +304,7 @@ impl Default for RandomOptions {
             seed: 1,
             cases: 20,
             noise_pct: 0.0,
+            migration: false,
         }
     }
 }
@@ -320,6 +350,11 @@ pub fn random(
     lookup: Lookup,
 ) -> Result<Suite, String> {
     let fixed = machine;
+    let name = if opts.migration {
+        "random-migrate"
+    } else {
+        "random"
+    };
     let mut machines: Vec<Topology> = Vec::new();
     if fixed.is_none() {
         for m in RANDOM_MACHINES {
@@ -364,7 +399,7 @@ pub fn random(
             })
             .collect();
         let names: Vec<&str> = programs.iter().map(|(p, _)| *p).collect();
-        let mut c = case("random", &format!("r{k}"), &map, &topo, &names, lookup)?;
+        let mut c = case(name, &format!("r{k}"), &map, &topo, &names, lookup)?;
         let threads: Vec<u32> = programs.iter().map(|&(_, t)| t).collect();
         set_threads(&mut c, &threads);
         if opts.noise_pct > 0.0 {
@@ -374,14 +409,18 @@ pub fn random(
         cases.push(c);
     }
     Ok(Suite {
-        name: "random",
+        name,
         machine: fixed
             .as_ref()
             .map(|t| t.name().unwrap_or("custom").to_string())
             .unwrap_or_else(|| "drawn per case".to_string()),
-        policies: names(RANDOM_POLICIES),
+        policies: names(if opts.migration {
+            RANDOM_MIGRATE_POLICIES
+        } else {
+            RANDOM_POLICIES
+        }),
         cases,
-        migration: false,
+        migration: opts.migration,
     })
 }
 
@@ -540,6 +579,7 @@ mod tests {
             seed: 7,
             cases: 12,
             noise_pct: 0.0,
+            ..RandomOptions::default()
         };
         let a = random(&opts, None, &facts).unwrap();
         let b = random(&opts, None, &facts).unwrap();
@@ -593,7 +633,23 @@ mod tests {
             seed: 3,
             cases: 6,
             noise_pct: 0.0,
+            ..RandomOptions::default()
         };
+        let moving = RandomOptions {
+            migration: true,
+            ..clean.clone()
+        };
+        // random-migrate draws the very cases of random; only what may move differs.
+        let m = random(&moving, None, &facts).unwrap();
+        let r = random(&clean, None, &facts).unwrap();
+        assert!(m.migration && !r.migration);
+        assert_eq!(m.name, "random-migrate");
+        assert!(m.policies.iter().any(|p| p == "auto-migrate"));
+        assert!(!r.policies.iter().any(|p| p == "auto-migrate"));
+        for (a, b) in m.cases.iter().zip(&r.cases) {
+            assert_eq!(a.snapshot, b.snapshot);
+            assert_eq!(a.suite, "random-migrate");
+        }
         let noisy = RandomOptions {
             noise_pct: 25.0,
             ..clean.clone()
