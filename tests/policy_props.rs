@@ -124,3 +124,35 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// A process alone on the machine is never given fewer CPUs than it has busy
+    /// threads, up to all the machine has. (Every policy put a 16-thread stream on
+    /// the 8-CPU nehalem-e5520 on its home node's 4 CPUs while the other 4 sat idle:
+    /// 12.5% slower than unmanaged in the model, and the same squeeze live.)
+    #[test]
+    fn a_lone_process_gets_a_cpu_per_busy_thread(
+        topo in machine(),
+        threads in 1u32..40,
+        home in 0u32..3,
+        mpki in 0.0f64..40.0,
+    ) {
+        let nodes = topo.nodes().len() as u32;
+        let mut p = Process::new(100, "wide");
+        p.mpki = Some(mpki);
+        p.numa_penalty = Some(1.3);
+        p.threads = threads;
+        p.cpu_demand = threads as f64;
+        p.memory_bytes.insert(home % nodes, 1 << 28);
+        let want = p.slots().min(topo.num_cpus());
+        let s = Snapshot { topology: topo, processes: vec![p] };
+        for name in policy::NAMES.iter().filter(|n| **n != "numad") {
+            let plan = policy::by_name(name).unwrap().plan(&s);
+            let got = plan.placements[0].cpus.len();
+            prop_assert!(got >= want, "{}: {} CPUs for {} busy threads on {} CPUs: {}",
+                name, got, want, s.topology.num_cpus(), plan.placements[0].reason);
+        }
+    }
+}
