@@ -793,7 +793,7 @@ fn check_workload_rows(rows: &[Value], cases: &[(&str, &str, usize)], policies: 
             assert_eq!(r["map"], *map, "{r}");
             assert_eq!(r["programs"].as_array().unwrap().len(), *programs, "{r}");
             let frac = f64_field(r, "fraction_of_oracle");
-            assert!(frac > 0.0 && frac < 1.05, "{r}");
+            assert!(frac > 0.0 && frac <= 1.0 + 1e-9, "{r}");
         }
         let of = |p: &str| chunk.iter().find(|r| r["policy"] == p).unwrap();
         if policies.contains(&"linux") {
@@ -1085,4 +1085,39 @@ fn bad_workloads_files_are_one_line_errors() {
         1,
         &["--sysfs-root applies to --machine this only"],
     );
+}
+
+/// The oracle is the best placement known. Its search keeps multi-threaded groups where
+/// maxlocal put them, so on this mix nmass, membus and numad found placements 4.8–5.9%
+/// better than the search's; the oracle row then reports the best of them (not proven),
+/// and no policy is "above 100% of the best".
+#[test]
+fn no_policy_scores_above_the_oracle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("wide.toml");
+    std::fs::write(
+        &file,
+        "machine = \"2n:2l:4c:2t\"\n[[workload]]\nname = \"hpc\"\n\
+         programs = [\"libquantum\", \"milc\", \"compute\", \"gcc\"]\n\
+         threads = [2, 2, 8, 1]\nhomes = [1, 1, 1, 1]\n",
+    )
+    .expect("write");
+    let (_, rows) = eval_workloads(&file, &[]);
+    let oracle = rows
+        .iter()
+        .find(|r| r["policy"] == "oracle")
+        .expect("oracle");
+    assert_eq!(oracle["proven_optimal"], false, "{oracle}");
+    assert!((f64_field(oracle, "fraction_of_oracle") - 1.0).abs() < 1e-12);
+    let best = rows
+        .iter()
+        .map(|r| f64_field(r, "performance"))
+        .fold(0.0, f64::max);
+    assert!(
+        (f64_field(oracle, "performance") - best).abs() < 1e-12,
+        "{rows:?}"
+    );
+    for r in &rows {
+        assert!(f64_field(r, "fraction_of_oracle") <= 1.0 + 1e-9, "{r}");
+    }
 }

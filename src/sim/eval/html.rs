@@ -76,7 +76,10 @@ const GLOSSARY: &str = "<dl>\
     charged), started from the same schedules and scored over the whole run, \
     convergence included.</dd>\
     <dt>fraction of the oracle</dt><dd>The policy's performance divided by that of the \
-    best placement found by searching all of them (1 = as good as the oracle).</dd>\
+    best placement known (1 = as good as the oracle): the oracle's search over all \
+    placements, proven best where it is exhaustive; where its search is bounded (many \
+    processes, multi-threaded groups) and a policy's placement scores higher, that \
+    placement, and the oracle's row is marked not proven.</dd>\
     <dt>performance, unfairness</dt><dd>Performance is the mean over programs of \
     T<sub>alone</sub> / T (1 = every program as fast as alone on the idle machine); \
     unfairness is the coefficient of variation of those speeds (0 = all slowed \

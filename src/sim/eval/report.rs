@@ -105,16 +105,40 @@ pub fn table(rows: &[Row]) -> String {
         }
     }
     let _ = writeln!(out, "{MAP_NOTE}");
-    // As wide as the longest workload name: a workloads file's names may be long.
+    // As wide as the longest workload name and map: a workloads file's names may be
+    // long, and random cases have up to 16 programs.
     let w = cases.iter().map(|(_, wl, _)| wl.len()).fold(9, usize::max);
+    let mw = cases.iter().map(|(_, _, m)| m.len()).fold(9, usize::max);
+    // Random suites draw a machine per case: then each line names its machine.
+    let machine_of = |(suite, wl, map): &(String, String, String)| {
+        rows.iter()
+            .find(|r| &r.suite == suite && &r.workload == wl && &r.map == map)
+            .map_or("", |r| r.machine.as_str())
+    };
+    let per_case = cases.iter().any(|c| machine_of(c) != machine_of(&cases[0]));
+    let hw = if per_case {
+        cases
+            .iter()
+            .map(|c| machine_of(c).len())
+            .fold(7, usize::max)
+    } else {
+        0
+    };
     let _ = writeln!(out, "improvement over linux (fraction of oracle)");
-    let _ = write!(out, "{:<10} {:<w$} {:<9}", "suite", "workload", "map");
+    let _ = write!(out, "{:<10} {:<w$} {:<mw$}", "suite", "workload", "map");
+    if per_case {
+        let _ = write!(out, " {:<hw$}", "machine");
+    }
     for p in &pols {
         let _ = write!(out, " {p:>18}");
     }
     out.push('\n');
-    for (suite, wl, map) in &cases {
-        let _ = write!(out, "{suite:<10} {wl:<w$} {map:<9}");
+    for case in &cases {
+        let (suite, wl, map) = case;
+        let _ = write!(out, "{suite:<10} {wl:<w$} {map:<mw$}");
+        if per_case {
+            let _ = write!(out, " {:<hw$}", machine_of(case));
+        }
         for p in &pols {
             let cell = rows
                 .iter()
@@ -169,7 +193,8 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
-/// The terminal summary: one row per suite and policy, within 100 columns: mean and
+/// The terminal summary: one row per policy, within 100 columns (the suite is named in
+/// the line after it, so the worst entry keeps its map): mean and
 /// lowest improvement over `linux` and over `autonuma` (the kernel's NUMA balancing),
 /// mean and lowest fraction of the oracle, and the entry furthest from it. With
 /// `colour`, gains are green and losses red (ANSI; the caller decides, from the
@@ -183,19 +208,15 @@ pub fn summary_table(rows: &[Row], colour: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<10} {:<16} {:>9} {:>8} {:>11} {:>8} {:>9} {:>6}  worst entry",
-        "suite", "policy", "vs linux", "(min)", "vs autonuma", "(min)", "of oracle", "(min)"
+        "{:<16} {:>9} {:>8} {:>11} {:>8} {:>9} {:>6}  worst entry",
+        "policy", "vs linux", "(min)", "vs autonuma", "(min)", "of oracle", "(min)"
     );
     for s in summaries(rows) {
         let pct = |x: f64, w: usize| paint(x, format!("{:>+w$.2}%", 100.0 * x, w = w - 1));
-        let mut worst = s.worst_entry.clone();
-        if worst.chars().count() > 14 {
-            worst = worst.chars().take(13).collect::<String>() + "…";
-        }
+        let worst = clip(&s.worst_entry, 25);
         let _ = writeln!(
             out,
-            "{:<10} {:<16} {} {} {} {} {:>9.3} {:>6.3}  {worst}",
-            clip(&s.suite, 10),
+            "{:<16} {} {} {} {} {:>9.3} {:>6.3}  {worst}",
             clip(&s.policy, 16),
             pct(s.mean_improvement_vs_linux, 9),
             pct(s.min_improvement_vs_linux, 8),

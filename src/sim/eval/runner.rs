@@ -192,10 +192,9 @@ impl Runner {
         let schedules = balanced_schedules(&case.snapshot, self.linux_limit);
         let mut memo: HashMap<PlanKey, Vec<f64>> = HashMap::new();
         let linux = self.average(&case.snapshot, &schedules.plans, &mut memo);
-        let oracle = self.measure(case, self.oracle().as_ref(), &schedules.plans, &mut memo);
-        let oracle_perf = performance(&oracle.times);
+        let mut oracle = self.measure(case, self.oracle().as_ref(), &schedules.plans, &mut memo);
         let kernel = self.autonuma(&case.snapshot, &schedules.plans);
-        let mut rows = Vec::with_capacity(policies.len());
+        let mut measured = Vec::with_capacity(policies.len());
         for pol in policies {
             let m = match pol.name() {
                 LINUX => Measured {
@@ -215,15 +214,33 @@ impl Runner {
                 },
                 _ => self.measure(case, pol.as_ref(), &schedules.plans, &mut memo),
             };
-            rows.push(row(
-                case,
-                pol.name(),
-                m,
-                &linux.times,
-                &kernel.times,
-                oracle_perf,
-            ));
+            measured.push((pol.name(), m));
             progress(pol.name());
+        }
+        // Where the oracle's search is bounded (more processes than it enumerates, or
+        // groups it keeps where maxlocal put them), a policy's placement can score
+        // higher; the best placement known is then that one, and the oracle's row and
+        // every fraction say so rather than report more than 100% of the best.
+        let best = measured
+            .iter()
+            .filter(|(name, _)| ![LINUX, AUTONUMA, ORACLE].contains(name))
+            .map(|(_, m)| m)
+            .max_by(|a, b| performance(&a.times).total_cmp(&performance(&b.times)));
+        if let Some(b) = best {
+            // Beyond rounding: a proven oracle ties with a policy that found its answer.
+            if performance(&b.times) > performance(&oracle.times) * (1.0 + 1e-9) {
+                oracle.times = b.times.clone();
+                oracle.proven_optimal = Some(false);
+            }
+        }
+        let oracle_perf = performance(&oracle.times);
+        let mut rows = Vec::with_capacity(measured.len());
+        for (name, mut m) in measured {
+            if name == ORACLE {
+                m.times = oracle.times.clone();
+                m.proven_optimal = oracle.proven_optimal;
+            }
+            rows.push(row(case, name, m, &linux.times, &kernel.times, oracle_perf));
         }
         rows
     }

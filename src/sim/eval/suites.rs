@@ -413,7 +413,7 @@ pub fn random(
         machine: fixed
             .as_ref()
             .map(|t| t.name().unwrap_or("custom").to_string())
-            .unwrap_or_else(|| "drawn per case".to_string()),
+            .unwrap_or_else(|| "machines drawn per case".to_string()),
         policies: names(if opts.migration {
             RANDOM_MIGRATE_POLICIES
         } else {
