@@ -922,6 +922,19 @@ fn machine_this_is_read_from_sysfs() {
     check_workload_rows(&rows, &[("w", "110", 3)], &["linux", "autonuma", "oracle"]);
     assert!(rows.iter().all(|r| r["machine"] == "this"), "{rows:?}");
     assert!(out.contains("suite workloads on this"), "{out}");
+    assert!(!out.contains("one node and one LLC"), "{out}");
+    // On a machine of one node and one LLC nothing can differ, and eval says why.
+    let one = dir.path().join("one.toml");
+    std::fs::write(
+        &one,
+        "[[workload]]\nname = \"w\"\nprograms = [\"mcf\", \"lbm\"]\nhomes = [0, 0]\n",
+    )
+    .unwrap();
+    let (out, _) = eval_workloads(&one, &["--machine", "1n:1l:2c:1t"]);
+    assert!(
+        out.contains("note: 1n:1l:2c:1t has one node and one LLC"),
+        "{out}"
+    );
     // --machine overrides the file's machine, and a root needs `this`.
     let (_, rows) = eval_workloads(&file, &["--machine", "2n:1l:2c:1t"]);
     assert!(

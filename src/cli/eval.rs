@@ -161,6 +161,24 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             " (per case: --verbose, or table.txt with --out)"
         }
     );
+    // On a machine with one node and one LLC every placement shares the same cache
+    // and memory: say so, rather than leave ten identical columns unexplained.
+    if !suite.cases.is_empty()
+        && suite.cases.iter().all(|c| {
+            let t = &c.snapshot.topology;
+            t.nodes().len() == 1 && t.llcs().len() == 1
+        })
+    {
+        println!(
+            "note: {} has one node and one LLC: no placement changes what a process shares \
+             or where its memory is, so placing policies can only match linux",
+            if suite.machine == THIS {
+                "this machine"
+            } else {
+                suite.machine.as_str()
+            }
+        );
+    }
     let results = Results {
         results: &rows,
         summaries: report::summaries(&rows),

@@ -464,7 +464,17 @@ pub fn case(
             home.to_digit(10)
                 .map(|d| d as usize)
                 .filter(|&d| d < topo.nodes().len())
-                .ok_or_else(|| format!("map '{map}': no node '{home}' on this machine"))
+                .ok_or_else(|| {
+                    format!(
+                        "suite {suite}, {workload} map '{map}': no node '{home}' on {} \
+                         ({} node(s)); the suite needs a machine with 2",
+                        match topo.name() {
+                            Some(topology::THIS) | None => "this machine",
+                            Some(n) => n,
+                        },
+                        topo.nodes().len()
+                    )
+                })
         })
         .collect::<Result<Vec<usize>, String>>()?;
     case_at(suite, workload, map, topo, programs, &homes, lookup)
