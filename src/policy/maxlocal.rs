@@ -241,42 +241,27 @@ fn place_one(
         .filter(|&c| occ.is_free(c))
         .take(slots)
         .collect();
-    if free.len() >= slots {
+    // A group wider than every free CPU takes them all, and time-shares its own threads
+    // there: squeezing 16 busy threads onto the nearest node's 4 CPUs while another
+    // node's sat idle made it slower than leaving it alone. (Once no CPU is free it
+    // time-shares near home as below: spreading it over CPUs others already use would
+    // not give it more and would halve them.)
+    if !free.is_empty() {
         return (free, Why::Spread);
     }
-    // 3. Overcommitted: time-share the least-loaded CPUs, nearest node first. A group
-    //    takes such CPUs from as many nodes as it needs, and when even all of them are
-    //    fewer than its busy threads, every CPU it may use: squeezing 16 busy threads
-    //    onto one node's 4 CPUs while another node's sit idle would make it slower
-    //    than leaving it alone.
+    // 3. Overcommitted: time-share the least-loaded CPUs, nearest node on ties.
     let min_load = (0..topo.num_cpus())
         .filter(|&c| allowed.contains(c))
         .map(|c| occ.load(c))
         .fold(f64::INFINITY, f64::min);
-    let mut cands: Vec<usize> = Vec::new();
-    let mut first = None;
     for &ni in node_order {
-        let before = cands.len();
-        cands.extend(
-            allowed
-                .filter(topo.node_cpu_indices(ni))
-                .filter(|&c| occ.load(c) <= min_load + 1e-9),
-        );
-        if cands.len() > before {
-            first.get_or_insert(ni);
+        let cands: Vec<usize> = allowed
+            .filter(topo.node_cpu_indices(ni))
+            .filter(|&c| occ.load(c) <= min_load + 1e-9)
+            .collect();
+        if !cands.is_empty() {
+            return (occ.pick(&cands, slots), Why::TimeShare(ni));
         }
-        if cands.len() >= slots {
-            break;
-        }
-    }
-    if let Some(ni) = first {
-        if cands.len() < slots {
-            cands = node_order
-                .iter()
-                .flat_map(|&n| allowed.filter(topo.node_cpu_indices(n)))
-                .collect();
-        }
-        return (occ.pick(&cands, slots), Why::TimeShare(ni));
     }
     // Only memory-only nodes allowed: impossible for a validated snapshot, whose pins
     // name existing CPUs. Leave the process where it is rather than guess.
