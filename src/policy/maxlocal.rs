@@ -241,12 +241,18 @@ fn place_one(
         .filter(|&c| occ.is_free(c))
         .take(slots)
         .collect();
-    // A group wider than every free CPU takes them all, and time-shares its own threads
-    // there: squeezing 16 busy threads onto the nearest node's 4 CPUs while another
-    // node's sat idle made it slower than leaving it alone. (Once no CPU is free it
-    // time-shares near home as below: spreading it over CPUs others already use would
-    // not give it more and would halve them.)
-    if !free.is_empty() {
+    // A group wider than any node it may use takes every free CPU, and time-shares its
+    // own threads there: squeezing 16 busy threads onto the nearest node's 4 CPUs while
+    // another node's sat idle made it slower than leaving it alone. A group that fits
+    // in a node stays near its memory and time-shares there, as below; and once no CPU
+    // is free, spreading a group over CPUs others already use would not give it more
+    // and would halve them.
+    let widest = topo
+        .cpu_nodes()
+        .map(|ni| allowed.filter(topo.node_cpu_indices(ni)).count())
+        .max()
+        .unwrap_or(0);
+    if free.len() >= slots || !free.is_empty() && slots > widest {
         return (free, Why::Spread);
     }
     // 3. Overcommitted: time-share the least-loaded CPUs, nearest node on ties.
