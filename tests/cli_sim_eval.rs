@@ -448,6 +448,34 @@ fn unknown_names_are_one_line_errors() {
         1,
         &["unknown policy", "nosuchpol"],
     );
+    // The list of known policies is every name --policies takes, the oracle too.
+    fails(
+        &["eval", "--suite", "membus", "--policies", "bogus"],
+        1,
+        &[
+            "--policies: unknown policy 'bogus'",
+            "auto-migrate",
+            "numad",
+            "oracle",
+        ],
+    );
+    // A policy named twice would run twice: refused, naming it.
+    fails(
+        &["eval", "--suite", "membus", "--policies", "linux,auto,auto"],
+        1,
+        &["--policies: 'auto' is listed twice"],
+    );
+    fails(
+        &[
+            "eval",
+            "--suite",
+            "membus",
+            "--policies",
+            "oracle,linux,oracle",
+        ],
+        1,
+        &["'oracle' is listed twice"],
+    );
     fails(
         &["eval", "--suite", "nosuchsuite"],
         1,
@@ -975,6 +1003,80 @@ fn machine_this_is_read_from_sysfs() {
     );
 }
 
+/// The profile store's programs reach eval as `profile export` writes them: the file,
+/// TOML or JSON, loads as a workloads file's `profiles` and as `--profiles`, with the
+/// cache reuse that was set. A hand-written `cache_reuse` (the store's and `profile
+/// set`'s name) is refused with the name profile files use for it.
+#[test]
+fn exported_profiles_load_into_eval() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("profiles.db");
+    let db = db.to_str().unwrap();
+    let (code, _, err) = numasched(&[
+        "profile",
+        "--db",
+        db,
+        "set",
+        "myapp",
+        "--mpki",
+        "12",
+        "--numa-penalty",
+        "1.3",
+        "--cache-reuse",
+        "0.4",
+        "--bandwidth-gbps",
+        "3",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mix = |profiles: &str| {
+        format!(
+            "machine = \"nehalem-e5520\"\n{profiles}policies = [\"linux\", \"auto\", \"oracle\"]\n\
+             [[workload]]\nname = \"mine\"\nprograms = [\"myapp\", \"mcf\"]\nhomes = [0, 0]\n"
+        )
+    };
+    let bare = dir.path().join("bare.toml");
+    std::fs::write(&bare, mix("")).unwrap();
+    for ext in ["toml", "json"] {
+        let exported = dir.path().join(format!("mine.{ext}"));
+        let (code, _, err) =
+            numasched(&["profile", "--db", db, "export", exported.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        let set = numasched::sim::profiles::ProfileSet::load(&exported).expect("loads");
+        let p = set.get("myapp").expect("myapp exported");
+        assert!((p.streaming_fraction - 0.6).abs() < 1e-12, "{p:?}");
+        let file = dir.path().join(format!("with-{ext}.toml"));
+        std::fs::write(&file, mix(&format!("profiles = \"mine.{ext}\"\n"))).unwrap();
+        for (file, args) in [
+            (&file, vec![]),
+            (&bare, vec!["--profiles", exported.to_str().unwrap()]),
+        ] {
+            let (_, rows) = eval_workloads(file, &args);
+            check_workload_rows(&rows, &[("mine", "00", 2)], &["linux", "auto", "oracle"]);
+            assert!(rows.iter().all(|r| r["programs"][0] == "myapp"), "{rows:?}");
+        }
+    }
+    let by_hand = dir.path().join("by-hand.toml");
+    std::fs::write(
+        &by_hand,
+        "[[profiles]]\nname = \"myapp\"\nmpki = 12.0\ncache_reuse = 0.4\n",
+    )
+    .unwrap();
+    let file = dir.path().join("with-by-hand.toml");
+    std::fs::write(&file, mix("profiles = \"by-hand.toml\"\n")).unwrap();
+    let f = file.to_str().unwrap();
+    fails(
+        &["eval", "--workloads", f],
+        1,
+        &[
+            f,
+            "line 2: profiles:",
+            "profiles[0].cache_reuse: unknown field `cache_reuse`",
+            "streaming_fraction = 1 - cache_reuse",
+            "profile export",
+        ],
+    );
+}
+
 /// Every bad workloads file or flag combination: one line naming the file and what
 /// is wrong (with line and key where there are ones), exit 1, nothing on stdout.
 #[test]
@@ -1058,27 +1160,52 @@ fn bad_workloads_files_are_one_line_errors() {
         run(&write(name, &text), needles);
     }
     let ok = write("ok.toml", good);
+    fails(
+        &["eval", "--workloads", &ok, "--suite", "nmass"],
+        1,
+        &["--workloads and --suite cannot be used together"],
+    );
     for (flags, needle) in [
-        (
-            vec!["--suite", "nmass"],
-            "--workloads and --suite cannot be used together",
-        ),
-        (
-            vec!["--seed", "3"],
-            "--seed, --cases and --noise apply to --suite random and random-migrate only",
-        ),
+        (vec!["--seed", "3"], "--seed has no effect with --workloads"),
         (
             vec!["--cases", "3"],
-            "--seed, --cases and --noise apply to --suite random and random-migrate only",
+            "--cases has no effect with --workloads",
         ),
         (
             vec!["--noise", "5"],
-            "--seed, --cases and --noise apply to --suite random and random-migrate only",
+            "--noise has no effect with --workloads",
+        ),
+        // At their default values too: a flag given is a flag meant.
+        (vec!["--seed", "1"], "--seed has no effect with --workloads"),
+        (
+            vec!["--cases", "20"],
+            "--cases has no effect with --workloads",
+        ),
+        (
+            vec!["--noise", "0"],
+            "--noise has no effect with --workloads",
+        ),
+        (
+            vec!["--seed", "1", "--noise", "0"],
+            "--seed and --noise have no effect with --workloads",
         ),
     ] {
         let mut args = vec!["eval", "--workloads", &ok];
-        args.extend(flags);
-        fails(&args, 1, &[needle]);
+        args.extend(flags.iter().copied());
+        fails(
+            &args,
+            1,
+            &[needle, "apply to --suite random and random-migrate only"],
+        );
+    }
+    // A fixed suite draws nothing either; random and random-migrate take them all.
+    for suite in ["nmass", "membus"] {
+        for flags in [["--seed", "1"], ["--cases", "20"], ["--noise", "0"]] {
+            let mut args = vec!["eval", "--suite", suite];
+            args.extend(flags);
+            let needle = format!("{} has no effect with --suite {suite}", flags[0]);
+            fails(&args, 1, &[&needle, "random and random-migrate only"]);
+        }
     }
     fails(
         &["eval", "--suite", "membus", "--sysfs-root", "/sys"],

@@ -152,9 +152,42 @@ fn odd_sysfs_files_are_one_line_naming_the_file() {
     }
 }
 
+/// A root is where `this` is read; with a preset or spec string it would be ignored,
+/// so it is refused, as `sim` and `eval` refuse it.
 #[test]
-fn machine_and_sysfs_root_conflict() {
-    let (code, _, err) = numasched(&["topo", "--machine", "nehalem-e5520", "--sysfs-root", "/sys"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("cannot be used with"), "{err}");
+fn sysfs_root_with_a_preset_is_one_line() {
+    fails_with(
+        &["topo", "--machine", "nehalem-e5520", "--sysfs-root", "/sys"],
+        &[
+            "--sysfs-root applies to the machine 'this' only",
+            "nehalem-e5520",
+        ],
+    );
+}
+
+/// `--machine this` means what it means to `sim` and `eval`: this machine from sysfs,
+/// under --sysfs-root when given; the same output as no --machine.
+#[test]
+fn machine_this_is_the_sysfs_machine() {
+    let root = "tests/fixtures/sysfs/sparse-offline";
+    let plain = topo_json(&["--sysfs-root", root]);
+    let this = topo_json(&["--machine", "this", "--sysfs-root", root]);
+    assert_eq!(this, plain);
+    let (code, out, err) = numasched(&["topo", "--machine", "this", "--sysfs-root", root]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with(&format!("sysfs at {root}: 3 nodes, 5 CPUs")),
+        "{out}"
+    );
+    // Read errors name the file, as without --machine.
+    let odd = "tests/fixtures/sysfs/odd/cpu-online-missing";
+    fails_with(
+        &["topo", "--machine", "this", "--sysfs-root", odd],
+        &[&format!("{odd}/devices/system/cpu/online")],
+    );
+    if std::path::Path::new("/sys/devices/system/cpu/online").exists() {
+        let (code, out, err) = numasched(&["topo", "--machine", "this"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.starts_with("sysfs at /sys: "), "{out}");
+    }
 }

@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::policy::Policy;
 use crate::sim::eval::report::{self, Results};
 use crate::sim::eval::suites::{ProgramFacts, Suite};
-use crate::sim::eval::workloads::Workloads;
+use crate::sim::eval::workloads::{self, Workloads};
 use crate::sim::eval::{bridge, html, suites};
 use crate::sim::ProfileSet;
 use crate::topology::{Topology, THIS};
@@ -44,19 +44,21 @@ pub struct EvalArgs {
     /// [default: /sys].
     #[arg(long, value_name = "DIR")]
     pub sysfs_root: Option<PathBuf>,
-    /// random: the seed cases are drawn from.
-    #[arg(long, default_value_t = 1, value_name = "S", allow_hyphen_values = true,
+    // --seed, --cases and --noise have no clap default, so that one given where it has
+    // no effect (a fixed suite, a workloads file) is refused even at its default value.
+    /// random: the seed cases are drawn from [default: 1].
+    #[arg(long, value_name = "S", allow_hyphen_values = true,
           value_parser = clap::builder::RangedI64ValueParser::<u64>::new().range(0..))]
-    pub seed: u64,
-    /// random: how many cases to draw.
-    #[arg(long, default_value_t = 20, value_name = "N", allow_hyphen_values = true,
+    pub seed: Option<u64>,
+    /// random: how many cases to draw [default: 20].
+    #[arg(long, value_name = "N", allow_hyphen_values = true,
           value_parser = clap::builder::RangedI64ValueParser::<usize>::new().range(1..=100_000))]
-    pub cases: usize,
+    pub cases: Option<usize>,
     /// random: characterisation error the policies see, per cent (MPKI and bandwidth
-    /// ±P%, NUMA penalty error, cache reuse unknown); the model scores the true programs.
-    #[arg(long, default_value_t = 0.0, value_name = "P", allow_hyphen_values = true,
-          value_parser = parse_noise)]
-    pub noise: f64,
+    /// ±P%, NUMA penalty error, cache reuse unknown); the model scores the true programs
+    /// [default: 0].
+    #[arg(long, value_name = "P", allow_hyphen_values = true, value_parser = parse_noise)]
+    pub noise: Option<f64>,
     /// Policies, comma-separated (default: the suite's).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub policies: Option<Vec<String>>,
@@ -100,6 +102,18 @@ fn colour() -> bool {
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    // Flags that cannot work together are refused before anything is created.
+    if args.suite.is_some() && args.workloads.is_some() {
+        anyhow::bail!("--workloads and --suite cannot be used together: the file is the suite")
+    }
+    check_draw_flags(&args)?;
+    let wanted = match &args.policies {
+        Some(list) => Some(
+            workloads::check_policies(list)
+                .map_err(|(_, what)| anyhow::anyhow!("--policies: {what}"))?,
+        ),
+        None => None,
+    };
     // Where the results go is checked before the work: a typo costs a second, not a run.
     if let Some(dir) = &args.out {
         writable_dir(dir)?;
@@ -108,26 +122,14 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
         writable_dir(parent.unwrap_or(Path::new(".")))?;
     }
-    let random = matches!(args.suite.as_deref(), Some("random" | "random-migrate"));
-    if !random && (args.noise != 0.0 || args.cases != 20 || args.seed != 1) {
-        anyhow::bail!(
-            "--seed, --cases and --noise apply to --suite random and random-migrate only"
-        );
-    }
     let (suite, profiles) = match (&args.suite, &args.workloads) {
-        (Some(_), Some(_)) => {
-            anyhow::bail!("--workloads and --suite cannot be used together: the file is the suite")
-        }
         (_, Some(path)) => from_file(path, &args)?,
         (Some(name), None) => built_in(name, &args)?,
         (None, None) => anyhow::bail!("say what to run: --suite S or --workloads FILE"),
     };
     let mut runner = bridge::runner_for(&suite, profiles).context("the suite has no cases")?;
     runner.pin = args.pin;
-    let names: Vec<String> = match &args.policies {
-        Some(list) => list.clone(),
-        None => suite.policies.clone(),
-    };
+    let names: Vec<String> = wanted.unwrap_or_else(|| suite.policies.clone());
     let policies: Vec<Box<dyn Policy>> = names
         .iter()
         .map(|n| runner.policy(n))
@@ -223,19 +225,47 @@ fn built_in(name: &str, args: &EvalArgs) -> anyhow::Result<(Suite, ProfileSet)> 
     };
     let profiles = load_profiles(args.profiles.as_ref())?;
     let lookup = facts_of(&profiles);
-    let suite = if name == "random" || name == "random-migrate" {
-        let opts = suites::RandomOptions {
-            seed: args.seed,
-            cases: args.cases,
-            noise_pct: args.noise,
-            migration: name == "random-migrate",
-        };
-        suites::random(&opts, machine, &lookup)
-    } else {
-        suites::suite(name, machine, &lookup)
+    let defaults = suites::RandomOptions::default();
+    let draw = suites::RandomOptions {
+        seed: args.seed.unwrap_or(defaults.seed),
+        cases: args.cases.unwrap_or(defaults.cases),
+        noise_pct: args.noise.unwrap_or(defaults.noise_pct),
+        ..defaults
     };
+    let suite = suites::suite_with(name, &draw, machine, &lookup);
     drop(lookup);
     Ok((suite.map_err(|e| anyhow::anyhow!("{e}"))?, profiles))
+}
+
+/// `--seed`, `--cases` and `--noise` shape the cases a random suite draws: given with any
+/// other suite or with a workloads file they would do nothing, so they are refused, even
+/// at their default values.
+fn check_draw_flags(args: &EvalArgs) -> anyhow::Result<()> {
+    let given: Vec<&str> = [
+        ("--seed", args.seed.is_some()),
+        ("--cases", args.cases.is_some()),
+        ("--noise", args.noise.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, set)| set.then_some(flag))
+    .collect();
+    let with = match (&args.suite, &args.workloads) {
+        // An unknown suite is reported as such by `suites::suite_with`.
+        (Some(name), _) if suites::is_random(name) || !suites::NAMES.contains(&name.as_str()) => {
+            return Ok(())
+        }
+        (Some(name), _) => format!("--suite {name}"),
+        (None, _) => "--workloads".to_string(),
+    };
+    let (flags, verb) = match given.split_last() {
+        Some((last, [])) => (last.to_string(), "has"),
+        Some((last, rest)) => (format!("{} and {last}", rest.join(", ")), "have"),
+        None => return Ok(()),
+    };
+    anyhow::bail!(
+        "{flags} {verb} no effect with {with} (--seed, --cases and --noise apply to --suite \
+         random and random-migrate only)"
+    )
 }
 
 /// The operator's suite from a workloads file: on `--machine` or the file's machine,

@@ -1,10 +1,11 @@
-//! `numasched man [--out DIR]`: man pages generated from the clap definition, so they
-//! list exactly the flags the binary takes.
+//! `numasched man [COMMAND...] [--out DIR]`: man pages generated from the clap
+//! definition, so they list exactly the flags the binary takes.
 //!
 //! With `--out`, writes `numasched.1` and one page per subcommand (`numasched-daemon.1`,
 //! `numasched-config-check.1`, ...) and prints their paths; without it, shows
 //! `numasched.1` through `man -l -` when stdout is a terminal, and prints its roff
-//! otherwise (`numasched man | man -l -`).
+//! otherwise (`numasched man | man -l -`). With a COMMAND (`numasched man eval`,
+//! `numasched man profile set`), the same for that subcommand's page alone.
 //!
 //! clap knows the flags; what it cannot know (exit status, environment, files,
 //! signals, examples) is written here, in one table with a row per command
@@ -20,24 +21,75 @@ use clap_mangen::Man;
 
 #[derive(Debug, Args)]
 pub struct ManArgs {
-    /// Write every page into this directory (created if missing).
+    /// Write every page into this directory (created if missing); with COMMAND, its
+    /// page only.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// The subcommand whose page to show instead of numasched(1): `eval`,
+    /// `profile set`, ...
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 pub fn run(args: ManArgs) -> anyhow::Result<()> {
-    match args.out {
-        Some(dir) => {
+    let cmd = if args.command.is_empty() {
+        None
+    } else {
+        Some(subcommand(&args.command)?)
+    };
+    match (args.out, cmd) {
+        (Some(dir), None) => {
             for page in write_all(&dir)? {
                 println!("{}", page.display());
             }
         }
-        None if std::io::stdout().is_terminal() => show(&root_page()?)?,
-        None => std::io::stdout()
-            .write_all(&root_page()?)
-            .context("writing the man page")?,
+        (Some(dir), Some(cmd)) => {
+            create(&dir)?;
+            println!("{}", write_page(&dir, cmd)?.display());
+        }
+        (None, cmd) => {
+            let page = match cmd {
+                Some(cmd) => render(cmd)?,
+                None => root_page()?,
+            };
+            if std::io::stdout().is_terminal() {
+                show(&page)?;
+            } else {
+                std::io::stdout()
+                    .write_all(&page)
+                    .context("writing the man page")?;
+            }
+        }
     }
     Ok(())
+}
+
+/// The subcommand `path` names (`["profile", "set"]`), built as [`write_all`] builds
+/// it, so its page is the one `--out` writes.
+fn subcommand(path: &[String]) -> anyhow::Result<Command> {
+    let mut cmd = built();
+    for (i, name) in path.iter().enumerate() {
+        let visible: Vec<&str> = cmd
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set())
+            .map(|s| s.get_name())
+            .collect();
+        let parent = match i {
+            0 => "numasched".to_string(),
+            _ => format!("numasched {}", path[..i].join(" ")),
+        };
+        if visible.is_empty() {
+            anyhow::bail!("{parent} has no subcommands: no page for '{name}'");
+        }
+        match cmd.find_subcommand(name).filter(|s| !s.is_hide_set()) {
+            Some(sub) => cmd = sub.clone(),
+            None => anyhow::bail!(
+                "{parent} has no subcommand '{name}' (pages: {})",
+                visible.join(", ")
+            ),
+        }
+    }
+    Ok(cmd)
 }
 
 /// Pipes the page through `man -l -`, as a reader at a terminal expects; without
@@ -339,6 +391,7 @@ restored.",
         signals: "",
         examples: &[
             ("numasched man", "read numasched(1)"),
+            ("numasched man eval", "read numasched-eval(1)"),
             (
                 "numasched man --out /usr/local/share/man/man1",
                 "install every page",
@@ -441,18 +494,27 @@ fn render(cmd: Command) -> anyhow::Result<Vec<u8>> {
 
 /// Writes the root page and one per (nested, visible) subcommand; returns the paths.
 pub fn write_all(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    create(dir)?;
     let mut written = Vec::new();
     let mut todo = vec![built()];
     while let Some(cmd) = todo.pop() {
         todo.extend(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
-        let path = dir.join(page(cmd.clone()).get_filename());
-        std::fs::write(&path, render(cmd)?)
-            .with_context(|| format!("{}: cannot write", path.display()))?;
-        written.push(path);
+        written.push(write_page(dir, cmd)?);
     }
     written.sort();
     Ok(written)
+}
+
+fn create(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+}
+
+/// Writes the page of `cmd` into `dir` under its own file name; returns the path.
+fn write_page(dir: &Path, cmd: Command) -> anyhow::Result<PathBuf> {
+    let path = dir.join(page(cmd.clone()).get_filename());
+    std::fs::write(&path, render(cmd)?)
+        .with_context(|| format!("{}: cannot write", path.display()))?;
+    Ok(path)
 }
 
 #[cfg(test)]
@@ -491,6 +553,66 @@ mod tests {
         );
         assert!(daemon.contains("migrate\\-pages"), "{daemon}");
         assert!(!names.iter().any(|n| n.contains("help")), "{names:?}");
+    }
+
+    /// `numasched man eval` (and any other subcommand, nested ones too) shows the page
+    /// `--out` writes for it; a name that is not a subcommand is one line listing those
+    /// that are.
+    #[test]
+    fn a_subcommand_page_is_shown_by_name() {
+        use clap::Parser;
+        let cli = super::super::Cli::try_parse_from(["numasched", "man", "profile", "set"])
+            .expect("man takes a subcommand");
+        let super::super::Command::Man(args) = cli.command else {
+            panic!("not man: {cli:?}");
+        };
+        assert_eq!(args.command, ["profile", "set"]);
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pages = write_all(dir.path()).expect("write");
+        let names = |c: &Command| -> Vec<String> {
+            c.get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .map(|s| s.get_name().to_string())
+                .collect()
+        };
+        let mut todo: Vec<Vec<String>> = names(&built()).into_iter().map(|n| vec![n]).collect();
+        let mut shown = 0;
+        while let Some(path) = todo.pop() {
+            let cmd = subcommand(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+            let file = format!("numasched-{}.1", path.join("-"));
+            assert!(pages.iter().any(|p| p.ends_with(&file)), "{file}");
+            let written = std::fs::read(dir.path().join(&file)).expect("read");
+            assert_eq!(render(cmd.clone()).expect("render"), written, "{file}");
+            todo.extend(names(&cmd).into_iter().map(|n| {
+                let mut p = path.clone();
+                p.push(n);
+                p
+            }));
+            shown += 1;
+        }
+        assert!(shown >= PAGES.len() - 1, "{shown}");
+        let eval = String::from_utf8(render(subcommand(&["eval".into()]).unwrap()).unwrap())
+            .expect("utf8");
+        assert!(eval.contains(".TH numasched-eval 1"), "{eval}");
+        assert!(eval.contains("workloads"), "{eval}");
+
+        for (path, needle) in [
+            (
+                vec!["bogus"],
+                "numasched has no subcommand 'bogus' (pages: daemon, ",
+            ),
+            (
+                vec!["profile", "bogus"],
+                "numasched profile has no subcommand 'bogus'",
+            ),
+            (vec!["eval", "x"], "numasched eval has no subcommands"),
+        ] {
+            let path: Vec<String> = path.into_iter().map(String::from).collect();
+            let e = subcommand(&path).expect_err(needle).to_string();
+            assert!(e.contains(needle), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
     }
 
     #[test]

@@ -10,11 +10,13 @@ use crate::topology::{self, cpulist, sysfs, Topology, TopologyError, THIS};
 
 #[derive(Debug, Args)]
 pub struct TopoArgs {
-    /// Show a preset or a spec string like 4n:2l:4c:2t instead of this machine.
-    #[arg(long, value_name = "PRESET|SPEC")]
+    /// Show a preset or a spec string like 4n:2l:4c:2t instead of this machine; `this`
+    /// is this machine, read from sysfs (the default), as for sim and eval.
+    #[arg(long, value_name = "PRESET|SPEC|this")]
     pub machine: Option<String>,
-    /// Read the machine from this sysfs root [default: /sys].
-    #[arg(long, value_name = "DIR", conflicts_with = "machine")]
+    /// Read this machine (no --machine, or --machine this) from this sysfs root
+    /// [default: /sys].
+    #[arg(long, value_name = "DIR")]
     pub sysfs_root: Option<PathBuf>,
     /// Print the topology as JSON (the form snapshots carry).
     #[arg(long)]
@@ -22,9 +24,14 @@ pub struct TopoArgs {
 }
 
 pub fn run(args: TopoArgs) -> anyhow::Result<()> {
-    let (topo, source) = match &args.machine {
-        Some(name) => (topology::machine(name)?, format!("machine {name}")),
-        None => {
+    let (topo, source) = match args.machine.as_deref() {
+        // `machine` refuses a root given with a preset or spec string, as sim and eval do.
+        Some(name) if name != THIS => (
+            machine(name, args.sysfs_root.as_deref())?,
+            format!("machine {name}"),
+        ),
+        // `this` is the machine read with no --machine, shown the same way.
+        Some(_) | None => {
             let root = args.sysfs_root.as_deref().unwrap_or(Path::new("/sys"));
             (read_sysfs(root)?, format!("sysfs at {}", root.display()))
         }

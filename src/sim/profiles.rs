@@ -370,10 +370,20 @@ impl ProfileSet {
 
     /// Parses file contents; `origin` only labels errors.
     pub fn parse(text: &str, toml: bool, origin: &Path) -> Result<ProfileSet, ProfileError> {
-        let field_err = |field: String, what: String| ProfileError::Field {
-            path: origin.to_path_buf(),
-            field,
-            what: one_line(&what),
+        let field_err = |field: String, mut what: String| {
+            // The profile store and `profile set` say cache reuse; files carry its
+            // complement, as `profile export` writes them.
+            if field.ends_with(".cache_reuse") && what.starts_with("unknown field") {
+                what = "unknown field `cache_reuse`: a profile file gives \
+                        streaming_fraction = 1 - cache_reuse instead (as `numasched profile \
+                        export` writes it)"
+                    .to_string();
+            }
+            ProfileError::Field {
+                path: origin.to_path_buf(),
+                field,
+                what: one_line(&what),
+            }
         };
         let file: ProfileFile = if toml {
             let de = toml::Deserializer::parse(text)

@@ -125,9 +125,34 @@ pub fn names(policies: &[&str]) -> Vec<String> {
     policies.iter().map(|p| p.to_string()).collect()
 }
 
-/// Builds a suite by name, on its own machine or on `machine`. Unknown programs in the
-/// lookup are reported by name.
+/// Whether suite `name` is drawn from a seed (`random`, `random-migrate`): the only
+/// suites a [`RandomOptions`] (`--seed`, `--cases`, `--noise`) changes.
+pub fn is_random(name: &str) -> bool {
+    matches!(name, "random" | "random-migrate")
+}
+
+/// Builds a suite by name, on its own machine or on `machine`; `random` and
+/// `random-migrate` with the default draw. Unknown programs in the lookup are reported
+/// by name.
 pub fn suite(name: &str, machine: Option<Topology>, lookup: Lookup) -> Result<Suite, String> {
+    suite_with(name, &RandomOptions::default(), machine, lookup)
+}
+
+/// [`suite`], with `draw` for the suites [`is_random`] names (its `migration` is set by
+/// the name: `random-migrate`); the other suites have no draw and ignore it.
+pub fn suite_with(
+    name: &str,
+    draw: &RandomOptions,
+    machine: Option<Topology>,
+    lookup: Lookup,
+) -> Result<Suite, String> {
+    if is_random(name) {
+        let opts = RandomOptions {
+            migration: name == "random-migrate",
+            ..draw.clone()
+        };
+        return random(&opts, machine, lookup);
+    }
     let on = |own: &str| match &machine {
         Some(t) => Ok(t.clone()),
         None => resolve(own),
@@ -146,15 +171,6 @@ pub fn suite(name: &str, machine: Option<Topology>, lookup: Lookup) -> Result<Su
         }
         "membus" => membus(on("xeon-e5345")?, lookup),
         "cmload" => cmload(on("2n:1l:4c:1t")?, lookup),
-        "random" => random(&RandomOptions::default(), machine, lookup),
-        "random-migrate" => random(
-            &RandomOptions {
-                migration: true,
-                ..RandomOptions::default()
-            },
-            machine,
-            lookup,
-        ),
         other => Err(format!(
             "unknown suite '{other}' (known: {})",
             NAMES.join(", ")
@@ -687,6 +703,47 @@ mod tests {
             }
         }
         assert!(changed > 0);
+    }
+
+    /// The suites module alone says which suites are drawn: `suite_with` gives them the
+    /// draw (migration from the name) and every other suite ignores it.
+    #[test]
+    fn only_the_random_suites_take_a_draw() {
+        let drawn: Vec<&str> = NAMES.iter().copied().filter(|n| is_random(n)).collect();
+        assert_eq!(drawn, ["random", "random-migrate"]);
+        let draw = RandomOptions {
+            seed: 9,
+            cases: 3,
+            noise_pct: 10.0,
+            migration: false,
+        };
+        for (name, migration) in [("random", false), ("random-migrate", true)] {
+            let s = suite_with(name, &draw, None, &facts).unwrap();
+            let want = random(
+                &RandomOptions {
+                    migration,
+                    ..draw.clone()
+                },
+                None,
+                &facts,
+            )
+            .unwrap();
+            assert_eq!((s.name, s.migration, s.cases.len()), (name, migration, 3));
+            let snaps = |s: &Suite| -> Vec<Snapshot> {
+                s.cases.iter().map(|c| c.snapshot.clone()).collect()
+            };
+            assert_eq!(snaps(&s), snaps(&want));
+            // `suite` is the default draw.
+            let plain = suite(name, None, &facts).unwrap();
+            assert_eq!(plain.cases.len(), RandomOptions::default().cases);
+        }
+        let with = suite_with("membus", &draw, None, &facts).unwrap();
+        let without = suite("membus", None, &facts).unwrap();
+        assert_eq!(with.cases.len(), without.cases.len());
+        assert_eq!(with.cases[0].snapshot, without.cases[0].snapshot);
+        assert!(suite_with("spec2017", &draw, None, &facts)
+            .unwrap_err()
+            .contains("unknown suite"));
     }
 
     #[test]

@@ -384,8 +384,9 @@ fn key_name(p: &serde_path_to_error::Path) -> String {
     out
 }
 
-/// Names of policies: known (the `--policy` names and the oracle), each once.
-fn check_policies(list: &[String]) -> Result<Vec<String>, (usize, String)> {
+/// Names of policies: known (the `--policy` names and the oracle), each once; the error
+/// gives the index of the bad entry. Also checks `eval --policies`.
+pub fn check_policies(list: &[String]) -> Result<Vec<String>, (usize, String)> {
     if list.is_empty() {
         return Err((0, "the list is empty; leave it out for the default".into()));
     }
