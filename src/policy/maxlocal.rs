@@ -9,9 +9,12 @@
 //! - inside a node with several LLCs, the process goes to the LLC with the lowest cache
 //!   pressure that still has room (ties: most free CPUs), so locality does not pile
 //!   processes onto one CCX while another sits idle;
-//! - multi-threaded processes take `slots()` CPUs as a group, in one LLC if one fits;
+//! - multi-threaded processes take `slots()` CPUs as a group, in one LLC if one fits; a
+//!   group wider than any node spreads over free CPUs nearest first, but with more busy
+//!   threads than CPUs takes no more than its share of the machine (every process counts
+//!   alike in what the policies maximise);
 //! - when no node has room (more processes than CPUs) the process time-shares the least
-//!   loaded CPU, the nearest such CPU to its memory winning ties;
+//!   loaded CPUs, the nearest node with such a CPU winning ties, a CPU per busy thread;
 //! - a foreign pin (`allowed_cpus`) restricts every choice.
 
 use std::fmt::Write;
@@ -136,6 +139,7 @@ pub fn place(snapshot: &Snapshot) -> Layout<'_> {
         why: vec![String::new(); n],
     };
     let mut pressure = vec![0.0; topo.llcs().len()];
+    let demand: usize = snapshot.processes.iter().map(|p| p.slots()).sum();
     // Fallback orders are per home node, not per process: sort them once.
     let orders: Vec<Vec<usize>> = (0..topo.nodes().len())
         .map(|h| topo.nodes_by_distance(h))
@@ -145,7 +149,7 @@ pub fn place(snapshot: &Snapshot) -> Layout<'_> {
         let p = &snapshot.processes[i];
         let allowed = AllowedMask::of(topo, p);
         let home = homes[i].map(|h| (h, orders[h].as_slice()));
-        let (cpus, why) = place_one(&layout, p, home, &allowed, &pressure);
+        let (cpus, why) = place_one(&layout, p, home, &allowed, &pressure, demand);
         layout.occ.add(&cpus, p.cpu_demand);
         layout.cpus[i] = cpus;
         if let Some(node) = layout.node_of(i) {
@@ -198,13 +202,15 @@ impl Why {
     }
 }
 
-/// Places one process; `home` is its home node with the nodes in distance order.
+/// Places one process; `home` is its home node with the nodes in distance order;
+/// `demand` is the busy threads of every process in the snapshot.
 fn place_one(
     layout: &Layout,
     p: &Process,
     home: Option<(usize, &[usize])>,
     allowed: &AllowedMask,
     pressure: &[f64],
+    demand: usize,
 ) -> (Vec<usize>, Why) {
     let topo = layout.topology();
     let occ = &layout.occ;
@@ -234,12 +240,23 @@ fn place_one(
             return (cpus, label(ni));
         }
     }
-    // 2. A group larger than any node's free room: free CPUs in distance order.
+    // 2. A group larger than any node's free room: free CPUs in distance order, at most
+    // its fair share of the machine when there are more busy threads than CPUs. That
+    // share is what the kernel's balancing would give its threads, so it loses nothing
+    // against leaving it alone; more is taken from the others, and every process counts
+    // alike: eight CPUs for one 8-thread process that left thirteen others two threads a
+    // CPU cost more than they gave (seed 63 r0 of `random`).
+    let cpus = topo.num_cpus();
+    let fair = if demand > cpus {
+        (slots * cpus).div_ceil(demand).max(1)
+    } else {
+        slots
+    };
     let free: Vec<usize> = node_order
         .iter()
         .flat_map(|&ni| allowed.filter(topo.node_cpu_indices(ni)))
         .filter(|&c| occ.is_free(c))
-        .take(slots)
+        .take(slots.min(fair))
         .collect();
     // A group wider than any node it may use takes every free CPU, and time-shares its
     // own threads there: squeezing 16 busy threads onto the nearest node's 4 CPUs while
@@ -252,7 +269,7 @@ fn place_one(
         .map(|ni| allowed.filter(topo.node_cpu_indices(ni)).count())
         .max()
         .unwrap_or(0);
-    if free.len() >= slots || !free.is_empty() && slots > widest {
+    if free.len() >= slots.min(fair) || !free.is_empty() && slots > widest {
         return (free, Why::Spread);
     }
     // 3. Overcommitted: time-share the least-loaded CPUs, nearest node on ties.
@@ -260,12 +277,12 @@ fn place_one(
         .filter(|&c| allowed.contains(c))
         .map(|c| occ.load(c))
         .fold(f64::INFINITY, f64::min);
+    // A group takes as many of that node's CPUs as it has busy threads, least loaded
+    // first: four threads on the one least-loaded CPU would queue behind each other
+    // while the node's other CPUs held one thread each.
     for &ni in node_order {
-        let cands: Vec<usize> = allowed
-            .filter(topo.node_cpu_indices(ni))
-            .filter(|&c| occ.load(c) <= min_load + 1e-9)
-            .collect();
-        if !cands.is_empty() {
+        let cands: Vec<usize> = allowed.filter(topo.node_cpu_indices(ni)).collect();
+        if cands.iter().any(|&c| occ.load(c) <= min_load + 1e-9) {
             return (occ.pick(&cands, slots), Why::TimeShare(ni));
         }
     }
@@ -466,5 +483,71 @@ mod tests {
         let plan = MaxLocal.plan(&s);
         assert_eq!(plan.placements[0].cpus.len(), 6);
         assert_eq!(plan.placements[0].nodes, vec![1]);
+    }
+
+    /// With more busy threads than CPUs, a group wider than any node takes its share of
+    /// the machine, not every free CPU: on 16 CPUs, 8 threads of 20 get 7 (⌈8·16/20⌉),
+    /// and the eight single-threaded processes after it find five CPUs of their own
+    /// instead of four (seed 63 r0 of `random`: eight CPUs for one 8-thread process
+    /// left thirteen others two threads a CPU).
+    #[test]
+    fn a_wide_group_takes_its_share_when_threads_outnumber_cpus() {
+        let topo = topology::machine("4n:1l:4c:1t").unwrap();
+        let mut processes: Vec<Process> = (0..4)
+            .map(|k| proc_on(k + 1, "lbm", 0, 30.0, 1.3))
+            .collect();
+        let mut wide = proc_on(5, "omp", 0, 0.1, 1.0);
+        wide.threads = 8;
+        wide.cpu_demand = 8.0;
+        processes.push(wide);
+        processes.extend((0..8).map(|k| proc_on(k + 6, "gamess", 0, 0.05, 1.0)));
+        let s = Snapshot {
+            topology: topo,
+            processes,
+        };
+        let plan = MaxLocal.plan(&s);
+        assert_eq!(
+            plan.placements[4].cpus.len(),
+            7,
+            "{}",
+            plan.placements[4].reason
+        );
+        let used: std::collections::BTreeSet<u32> = plan
+            .placements
+            .iter()
+            .flat_map(|p| p.cpus.iter().copied())
+            .collect();
+        assert_eq!(used.len(), 16, "every CPU carries a thread");
+        let alone = plan.placements[5..]
+            .iter()
+            .filter(|p| {
+                let c = p.cpus[0];
+                plan.placements
+                    .iter()
+                    .filter(|q| q.cpus.contains(&c))
+                    .count()
+                    == 1
+            })
+            .count();
+        assert_eq!(alone, 5);
+    }
+
+    /// A group that must time-share gets a CPU per busy thread on the node it shares,
+    /// least loaded first, not just the one idle CPU there: four threads queued on one
+    /// CPU while three others held a thread each.
+    #[test]
+    fn a_time_sharing_group_gets_a_cpu_per_thread() {
+        let mut s = nehalem_workload(
+            &["mcf", "milc", "soplex", "lbm", "mcf", "milc", "lbm"],
+            "0000111",
+        );
+        let mut group = proc_on(8, "omp", 1, 0.1, 1.0);
+        group.threads = 4;
+        group.cpu_demand = 4.0;
+        s.processes.push(group);
+        let plan = MaxLocal.plan(&s);
+        let g = &plan.placements[7];
+        assert_eq!(g.cpus.len(), 4, "{}", g.reason);
+        assert_eq!(g.nodes, vec![1], "{}", g.reason);
     }
 }
