@@ -689,6 +689,19 @@ fn random_suite_is_deterministic_per_seed() {
         ["linux", "autonuma", "nmass", "auto", "oracle"]
     );
     assert!(results.iter().all(|r| r["machine"] == "2n:2l:2c:2t"));
+    // Each program's thread count, in results.json only (results.csv keeps its columns).
+    for r in results {
+        let threads = r["threads"].as_array().unwrap_or_else(|| panic!("{r}"));
+        assert_eq!(
+            threads.len(),
+            r["programs"].as_array().unwrap().len(),
+            "{r}"
+        );
+        assert!(
+            threads.iter().all(|t| t.as_u64().is_some_and(|t| t >= 1)),
+            "{r}"
+        );
+    }
     // random-migrate: the same draw, with auto-migrate beside autonuma and the pages
     // free to move.
     let m: Value = serde_json::from_str(&run_suite("random-migrate", "m.json", "5")).expect("JSON");

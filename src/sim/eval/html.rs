@@ -7,12 +7,14 @@
 use std::fmt::Write;
 
 use super::charts::{colour, grouped_bars, span, Axis, Group, Series};
-use super::report::{policies, program_extremes, summaries, Summary};
+use super::report::{machine_per_case, policies, program_extremes, summaries, Summary};
 use super::runner::{Row, LINUX, ORACLE};
 
 const STYLE: &str = "body{font-family:sans-serif;margin:16px 24px;max-width:1400px}\
     table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;\
-    text-align:right;white-space:nowrap}th{background:#f4f4f4}.chart{overflow-x:auto}\
+    text-align:right;white-space:nowrap}th{background:#f4f4f4;white-space:normal;\
+    text-align:center}td.entry{text-align:left;white-space:normal;\
+    overflow-wrap:anywhere}.note{font-size:90%;color:#444}.chart{overflow-x:auto}\
     .legend{position:sticky;top:0;background:#fff;padding:6px 0;\
     border-bottom:1px solid #ddd;z-index:1}.sw{display:inline-block;width:12px;\
     height:12px;margin:0 4px 0 12px;vertical-align:middle}dt{font-weight:bold}\
@@ -109,19 +111,38 @@ pub fn page(suite: &str, machine: &str, rows: &[Row], notes: &str) -> String {
     out
 }
 
+/// One row per policy. The headings are grouped (a figure's name over its mean and
+/// minimum) so the table fits a 1280-pixel window with the autonuma columns; each
+/// heading's title and the note under the table say the rest.
 fn summary_table(out: &mut String, rows: &[Row]) {
+    let sums = summaries(rows);
     out.push_str(
-        "<h2>Summary</h2><table><tr><th>policy</th><th>mean improvement</th>\
-         <th>min improvement</th><th>mean vs autonuma</th><th>min vs autonuma</th>\
-         <th>mean fraction of oracle</th><th>min fraction</th>\
-         <th>worst entry</th><th>performance</th><th>unfairness</th></tr>",
+        "<h2>Summary</h2><table class=\"summary\"><tr><th rowspan=\"2\">policy</th>\
+         <th colspan=\"2\" title=\"improvement over Linux: mean and lowest over the \
+         entries\">improvement over Linux</th>\
+         <th colspan=\"2\" title=\"improvement over autonuma (the kernel's NUMA \
+         balancing): mean and lowest over the entries\">improvement over autonuma</th>\
+         <th colspan=\"3\" title=\"fraction of the oracle: mean and lowest over the \
+         entries, and the entry with the lowest\">fraction of the oracle</th>\
+         <th rowspan=\"2\" title=\"mean over the entries of the mean speed (T alone / T)\">\
+         performance</th>\
+         <th rowspan=\"2\" title=\"mean over the entries of the coefficient of variation \
+         of the speeds\">unfairness</th></tr>\
+         <tr><th title=\"mean improvement over Linux\">mean</th>\
+         <th title=\"lowest improvement over Linux\">min</th>\
+         <th title=\"mean improvement over autonuma\">mean</th>\
+         <th title=\"lowest improvement over autonuma\">min</th>\
+         <th title=\"mean fraction of the oracle\">mean</th>\
+         <th title=\"lowest fraction of the oracle\">min</th>\
+         <th title=\"the entry with the lowest fraction of the oracle, as workload/map\">\
+         worst entry</th></tr>",
     );
-    for s in summaries(rows) {
+    for s in &sums {
         let _ = write!(
             out,
             "<tr><td>{}{}</td><td>{:+.2}%</td><td>{:+.2}%</td><td>{:+.2}%</td><td>{:+.2}%</td>\
              <td>{:.3}</td><td>{:.3}</td>\
-             <td>{}</td><td>{:.3}</td><td>{:.3}</td></tr>",
+             <td class=\"entry\">{}</td><td>{:.3}</td><td>{:.3}</td></tr>",
             swatch(&s.policy),
             esc(&s.policy),
             100.0 * s.mean_improvement_vs_linux,
@@ -136,13 +157,42 @@ fn summary_table(out: &mut String, rows: &[Row]) {
         );
     }
     out.push_str("</table>");
+    let entries = sums.first().map_or(0, |s| s.entries);
+    let _ = write!(
+        out,
+        "<p class=\"note\">Mean and min: the mean and the lowest over the {entries} \
+         entries (workload × map) of each policy; worst entry: the one furthest from the \
+         oracle, as workload/map. Performance and unfairness: means over the entries.</p>"
+    );
 }
 
 fn improvement_charts(out: &mut String, rows: &[Row], pols: &[String]) {
     out.push_str(
         "<h2>Improvement over Linux per workload and allocation map</h2>\
-         <p>All charts of this section share one scale.</p>",
+         <p>All charts of this section share one scale.",
     );
+    // Random suites draw a machine per case: then each heading names it, as the
+    // per-case table does.
+    let per_case = machine_per_case(rows);
+    if per_case {
+        out.push_str(" Each heading names the machine its case ran on.");
+    }
+    // A multi-threaded program's thread count reads apart from a repeat count.
+    let threaded = rows.iter().find_map(|r| {
+        r.programs
+            .iter()
+            .zip(&r.threads)
+            .find(|(_, &t)| t > 1)
+            .map(|(p, &t)| (esc(p), t))
+    });
+    if let Some((p, t)) = threaded {
+        let _ = write!(
+            out,
+            " In the headings, <code>{p}×{t}</code> is one {p} process of {t} threads \
+             and <code>{p} ×2</code> two {p} processes."
+        );
+    }
+    out.push_str("</p>");
     let range = span(
         rows.iter()
             .filter(|r| r.policy != LINUX)
@@ -182,11 +232,7 @@ fn improvement_charts(out: &mut String, rows: &[Row], pols: &[String]) {
                 Group::new(m, values)
             })
             .collect();
-        let programs = mine
-            .first()
-            .map(|r| program_list(&r.programs))
-            .unwrap_or_default();
-        let _ = write!(out, "<h3>{} ({})</h3>", esc(wl), esc(&programs));
+        let _ = write!(out, "<h3>{}</h3>", esc(&case_heading(&mine, per_case)));
         chart(out, &groups, &series, &improvement_axis(&range));
     }
 }
@@ -347,17 +393,44 @@ fn oracle_chart(out: &mut String, rows: &[Row]) {
     );
 }
 
-/// "mcf lbm" as is; a list with repeats by name and count ("compute ×16, stream ×16").
-fn program_list(programs: &[String]) -> String {
+/// A per-case chart's heading: the workload, its machine where cases ran on different
+/// machines, and its programs ("r5 on epyc-7742-2s (h264ref ×2, stream×8, lbm)").
+fn case_heading(rows: &[&Row], per_case: bool) -> String {
+    let Some(first) = rows.first() else {
+        return String::new();
+    };
+    let on = if per_case {
+        format!(" on {}", first.machine)
+    } else {
+        String::new()
+    };
+    format!(
+        "{}{on} ({})",
+        first.workload,
+        program_list(&first.programs, &first.threads)
+    )
+}
+
+/// "mcf lbm" as is; a multi-threaded program with its thread count ("stream×8"); a
+/// list with repeats by name and count ("compute ×16, stream ×16").
+fn program_list(programs: &[String], threads: &[u32]) -> String {
+    let names: Vec<String> = programs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match threads.get(i).copied().unwrap_or(1) {
+            t if t > 1 => format!("{p}×{t}"),
+            _ => p.clone(),
+        })
+        .collect();
     let mut counts: Vec<(&str, usize)> = Vec::new();
-    for p in programs {
+    for p in &names {
         match counts.iter_mut().find(|(n, _)| n == p) {
             Some((_, k)) => *k += 1,
             None => counts.push((p, 1)),
         }
     }
-    if counts.len() == programs.len() {
-        return programs.join(" ");
+    if counts.len() == names.len() {
+        return names.join(" ");
     }
     counts
         .iter()
@@ -426,6 +499,7 @@ mod tests {
             machine: "m".into(),
             policy: policy.into(),
             programs: vec!["a".into()],
+            threads: vec![1],
             times: vec![1.0],
             avg_slowdown: 0.0,
             performance: 1.0,
@@ -447,15 +521,86 @@ mod tests {
             "the map notation is explained"
         );
         assert!(!html.contains("chart not drawn"), "every chart drawn");
+        // The summary keeps every figure under grouped headings (so it fits 1280 px).
+        for h in [
+            "improvement over Linux</th>",
+            "improvement over autonuma</th>",
+            "fraction of the oracle</th>",
+            "worst entry</th>",
+            "performance</th>",
+            "unfairness</th>",
+        ] {
+            assert!(html.contains(h), "{h}");
+        }
+        let summary = &html[html.find("<h2>Summary").unwrap()..html.find("</table>").unwrap()];
+        assert_eq!(summary.matches("<th").count(), 13, "{summary}");
+        assert_eq!(summary.matches("<td").count(), 2 * 10, "{summary}");
     }
 
     #[test]
     fn repeated_programs_are_counted() {
         let v = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert_eq!(program_list(&v(&["mcf", "lbm"])), "mcf lbm");
+        assert_eq!(program_list(&v(&["mcf", "lbm"]), &[1, 1]), "mcf lbm");
         assert_eq!(
-            program_list(&v(&["compute", "stream", "compute", "stream", "lbm"])),
+            program_list(
+                &v(&["compute", "stream", "compute", "stream", "lbm"]),
+                &[1; 5]
+            ),
             "compute ×2, stream ×2, lbm"
         );
+        // Threads are part of what repeats: two 8-thread streams, one single-threaded.
+        assert_eq!(
+            program_list(&v(&["stream", "mcf", "stream", "stream"]), &[8, 1, 8, 1]),
+            "stream×8 ×2, mcf, stream"
+        );
+    }
+
+    /// Random suites draw a machine per case and multi-threaded programs: each per-case
+    /// heading names the case's machine and the thread counts, as the per-case table
+    /// names the machine; one machine for every case is named once, in the title.
+    #[test]
+    fn case_headings_name_the_machine_and_the_threads() {
+        let row = |workload: &str, machine: &str, policy: &str| Row {
+            suite: "random".into(),
+            workload: workload.into(),
+            map: "00".into(),
+            machine: machine.into(),
+            policy: policy.into(),
+            programs: vec!["stream".into(), "mcf".into()],
+            threads: vec![8, 1],
+            times: vec![1.0, 1.0],
+            avg_slowdown: 0.0,
+            performance: 1.0,
+            unfairness: 0.0,
+            improvement_vs_linux: 0.0,
+            improvement_vs_autonuma: 0.0,
+            program_improvements: vec![0.0, 0.0],
+            fraction_of_oracle: 1.0,
+            proven_optimal: None,
+            placements_evaluated: 1,
+        };
+        let rows: Vec<Row> = [("r0", "epyc-7742-2s"), ("r1", "2n:2l:2c:2t")]
+            .iter()
+            .flat_map(|(w, m)| [row(w, m, "linux"), row(w, m, "auto")])
+            .collect();
+        let html = page("random", "machines drawn per case", &rows, "n");
+        assert!(
+            html.contains("<h3>r0 on epyc-7742-2s (stream×8 mcf)</h3>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<h3>r1 on 2n:2l:2c:2t (stream×8 mcf)</h3>"),
+            "{html}"
+        );
+        // The same machine for every case: named in the title, not in each heading.
+        let same: Vec<Row> = rows
+            .iter()
+            .map(|r| Row {
+                machine: "nehalem-e5520".into(),
+                ..r.clone()
+            })
+            .collect();
+        let html = page("random", "nehalem-e5520", &same, "n");
+        assert!(html.contains("<h3>r0 (stream×8 mcf)</h3>"), "{html}");
     }
 }

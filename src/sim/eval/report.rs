@@ -87,6 +87,14 @@ pub fn policies(rows: &[Row]) -> Vec<String> {
     out
 }
 
+/// Whether the cases ran on different machines (the random suites draw one per case,
+/// a workloads file names one per workload): then the per-case table and the report's
+/// per-case headings name each case's machine; otherwise the suite's line names it once.
+pub fn machine_per_case(rows: &[Row]) -> bool {
+    rows.first()
+        .is_some_and(|first| rows.iter().any(|r| r.machine != first.machine))
+}
+
 /// The allocation map notation in one line, for the terminal summary and `table.txt`
 /// (the HTML report's glossary says it at length).
 pub const MAP_NOTE: &str =
@@ -115,7 +123,7 @@ pub fn table(rows: &[Row]) -> String {
             .find(|r| &r.suite == suite && &r.workload == wl && &r.map == map)
             .map_or("", |r| r.machine.as_str())
     };
-    let per_case = cases.iter().any(|c| machine_of(c) != machine_of(&cases[0]));
+    let per_case = machine_per_case(rows);
     let hw = if per_case {
         cases
             .iter()
@@ -300,6 +308,7 @@ mod tests {
             machine: "m".into(),
             policy: policy.into(),
             programs: vec!["a".into(), "b".into()],
+            threads: vec![1, 1],
             times: vec![1.0, 1.0],
             avg_slowdown: 0.0,
             performance: 1.0,

@@ -49,6 +49,9 @@ pub struct Row {
     pub machine: String,
     pub policy: String,
     pub programs: Vec<String>,
+    /// Threads per program (1 for a single-threaded one): in results.json, not in
+    /// results.csv, whose columns stay as they were.
+    pub threads: Vec<u32>,
     /// Normalised run time per program.
     pub times: Vec<f64>,
     pub avg_slowdown: f64,
@@ -598,6 +601,7 @@ fn row(
             .iter()
             .map(|p| p.program.clone())
             .collect(),
+        threads: case.snapshot.processes.iter().map(|p| p.threads).collect(),
         avg_slowdown: m.times.iter().map(|t| t - 1.0).sum::<f64>() / n,
         performance: perf,
         unfairness: unfairness(&m.times),
