@@ -66,10 +66,13 @@ struct Kept<T> {
     num_threads: u32,
     /// The CPU the main thread last ran on, as stat said at the read.
     processor: Option<u32>,
+    /// `<proc>/uptime` of the pass that read it: what a later read's CPU times are a
+    /// rate over.
+    read_uptime: f64,
 }
 
 impl<T> Kept<T> {
-    fn new(value: T, stat: &Stat, due: u64, age: u32) -> Kept<T> {
+    fn new(value: T, stat: &Stat, due: u64, age: u32, uptime: f64) -> Kept<T> {
         Kept {
             value,
             due,
@@ -78,6 +81,7 @@ impl<T> Kept<T> {
             rss_pages: stat.rss_pages,
             num_threads: stat.num_threads,
             processor: stat.processor,
+            read_uptime: uptime,
         }
     }
 
@@ -351,6 +355,11 @@ pub(crate) struct Cached<'a> {
     pub pass: u64,
     pub config: &'a ScanConfig,
     pub tally: &'a mut Tally,
+    /// `<proc>/uptime` of this pass.
+    pub uptime: f64,
+    /// CPUs' worth by which the threads read afresh in this pass ran faster than one
+    /// CPU each since their last read (see [`thread_overrun`]); 0 when they were not.
+    pub thread_overrun: f64,
 }
 
 /// A remembered part, counted as reused.
@@ -377,7 +386,7 @@ impl Cached<'_> {
         let phase = self.entry.phase;
         let slot = slot(self.entry);
         let due = due(self.pass, max_age, slot.is_none(), phase);
-        *slot = Some(Kept::new(v.clone(), stat, due, max_age));
+        *slot = Some(Kept::new(v.clone(), stat, due, max_age, self.uptime));
         Ok(Some(v))
     }
 }
@@ -405,7 +414,19 @@ impl Source for Cached<'_> {
             return Ok(reuse(&self.entry.threads, self.tally));
         }
         let age = self.config.threads_max_age;
-        self.read(stat, ProcDir::threads, |e| &mut e.threads, age)
+        let before = self.entry.threads.take();
+        let read = self.read(stat, ProcDir::threads, |e| &mut e.threads, age);
+        match (&self.entry.threads, before) {
+            (Some(now), Some(then)) => {
+                let secs = now.read_uptime - then.read_uptime;
+                let tps = self.config.ticks_per_second.max(1) as f64;
+                self.thread_overrun = thread_overrun(&then.value, &now.value, secs, tps);
+            }
+            // Not read after all (gone, or an error): the old list stays the baseline.
+            (None, before) => self.entry.threads = before,
+            (Some(_), None) => {}
+        }
+        read
     }
 
     fn memory(&mut self, stat: &Stat, opts: &ReadOptions) -> Result<Option<Memory>, ObserveError> {
@@ -415,6 +436,31 @@ impl Source for Cached<'_> {
         let age = self.config.numa_maps_max_age;
         self.read(stat, |d| d.memory(opts), |e| &mut e.memory, age)
     }
+}
+
+/// CPUs' worth by which threads seen in both lists ran more than one CPU each over
+/// `secs` (both sorted by tid).
+///
+/// No thread runs on two CPUs at once, so time beyond one CPU per thread is skew
+/// between the clock CPU time is counted on and the uptime it is a rate over. In a
+/// QEMU guest a process with one busy thread and an idle helper read 1.04-1.10 CPUs
+/// an epoch, now and then more: enough to be planned two CPUs and to displace another
+/// process. Taken off the process's demand, the skew of its busy threads no longer
+/// earns it a CPU none of its threads could use.
+pub(crate) fn thread_overrun(then: &[ThreadStat], now: &[ThreadStat], secs: f64, tps: f64) -> f64 {
+    if secs <= 0.0 || !secs.is_finite() {
+        return 0.0;
+    }
+    let mut over = 0.0;
+    let mut old = then.iter().peekable();
+    for t in now {
+        while old.next_if(|o| o.tid < t.tid).is_some() {}
+        if let Some(o) = old.next_if(|o| o.tid == t.tid) {
+            let rate = t.cpu_ticks.saturating_sub(o.cpu_ticks) as f64 / tps / secs;
+            over += (rate - 1.0).max(0.0);
+        }
+    }
+    over
 }
 
 #[cfg(test)]
@@ -761,6 +807,53 @@ mod tests {
             assert_eq!(got.current_cpus, vec![0, 2], "age {age}");
             assert_eq!((obs.costly_reads, obs.reused), (3, 0), "age {age}");
         }
+    }
+
+    /// Demand of a two-thread process over a second, its threads' CPU time having
+    /// grown by `busy` and `helper` ticks (the process's by their sum).
+    fn two_thread_demand(busy: u64, helper: u64) -> f64 {
+        let (_d, f) = fake();
+        let mut p = FakeProcess::new(10, "load").threads_on(&[0, 1]);
+        f.set_uptime(100.0).unwrap();
+        f.add(&p).unwrap();
+        let mut s = Scanner::new(config(&f));
+        s.scan(&machine()).unwrap();
+        p.threads[0].cpu_ticks += busy;
+        p.threads[1].cpu_ticks += helper;
+        p.cpu_ticks += busy + helper;
+        f.add(&p).unwrap();
+        f.set_uptime(101.0).unwrap();
+        let obs = s.scan(&machine()).unwrap();
+        obs.snapshot.processes[0].cpu_demand
+    }
+
+    #[test]
+    fn a_thread_never_counts_for_more_than_one_cpu() {
+        // Clock skew: one busy thread read 1.2 CPUs, its idle helper nothing. The
+        // process's own stat says 1.2, which would earn it a second CPU.
+        let d = two_thread_demand(120 * TICKS / 100, 0);
+        assert!((d - 1.0).abs() < 1e-9, "{d}");
+        // The helper's own use still counts, and nothing is taken off a thread that
+        // stayed within one CPU.
+        let d = two_thread_demand(120 * TICKS / 100, 30 * TICKS / 100);
+        assert!((d - 1.3).abs() < 1e-9, "{d}");
+        let d = two_thread_demand(90 * TICKS / 100, 80 * TICKS / 100);
+        assert!((d - 1.7).abs() < 1e-9, "{d}");
+    }
+
+    #[test]
+    fn thread_overrun_matches_threads_by_tid() {
+        let t = |tid, cpu_ticks| ThreadStat {
+            tid,
+            cpu_ticks,
+            processor: None,
+        };
+        // tid 2 exited, tid 4 is new: only 1 and 3 have a rate; 3 ran 1.5 CPUs.
+        let then = [t(1, 0), t(2, 0), t(3, 100)];
+        let now = [t(1, 50), t(3, 250), t(4, 900)];
+        let over = thread_overrun(&then, &now, 1.0, 100.0);
+        assert!((over - 0.5).abs() < 1e-9, "{over}");
+        assert_eq!(thread_overrun(&then, &now, 0.0, 100.0), 0.0);
     }
 
     #[test]

@@ -483,8 +483,11 @@ impl Scanner {
             pass: self.pass,
             config: &self.config,
             tally,
+            uptime: ctx.uptime,
+            thread_overrun: 0.0,
         };
         let read = assemble(stat, &self.config.read, &mut src);
+        let demand = (demand - src.thread_overrun).max(0.0);
         finish(pid, entry, read, demand, ctx, next)
     }
 

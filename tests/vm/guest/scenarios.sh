@@ -326,7 +326,11 @@ scenario_placement() {
   epochs=$(json_num "$st" epochs); errs=$(json_num "$st" errors_total)
   say "status: epochs ${epochs:-?}, replans $(json_num "$st" replans), errors ${errs:-?}"
   [ "${errs:-1}" = 0 ] || why="$why status reports errors_total=${errs:-?};"
-  if [ -z "$why" ]; then echo "PASS placement"; else echo "FAIL placement:$why"; fi
+  if [ -z "$why" ]; then echo "PASS placement"; else
+    # What the daemon decided and why, for the one reading the CI log.
+    grep -E "affinity|re-planned" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 12 | sed 's/^/    /'
+    echo "FAIL placement:$why"
+  fi
 }
 
 # restore: SIGTERM makes the daemon give every thread its original affinity (all CPUs),
