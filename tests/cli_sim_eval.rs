@@ -237,6 +237,9 @@ const RESULT_FIELDS: &[&str] = &[
     "fraction_of_oracle",
 ];
 
+/// The `membus` suite's policies, in its order.
+const POLICIES: [&str; 6] = ["linux", "autonuma", "membus", "membus-rr", "auto", "oracle"];
+
 #[test]
 fn eval_writes_json_csv_table_and_html() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -256,7 +259,7 @@ fn eval_writes_json_csv_table_and_html() {
 
     // The terminal: a summary row per policy within 100 columns, and where the
     // report is; the per-case table only with --verbose.
-    for p in ["linux", "autonuma", "membus", "auto", "oracle"] {
+    for p in POLICIES {
         assert!(
             out.lines()
                 .any(|l| l.split_whitespace().next() == Some(p) && l.contains('%')),
@@ -288,7 +291,11 @@ fn eval_writes_json_csv_table_and_html() {
     let text = std::fs::read_to_string(&json).expect("--json file written");
     let v: Value = serde_json::from_str(&text).expect("--json file is JSON");
     let results = v["results"].as_array().expect("results array");
-    assert_eq!(results.len(), 5, "one entry per policy on the single case");
+    assert_eq!(
+        results.len(),
+        2 * POLICIES.len(),
+        "one entry per policy on each of the two cases"
+    );
     let mut policies = Vec::new();
     for r in results {
         for f in RESULT_FIELDS {
@@ -298,7 +305,10 @@ fn eval_writes_json_csv_table_and_html() {
             assert!(r[f].is_string(), "{f}: {r}");
         }
         assert_eq!(r["suite"], "membus");
-        assert_eq!(r["workload"], "bus8");
+        assert!(
+            r["workload"] == "bus8" || r["workload"] == "bus8-4cores",
+            "{r}"
+        );
         assert_eq!(r["map"], "00000000");
         for f in [
             "avg_slowdown",
@@ -315,10 +325,17 @@ fn eval_writes_json_csv_table_and_html() {
         let mean = per.iter().map(|x| x.as_f64().unwrap()).sum::<f64>() / 8.0;
         assert!((f64_field(r, "improvement_vs_linux") - mean).abs() < 1e-9);
         let frac = f64_field(r, "fraction_of_oracle");
-        assert!(frac > 0.0 && frac <= 1.0 + 1e-9, "{r}");
+        // The oracle is the best placement; the rotation is a schedule and may pass it.
+        let bound = if r["policy"] == "membus-rr" {
+            2.0
+        } else {
+            1.0 + 1e-9
+        };
+        assert!(frac > 0.0 && frac <= bound, "{r}");
         policies.push(r["policy"].as_str().unwrap().to_string());
     }
-    assert_eq!(policies, ["linux", "autonuma", "membus", "auto", "oracle"]);
+    assert_eq!(policies[..POLICIES.len()], POLICIES);
+    assert_eq!(policies[POLICIES.len()..], POLICIES);
     let linux = &results[0];
     assert_eq!(f64_field(linux, "improvement_vs_linux"), 0.0);
     // The second baseline: the kernel's NUMA balancing, against which every row is
@@ -329,7 +346,9 @@ fn eval_writes_json_csv_table_and_html() {
         assert!(f64_field(r, "improvement_vs_autonuma").is_finite(), "{r}");
         assert_eq!(per.len(), 8);
     }
-    assert!((f64_field(&results[4], "fraction_of_oracle") - 1.0).abs() < 1e-12);
+    for r in results.iter().filter(|r| r["policy"] == "oracle") {
+        assert!((f64_field(r, "fraction_of_oracle") - 1.0).abs() < 1e-12);
+    }
 
     // --out: the same JSON, CSV, the table and the HTML report with charts.
     let same = std::fs::read_to_string(out_dir.join("results.json")).expect("results.json");
@@ -345,7 +364,7 @@ fn eval_writes_json_csv_table_and_html() {
     }
     let width = head.split(',').count();
     let body: Vec<&str> = lines.collect();
-    assert_eq!(body.len(), 5, "{csv}");
+    assert_eq!(body.len(), 2 * POLICIES.len(), "{csv}");
     assert!(body.iter().all(|l| l.split(',').count() == width), "{csv}");
     let table = std::fs::read_to_string(out_dir.join("table.txt")).expect("table.txt");
     assert!(table.starts_with(map_note), "explained at the top: {table}");

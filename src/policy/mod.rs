@@ -17,6 +17,7 @@ pub mod nmass;
 pub mod numad;
 pub mod oracle;
 pub mod plan;
+pub mod rotation;
 pub mod snapshot;
 #[cfg(test)]
 pub(crate) mod testkit;

@@ -35,9 +35,13 @@ fn about(suite: &str) -> &'static str {
         }
         "membus" => {
             "The memory-bus study of Tudu et al.: lbm, soplex, gromacs and hmmer ×2 on a \
-             two-package Xeon E5345, whose two dies per package share one front-side bus. \
-             The figures that matter are performance (mean solo time / time) and \
-             unfairness (coefficient of variation of the programs' speeds)."
+             two-package Xeon E5345, whose two dies per package share one front-side bus: \
+             on all 8 cores (bus8), and as published, time-shared on one core of each die \
+             (bus8-4cores). membus-rr is the published scheduler's rotation: per 200 ms \
+             slice the tasks at the head of a round-robin list run, a high-bandwidth one \
+             beside a low one on each bus. The figures that matter are performance (mean \
+             solo time / time) and unfairness (coefficient of variation of the programs' \
+             speeds)."
         }
         "cmload" => {
             "The memory-aware CPU allocation study of Kang et al.: 2 to 64 processes, half \
@@ -81,7 +85,8 @@ const GLOSSARY: &str = "<dl>\
     best placement known (1 = as good as the oracle): the oracle's search over all \
     placements, proven best where it is exhaustive; where its search is bounded (many \
     processes, multi-threaded groups) and a policy's placement scores higher, that \
-    placement, and the oracle's row is marked not proven.</dd>\
+    placement, and the oracle's row is marked not proven. A schedule that changes \
+    every slice (<code>membus-rr</code>) is no placement and can pass 1.</dd>\
     <dt>performance, unfairness</dt><dd>Performance is the mean over programs of \
     T<sub>alone</sub> / T (1 = every program as fast as alone on the idle machine); \
     unfairness is the coefficient of variation of those speeds (0 = all slowed \

@@ -6,6 +6,7 @@ pub mod charts;
 pub mod html;
 pub mod report;
 pub mod runner;
+pub mod slices;
 pub mod suites;
 pub mod workloads;
 

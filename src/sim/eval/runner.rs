@@ -78,6 +78,11 @@ pub struct Row {
 pub const LINUX: &str = "linux";
 pub const ORACLE: &str = "oracle";
 pub const AUTONUMA: &str = "autonuma";
+/// Tudu et al.'s round-robin time-sharing, scored slice by slice ([`super::slices`]):
+/// a schedule, not a placement, so the simulator's alone.
+pub const ROTATION: &str = "membus-rr";
+/// Names the runner knows beside [`crate::policy::NAMES`].
+pub const EVAL_ONLY: &[&str] = &[ORACLE, ROTATION];
 
 /// Per-process run times memoised by what the model's answer depends on.
 type PhaseKey = (Vec<Vec<CpuId>>, Vec<Vec<(NodeId, u64)>>);
@@ -171,12 +176,12 @@ impl Runner {
     /// model's oracle. `linux` and `autonuma` are the kernel's own placement and are left
     /// as they are.
     pub fn policy(&self, name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
-        let inner = if name == ORACLE {
-            self.oracle()
-        } else {
-            policy::by_name(name)?
+        let inner = match name {
+            ORACLE => self.oracle(),
+            ROTATION => Box::new(super::slices::Rotating),
+            _ => policy::by_name(name)?,
         };
-        Ok(if name == LINUX || name == AUTONUMA {
+        Ok(if name == LINUX || name == AUTONUMA || name == ROTATION {
             inner
         } else {
             Box::new(Granular::new(inner, self.pin))
@@ -215,6 +220,7 @@ impl Runner {
                     proven_optimal: None,
                     evaluated: kernel.evaluated,
                 },
+                ROTATION => super::slices::measure(self.model.as_ref(), &case.snapshot),
                 _ => self.measure(case, pol.as_ref(), &schedules.plans, &mut memo),
             };
             measured.push((pol.name(), m));
@@ -226,7 +232,8 @@ impl Runner {
         // every fraction say so rather than report more than 100% of the best.
         let best = measured
             .iter()
-            .filter(|(name, _)| ![LINUX, AUTONUMA, ORACLE].contains(name))
+            // The rotation is no placement: it may beat every one, the oracle's too.
+            .filter(|(name, _)| ![LINUX, AUTONUMA, ORACLE, ROTATION].contains(name))
             .map(|(_, m)| m)
             .max_by(|a, b| performance(&a.times).total_cmp(&performance(&b.times)));
         if let Some(b) = best {

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::runner::ORACLE;
+use super::runner::EVAL_ONLY;
 use super::suites::{self, Lookup, Suite, MIGRATE_POLICIES, NMASS_POLICIES};
 use crate::topology::{cpulist, NodeId, Topology, THIS};
 
@@ -391,8 +391,12 @@ pub fn check_policies(list: &[String]) -> Result<Vec<String>, (usize, String)> {
         return Err((0, "the list is empty; leave it out for the default".into()));
     }
     for (i, p) in list.iter().enumerate() {
-        if p != ORACLE && !crate::policy::NAMES.contains(&p.as_str()) {
-            let known = format!("{}, {ORACLE}", crate::policy::NAMES.join(", "));
+        if !EVAL_ONLY.contains(&p.as_str()) && !crate::policy::NAMES.contains(&p.as_str()) {
+            let known = format!(
+                "{}, {}",
+                crate::policy::NAMES.join(", "),
+                EVAL_ONLY.join(", ")
+            );
             return Err((i, format!("unknown policy '{p}' (known: {known})")));
         }
         if list[..i].contains(p) {
