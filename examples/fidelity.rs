@@ -1,4 +1,4 @@
-//! Prints the model against SPEC §5b's published measurements as the markdown table of
+//! Prints the model against published measurements as the markdown table of
 //! docs/fidelity.md. `cargo run --release --example fidelity`.
 
 fn main() {

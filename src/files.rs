@@ -9,6 +9,12 @@ use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+/// A parser's message on one line: errors about an operator's files are one line each
+/// (a log line, a terminal line), whatever the parser wrapped or quoted.
+pub fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
     #[error("{}: is {kind}, not a regular file", path.display())]

@@ -100,7 +100,7 @@ fn sim_json_follows_the_contract_under_a_policy() {
 }
 
 /// Per-process traffic and latency, and every shared resource's utilisation: what the
-/// published bus and link figures (SPEC §5b) are read from.
+/// published bus and link figures (docs/fidelity.md) are read from.
 #[test]
 fn sim_json_reports_bandwidth_latency_and_every_shared_resource() {
     let v = sim_json(&[
@@ -666,7 +666,7 @@ fn clap_usage_errors_exit_2_without_panicking() {
     }
 }
 
-/// SPEC §5c: the held-out suite is drawn from its seed, the same on every run, and
+/// The held-out suite is drawn from its seed, the same on every run, and
 /// reports the kernel's NUMA balancing next to Linux.
 #[test]
 fn random_suite_is_deterministic_per_seed() {

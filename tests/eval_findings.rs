@@ -1,4 +1,4 @@
-//! The published qualitative findings of N-MASS (Majo & Gross, ISMM 2011; SPEC §1.1, §5)
+//! The published qualitative findings of N-MASS (Majo & Gross, ISMM 2011)
 //! must *emerge* from the simulator: nothing here is hard-coded in the model or the
 //! policies. The `nmass` suite (11 workloads × their allocation maps × every policy) is
 //! run once per test binary, in-process, exactly as `numasched eval --suite nmass` runs

@@ -1,4 +1,4 @@
-//! The model against SPEC §5b's published measurements. docs/fidelity.md holds the
+//! The model against published measurements. docs/fidelity.md holds the
 //! table the model produces, row for row, and a reason for every row not reproduced: a
 //! change to the model that moves any figure, or makes a row pass or fail, must update
 //! the document (`cargo run --release --example fidelity`), so what it claims is what

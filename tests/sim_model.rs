@@ -1,4 +1,4 @@
-//! Properties of the performance model (SPEC §5): co-runners never help, remote is never
+//! Properties of the performance model: co-runners never help, remote is never
 //! faster on an idle machine, bandwidth saturates; plus determinism, time-sharing, the
 //! snapshot bridge, and the WL9 finding of Majo & Gross emerging from the physics.
 
@@ -233,7 +233,7 @@ fn time_sharing_and_smt_divide_a_core() {
     assert_eq!(o.avg_slowdown, 0.0);
 }
 
-/// SPEC §1.1 / §5 on the Nehalem: WL9 with all memory on node 0.
+/// Majo & Gross on the Nehalem: WL9 with all memory on node 0.
 #[test]
 fn wl9_unbalanced_map_reproduces_the_published_ordering() {
     let t = topology::machine("nehalem-e5520").unwrap();

@@ -28,7 +28,7 @@ const THREAD_ROUNDS: usize = 3;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ActuatorConfig {
-    /// Plan and report, change nothing (SPEC §4).
+    /// Plan and report, change nothing.
     pub dry_run: bool,
     /// Carry out the plan's page moves.
     pub migrate_pages: bool,

@@ -1,4 +1,4 @@
-//! A token bucket for page migration bandwidth (SPEC §4: rate-limit migration).
+//! A token bucket for page migration bandwidth: migration is rate-limited.
 //!
 //! Moving pages costs memory bandwidth and stalls the process being moved, so the
 //! actuator spends at most `rate` bytes per second on it, with bursts up to `burst`.

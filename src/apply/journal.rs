@@ -1,4 +1,4 @@
-//! What numasched changed, so it can be put back (SPEC §4).
+//! What numasched changed, so it can be put back.
 //!
 //! Before the first change to a process, the actuator records the original affinity of
 //! each of its threads here. Entries are keyed by pid and carry the start time: only

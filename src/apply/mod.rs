@@ -1,5 +1,5 @@
-//! Apply: the last stage of the pipeline and the only code that changes the system
-//! (SPEC §2, §4). Kept thin, and behind the [`Kernel`] trait so that every decision
+//! Apply: the last stage of the pipeline and the only code that changes the system.
+//! Kept thin, and behind the [`Kernel`] trait so that every decision
 //! can be tested against a fake kernel with faults injected between any two calls.
 //!
 //! Safety rules, and where each is enforced:

@@ -1,5 +1,5 @@
 //! Putting back what the journal remembers: on exit, on SIGTERM/SIGINT, and when a
-//! process stops being managed (SPEC §4).
+//! process stops being managed.
 //!
 //! Safety rules:
 //! - A journal entry is only ever applied to the process it was taken from: the start

@@ -140,7 +140,7 @@ pub fn build(
     );
     let mut exclude: std::collections::HashSet<u32> =
         opts.select.exclude_pid.iter().copied().collect();
-    // init is never managed (SPEC §4), nor numasched itself.
+    // init is never managed, nor numasched itself.
     exclude.extend([1, std::process::id()]);
     let scanner = Scanner::new(ScanConfig {
         proc_root: roots.proc.clone(),

@@ -43,7 +43,7 @@ pub struct Options {
     /// Run without the journal (`--no-journal`, unsafe: a crash leaves changes).
     pub no_journal: bool,
     pub socket: PathBuf,
-    /// Relative MPKI change of a managed process that triggers a re-plan (SPEC §1.1:
+    /// Relative MPKI change of a managed process that triggers a re-plan (Majo & Gross:
     /// 20%).
     pub mpki_change: f64,
     /// Shortest time between two re-plans: arrivals and MPKI swings inside it wait, so

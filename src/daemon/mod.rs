@@ -1,5 +1,5 @@
 //! The live scheduler: the epoch loop that ties observe → characterise → policy →
-//! apply together on a real machine (SPEC §2–§4), and what surrounds it.
+//! apply together on a real machine, and what surrounds it.
 //!
 //! - [`config`]: options from the TOML file and the command line, validated once.
 //! - [`glob`]: the name and cgroup patterns, compiled once.

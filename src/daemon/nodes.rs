@@ -22,7 +22,7 @@ pub struct NodeView {
     /// Memory in use on the node (sysfs `MemUsed`), when readable.
     pub memory_used_bytes: Option<u64>,
     /// Σ MPKI of the managed processes on its LLCs, a process away from its memory
-    /// counting MPKI × NUMA penalty (SPEC §1.1), summed over the node's LLCs.
+    /// counting MPKI × NUMA penalty (Majo & Gross, ISMM 2011), summed over the node's LLCs.
     pub llc_pressure: f64,
 }
 

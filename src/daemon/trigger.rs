@@ -1,5 +1,5 @@
 //! When to re-plan. N-MASS re-plans when a process's MPKI moves by more than 20% from
-//! the previous epoch (Majo & Gross, SPEC §1.1); numasched also re-plans when managed
+//! the previous epoch (Majo & Gross, ISMM 2011); numasched also re-plans when managed
 //! processes arrive or leave, and when a process's memory moved to another node (its
 //! home changed, so what "local" means changed).
 //!

@@ -1,11 +1,11 @@
-//! Observe: the first stage of the live pipeline (SPEC §2). It reads what the machine
+//! Observe: the first stage of the live pipeline. It reads what the machine
 //! says about its processes and turns it into the [`Snapshot`](crate::policy::Snapshot)
 //! policies consume; it never changes anything.
 //!
 //! Small modules with one job each:
 //!
 //! - [`sensors`]: which sensors this machine has, detected once at start-up and
-//!   reported in one line (SPEC §3). Missing sensors are normal.
+//!   reported in one line. Missing sensors are normal.
 //! - [`proc`]: one process from procfs (stat, status, threads, numa_maps, sched),
 //!   all read through one directory handle so pid reuse cannot mix two processes;
 //!   "process gone" is an answer, not an error. [`numa_maps`], [`status`] and

@@ -52,7 +52,7 @@ pub struct Stat {
 }
 
 impl Stat {
-    /// Kernel threads are never touched (SPEC §4). The flag is authoritative; pid 2 and
+    /// Kernel threads are never touched. The flag is authoritative; pid 2 and
     /// its children (kthreadd's) cover kernels or tools that lose the flag. Inside a
     /// PID namespace pid 2 can be an ordinary process: skipping it there is the safe
     /// mistake.

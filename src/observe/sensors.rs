@@ -1,4 +1,4 @@
-//! Which sensors this machine offers, found once at start-up (SPEC §3): the daemon
+//! Which sensors this machine offers, found once at start-up: the daemon
 //! says which it uses and keeps working with any subset. A sensor that is missing is a
 //! fact about the machine, not an error, so detection never fails.
 

@@ -1,5 +1,5 @@
-//! `autonuma`: a model of Linux's automatic NUMA balancing (`kernel.numa_balancing=1`,
-//! SPEC §1.6), the baseline an operator already has.
+//! `autonuma`: a model of Linux's automatic NUMA balancing (`kernel.numa_balancing=1`),
+//! the baseline an operator already has.
 //!
 //! Source: the algorithm of kernel/sched/fair.c (`task_numa_work`,
 //! `update_task_scan_period`, `task_numa_placement`, `task_numa_migrate`,

@@ -1,4 +1,4 @@
-//! Memory-aware CPU allocation, after Kang, Park & Choi (SPEC §1.4).
+//! Memory-aware CPU allocation, after Kang, Park & Choi.
 //!
 //! Per process k: CPU intensity `Ci(k) = consumed / allocated time slice` and memory
 //! intensity `Mi(k) = used page frames / (total page frames / number of processes)`. Per

@@ -1,5 +1,5 @@
 //! Memory-bus-aware co-scheduling, after Tudu, Majo, Gauch, Chen & Gross, "Memory bus
-//! aware scheduling" (SPEC §1.2): on a 2 × Xeon E5345 two high-bandwidth programs sharing
+//! aware scheduling": on a 2 × Xeon E5345 two high-bandwidth programs sharing
 //! a bus slow each other by ~40%, while a high paired with a low costs the high one 4–7%.
 //!
 //! Algorithm, per plan:

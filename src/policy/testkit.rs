@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use crate::policy::plan::Plan;
 use crate::policy::snapshot::{Process, Snapshot};
 use crate::topology::{self, spec, NodeDesc, NodeId, Topology};
-/// MPKI and NUMA penalty of the programs used in policy tests (SPEC §5 table).
+/// MPKI and NUMA penalty of the programs used in policy tests (Majo & Gross's table).
 fn spec_cpu2006(program: &str) -> (f64, f64) {
     match program {
         "mcf" => (30.0, 1.15),

@@ -1,4 +1,4 @@
-//! The model against published measurements (SPEC §5b): each row sets up the published
+//! The model against published measurements (docs/fidelity.md): each row sets up the published
 //! experiment on the preset machine, runs the model, and says whether the figure falls
 //! within the stated tolerance.
 //!
@@ -16,7 +16,7 @@ use crate::topology::{self, Topology};
 /// One published result against the model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    /// SPEC §5b's row number.
+    /// The row's number in docs/fidelity.md.
     pub id: u32,
     pub scenario: &'static str,
     pub published: &'static str,
@@ -106,7 +106,7 @@ fn within(x: f64, lo: f64, hi: f64) -> bool {
     x >= lo && x <= hi
 }
 
-/// Every row of SPEC §5b, in order.
+/// Every row of docs/fidelity.md, in order.
 pub fn rows() -> Result<Vec<Row>, String> {
     let nh = Bed::new("nehalem-e5520")?;
     let xe = Bed::new("xeon-e5345")?;

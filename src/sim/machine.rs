@@ -91,7 +91,7 @@ impl MachineParams {
         }
     }
 
-    /// Intel Xeon E5520 ×2 (SPEC §5, Majo & Gross): 2.26 GHz; per socket an on-chip
+    /// Intel Xeon E5520 ×2 (Majo & Gross): 2.26 GHz; per socket an on-chip
     /// controller with three DDR3-1066 channels, 25.6 GB/s; one QPI link at 5.86 GT/s,
     /// 23.44 GB/s both directions together; ~50 ns local and ~90 ns remote DRAM.
     pub fn nehalem_e5520() -> MachineParams {
@@ -112,7 +112,7 @@ impl MachineParams {
         }
     }
 
-    /// Intel Xeon E5345 ×2 (SPEC §1.2, Tudu et al.): UMA, 2.33 GHz; each package's two
+    /// Intel Xeon E5345 ×2 (Tudu et al.): UMA, 2.33 GHz; each package's two
     /// dies share one 1333 MT/s × 8 B front-side bus (10.67 GB/s); one memory controller
     /// hub with four FB-DIMM DDR2-667 channels (21.3 GB/s read).
     pub fn xeon_e5345() -> MachineParams {

@@ -66,7 +66,7 @@ pub struct ResourceLoad {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
     pub processes: Vec<ProcessOutcome>,
-    /// Mean of the processes' slowdowns (SPEC §5's workload figure; lower is better).
+    /// Mean of the processes' slowdowns (the published workload figure; lower is better).
     pub avg_slowdown: f64,
     /// Mean of the processes' speeds (normalised system performance, Tudu et al.).
     pub performance: f64,

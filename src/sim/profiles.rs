@@ -1,5 +1,5 @@
 //! Program profiles: what a program does to the memory system, in quantities one can
-//! measure with `perf stat` on the reference machine (SPEC §5's Nehalem E5520).
+//! measure with `perf stat` on the reference machine (Majo & Gross's Nehalem E5520).
 //!
 //! A profile keeps the two published numbers (solo MPKI with the reference LLC, NUMA
 //! penalty) and a few shape parameters; the model derives the rest from them (see
@@ -12,9 +12,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::characterise::regression;
+use crate::files::one_line;
 
 /// Reference machine of the built-in numbers: Xeon E5520, 2.26 GHz, 8 MiB L3, ~50 ns
-/// local and ~90 ns remote DRAM (SPEC §5).
+/// local and ~90 ns remote DRAM (Majo & Gross).
 pub const REF_CLOCK_GHZ: f64 = 2.26;
 pub const REF_LOCAL_NS: f64 = 50.0;
 pub const REF_REMOTE_NS: f64 = 90.0;
@@ -313,7 +314,7 @@ impl ProfileSet {
         set
     }
 
-    /// The programs of SPEC §5, gromacs and hmmer, `stream` and `compute`.
+    /// The programs of Majo & Gross's evaluation, gromacs and hmmer, `stream` and `compute`.
     pub fn builtin() -> ProfileSet {
         ProfileSet::new(builtin_profiles())
     }
@@ -419,11 +420,7 @@ fn path_name(p: &serde_path_to_error::Path) -> String {
     }
 }
 
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// `(name, mpki, np, cpi, β, φ, writeback)`. MPKI and np: SPEC §5's table (Nehalem
+/// `(name, mpki, np, cpi, β, φ, writeback)`. MPKI and np: Majo & Gross's table (Nehalem
 /// E5520). CPI, β, φ and writeback ratio are estimates: CPI from published SPEC CPU2006
 /// characterisations of Nehalem-class cores; β and φ from the shapes of the published
 /// miss-ratio-versus-cache-size curves (Jaleel, "Memory characterization of workloads

@@ -1,5 +1,5 @@
 //! Named machines from public specifications. They give the simulator and the tests the
-//! machines of the published evaluations (SPEC §5) and modern shapes we do not own.
+//! machines of the published evaluations and modern shapes we do not own.
 
 use super::model::{LlcDesc, Topology, TopologyDesc, LOCAL_DISTANCE};
 use super::spec;

@@ -5,7 +5,7 @@
 //! memory bus), `cpu` is compute only (its rate moves only with CPU sharing), so running
 //! both side by side separates memory effects from CPU effects. It reports its own rate
 //! every interval — as JSON Lines with `--json` — because this machine and the QEMU test
-//! beds have no hardware counters to measure it from outside (SPEC §6).
+//! beds have no hardware counters to measure it from outside (docs/vm.md).
 //!
 //! Modules: [`size`] parses `--size`, [`rate`] holds the arithmetic and report records,
 //! [`stream`] and [`cpu`] are the worker loops, [`membind`] places memory, [`stop`] turns

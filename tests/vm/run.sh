@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The multi-node NUMA test bed (SPEC §6): boots small Linux guests under QEMU TCG with
+# The multi-node NUMA test bed (docs/vm.md): boots small Linux guests under QEMU TCG with
 # 2, 4 and 3 (one CPU-less) NUMA nodes, runs tests/vm/guest/scenarios.sh inside each and
 # counts the PASS/FAIL/SKIP lines they print. See docs/vm.md.
 #

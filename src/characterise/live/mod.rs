@@ -5,7 +5,7 @@
 //! epoch's MPKI and CPI; the profile store gives what was learned from the program's
 //! earlier runs and what the user supplied; [`super::resolve`] picks each number from
 //! the best source. What the counters measure is also *learned*: CPI on local versus
-//! remote epochs becomes the program's NUMA penalty (SPEC §1.1's definition), MPKI a
+//! remote epochs becomes the program's NUMA penalty (Majo & Gross's definition), MPKI a
 //! running mean. Writes are buffered and flushed per program every
 //! [`LiveConfig::flush_every`] epochs, so a daemon managing hundreds of processes does
 //! not commit to SQLite hundreds of times a second. A batch the store refuses (a full

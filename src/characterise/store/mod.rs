@@ -1,4 +1,4 @@
-//! The profile store (SPEC §3): what numasched knows about each *program* (not process),
+//! The profile store: what numasched knows about each *program* (not process),
 //! kept in an embedded SQLite database so that it survives restarts of the daemon and
 //! reboots of the machine. Each number says where it came from — `given` by a user
 //! (`numasched profile set` / `import`) or `learned` by the daemon from the program's
@@ -11,7 +11,7 @@
 //! epoch, the CPI it saw and the share of the epoch the program ran on its home node
 //! ([`Store::observe_epoch`]); epochs that were clearly local or clearly remote are
 //! accumulated apart and, once both sides have enough of them, their mean CPIs give
-//! `np = CPI_remote / CPI_local` ([`estimate_penalty`]), the definition of SPEC §1.1.
+//! `np = CPI_remote / CPI_local` ([`estimate_penalty`]), the definition of Majo & Gross.
 //!
 //! The file is the only place what the daemon learned survives, so it is handled with
 //! care: a damaged file is reported and never replaced; each healthy open leaves a copy
@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
+use crate::files::one_line;
 use crate::sim::profiles::{Profile, ProfileError, ProfileSet};
 
 mod files;
@@ -1060,10 +1061,6 @@ fn corrupt(path: &Path, what: String) -> StoreError {
         what,
         backup,
     }
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Faults a test puts on a store's connection, to get SQLite's own errors for a full

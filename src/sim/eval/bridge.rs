@@ -191,7 +191,7 @@ mod tests {
     use crate::sim::params_for;
     use crate::topology;
 
-    /// SPEC §5c: with noise, the policies see a different characterisation, but the
+    /// With noise, the policies see a different characterisation, but the
     /// model scores the true programs: the same plan gets the same times, so Linux and
     /// the kernel's balancing (which read no characterisation) are unchanged. (The
     /// oracle's bounded search is seeded from the characterisation on large cases.)

@@ -1,7 +1,7 @@
 //! Runs placement policies over evaluation cases on a performance model and turns run
 //! times into the published metrics.
 //!
-//! Method (Majo & Gross; SPEC §5): a program's time is normalised to its time alone and
+//! Method (Majo & Gross): a program's time is normalised to its time alone and
 //! local on the idle machine. The default scheduler is the *average over all CPU-balanced
 //! schedules* (per program, the mean of its times). Policies that only adjust where
 //! processes already run (numad, Kang's load balancing) are started from each of those

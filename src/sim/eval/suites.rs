@@ -3,7 +3,7 @@
 //! `nmass` is the evaluation of Majo & Gross (ISMM 2011) on their Nehalem machine;
 //! `membus` the bus study of Tudu et al. on the Xeon E5345; `cmload` the scaling study
 //! of Kang et al. (2 to 64 processes, half compute-bound, half streaming). `random` is
-//! the held-out evaluation of SPEC §5c: cases drawn from a seed on machines and mixes no
+//! the held-out evaluation: cases drawn from a seed on machines and mixes no
 //! policy was designed on, optionally with characterisation noise.
 
 use crate::policy::{Process, Snapshot};
@@ -287,7 +287,7 @@ pub const RANDOM_MIGRATE_POLICIES: &[&str] = &[
 ];
 
 /// Machines `random` draws from: every preset, and spec strings with SMT, several LLCs
-/// per node and 2 to 8 nodes (SPEC §5c).
+/// per node and 2 to 8 nodes.
 pub const RANDOM_MACHINES: &[&str] = &[
     "nehalem-e5520",
     "xeon-e5345",
@@ -470,7 +470,7 @@ pub fn random(
     })
 }
 
-/// Characterisation error (SPEC §5c): what the policies see of each process, off by up
+/// Characterisation error: what the policies see of each process, off by up
 /// to ±`rel` — MPKI and bandwidth multiplied by 1 ± rel, the NUMA penalty's excess over 1
 /// likewise — and cache reuse unknown. Memory placement (`numa_maps`) is exact.
 pub fn add_noise(snapshot: &mut Snapshot, rel: f64, rng: &mut Rng) {
