@@ -18,7 +18,7 @@ use super::migrate::{Migration, Migrations, STEP_SECONDS};
 use super::report::{Action, ApplyReport, Line, Subject};
 use super::undo::{self, Restored};
 use crate::policy::plan::{PageMove, Placement, Plan};
-use crate::policy::snapshot::{Process, Snapshot};
+use crate::policy::snapshot::{Process, ProcessKey, Snapshot};
 use crate::topology::{cpulist, CpuId, NodeId};
 
 /// Rounds of "list threads, set the new ones" per process and pass: enough for a
@@ -65,9 +65,9 @@ pub struct Actuator<K: Kernel> {
     bucket: TokenBucket,
     migrations: Migrations,
     self_pid: u32,
-    /// Processes (pid, start time) whose move the kernel refused (EBUSY, EINVAL), with
+    /// Processes whose move the kernel refused (EBUSY, EINVAL), with
     /// why: left as they were for the rest of their life, and reported once.
-    refused: HashMap<(u32, u64), String>,
+    refused: HashMap<ProcessKey, String>,
     /// Longest time one pass spent in `move_pages` calls, seconds: what the epoch loop
     /// was held for by migration, reported so the bound can be checked live.
     longest_step_s: f64,
@@ -267,7 +267,7 @@ impl<K: Kernel> Actuator<K> {
             .map(|p| (p.pid, p.start_time))
             .collect();
         self.refused
-            .retain(|(pid, start), _| alive.get(pid) == Some(start));
+            .retain(|k, _| alive.get(&k.pid) == Some(&k.start_time));
         undo::forget_gone(&self.kernel, &mut self.journal, |pid| {
             alive.get(&pid).copied()
         })
@@ -413,7 +413,7 @@ impl<K: Kernel> Actuator<K> {
             return l;
         }
         let start = p.start_time;
-        if let Some(why) = self.refused.get(&(pid, start)) {
+        if let Some(why) = self.refused.get(&p.key()) {
             return line(
                 pid,
                 &target,
@@ -706,7 +706,13 @@ impl<K: Kernel> Actuator<K> {
             self.journal.forget(pid);
         }
         let why = cause.to_string();
-        self.refused.insert((pid, start), why.clone());
+        self.refused.insert(
+            ProcessKey {
+                pid,
+                start_time: start,
+            },
+            why.clone(),
+        );
         line(
             pid,
             target,

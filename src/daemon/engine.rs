@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::need::{Need, Needs, Reading};
 use super::recovery::{JournalFile, RecoveryError};
-use super::select::{self, Key, Managed, Selector, Tree};
+use super::select::{self, Managed, Selector, Tree};
 use super::stabilise::stabilise;
 use super::status::{Decision, ProcessView, Status};
 use super::trigger::{self, Trigger, TriggerParams};
@@ -23,7 +23,7 @@ use crate::apply::{Action, Actuator, ApplyReport, Journal, Kernel, Restored};
 use crate::characterise::live::{Characterised, Live};
 use crate::characterise::PenaltySource;
 use crate::observe::{Observation, ObserveError, ProcDir, Scanner};
-use crate::policy::{Plan, Policy, Process, Snapshot};
+use crate::policy::{Plan, Policy, Process, ProcessKey, Snapshot};
 use crate::topology::{CpuId, Topology};
 
 /// Decisions kept for `status`.
@@ -90,13 +90,13 @@ pub struct Engine<K: Kernel> {
     tree: Option<Arc<Mutex<Tree>>>,
     trigger: Trigger,
     /// CPUs numasched last set, per managed process.
-    applied: HashMap<Key, Vec<CpuId>>,
+    applied: HashMap<ProcessKey, Vec<CpuId>>,
     /// Epochs each managed process has been below the admission thresholds.
-    quiet: HashMap<Key, u32>,
+    quiet: HashMap<ProcessKey, u32>,
     /// Affinity changes made per managed process (for the metrics).
-    changes: HashMap<Key, u64>,
+    changes: HashMap<ProcessKey, u64>,
     /// Processes already reported as not characterisable (reported once).
-    told_uncharacterised: HashSet<Key>,
+    told_uncharacterised: HashSet<ProcessKey>,
     epoch: u64,
     replans: u64,
     errors_total: u64,
@@ -105,13 +105,13 @@ pub struct Engine<K: Kernel> {
     /// anyway) for [`Engine::views`] to describe when someone asks.
     last_seen: Vec<Process>,
     last_chars: Vec<Characterised>,
-    last_plan: HashMap<Key, (Vec<CpuId>, String)>,
+    last_plan: HashMap<ProcessKey, (Vec<CpuId>, String)>,
     /// Recent demand and run-queue delay per managed process, for sizing its set.
     needs: Needs,
     /// CPU used and threads waiting per process, as of the last epoch (for `status`:
     /// the snapshot holds the planning demand, which counts waiting and the recent
     /// peak).
-    loads: HashMap<Key, Load>,
+    loads: HashMap<ProcessKey, Load>,
     /// Harms seen while releasing processes this epoch (their CPUs are free now).
     freed: Vec<String>,
     /// The longest epoch the caller reported ([`Engine::took`]).
@@ -229,9 +229,8 @@ impl<K: Kernel> Engine<K> {
             .chain(notes.counter_errors)
             .collect();
         for c in &chars {
-            let key = (c.pid, start_of(&obs.snapshot, c.pid));
-            if c.source == PenaltySource::Unknown && self.told_uncharacterised.insert(key) {
-                rep.uncharacterised.push(c.pid);
+            if c.source == PenaltySource::Unknown && self.told_uncharacterised.insert(c.key) {
+                rep.uncharacterised.push(c.key.pid);
             }
         }
 
@@ -280,7 +279,7 @@ impl<K: Kernel> Engine<K> {
         let mut urgent = Vec::new();
         self.loads.clear();
         for (p, info) in obs.snapshot.processes.iter_mut().zip(&obs.details) {
-            let key = (p.pid, p.start_time);
+            let key = p.key();
             let may_use = p.allowed_cpus.as_ref().map_or(machine, Vec::len);
             let narrowed_to = self
                 .applied
@@ -338,7 +337,7 @@ impl<K: Kernel> Engine<K> {
             .processes
             .iter()
             .filter_map(|p| {
-                let a = self.applied.get(&(p.pid, p.start_time))?;
+                let a = self.applied.get(&p.key())?;
                 Some((p.pid, a.clone()))
             })
             .collect();
@@ -361,16 +360,16 @@ impl<K: Kernel> Engine<K> {
             return;
         }
         let report = self.actuator.apply_at(&plan, snapshot, now);
-        let starts: HashMap<u32, u64> = snapshot
+        // Report lines and plan placements name pids: each is this snapshot's process.
+        let keys: HashMap<u32, ProcessKey> = snapshot
             .processes
             .iter()
-            .map(|p| (p.pid, p.start_time))
+            .map(|p| (p.pid, p.key()))
             .collect();
         for line in &report.placements {
-            let Some(&start) = starts.get(&line.pid) else {
+            let Some(&key) = keys.get(&line.pid) else {
                 continue;
             };
-            let key = (line.pid, start);
             match line.action {
                 Action::Done | Action::Unchanged => {
                     if let crate::apply::Subject::Affinity { cpus } = &line.subject {
@@ -403,8 +402,8 @@ impl<K: Kernel> Engine<K> {
             .placements
             .iter()
             .filter_map(|pl| {
-                let start = starts.get(&pl.pid)?;
-                Some(((pl.pid, *start), (pl.cpus.clone(), pl.reason.clone())))
+                let key = keys.get(&pl.pid)?;
+                Some((*key, (pl.cpus.clone(), pl.reason.clone())))
             })
             .collect();
         self.trigger.planned(snapshot, now);
@@ -441,7 +440,7 @@ impl<K: Kernel> Engine<K> {
         let managed = lock(&self.managed).clone();
         let mut drop = HashSet::new();
         for (p, info) in obs.snapshot.processes.iter().zip(&obs.details) {
-            let key = (p.pid, p.start_time);
+            let key = p.key();
             if !managed.contains(&key) {
                 continue;
             }
@@ -462,7 +461,7 @@ impl<K: Kernel> Engine<K> {
             .snapshot
             .processes
             .iter()
-            .map(|p| !drop.contains(&(p.pid, p.start_time)))
+            .map(|p| !drop.contains(&p.key()))
             .collect();
         let mut it = keep.iter();
         obs.snapshot
@@ -479,18 +478,13 @@ impl<K: Kernel> Engine<K> {
     /// Newcomers join; processes no longer in the snapshot (exited, or not matching
     /// any more) are released.
     fn update_managed(&mut self, obs: &Observation, unix: i64, rep: &mut EpochReport) {
-        let now: HashSet<Key> = obs
-            .snapshot
-            .processes
-            .iter()
-            .map(|p| (p.pid, p.start_time))
-            .collect();
+        let now: HashSet<ProcessKey> = obs.snapshot.processes.iter().map(|p| p.key()).collect();
         let before = std::mem::replace(&mut *lock(&self.managed), now.clone());
         rep.arrived = obs
             .snapshot
             .processes
             .iter()
-            .filter(|p| !before.contains(&(p.pid, p.start_time)))
+            .filter(|p| !before.contains(&p.key()))
             .map(|p| p.pid)
             .collect();
         for key in before.difference(&now).copied().collect::<Vec<_>>() {
@@ -498,16 +492,16 @@ impl<K: Kernel> Engine<K> {
         }
         rep.managed = now.len();
         if let Some(tree) = &self.tree {
-            let alive: HashSet<u32> = now.iter().map(|k| k.0).collect();
+            let alive: HashSet<u32> = now.iter().map(|k| k.pid).collect();
             lock(tree).retain(&alive);
         }
     }
 
-    fn release(&mut self, key: Key, why: &str, unix: i64, rep: &mut EpochReport) {
+    fn release(&mut self, key: ProcessKey, why: &str, unix: i64, rep: &mut EpochReport) {
         if let Some(cpus) = self.applied.remove(&key) {
             if cpus.len() < self.topology.num_cpus() {
                 self.freed
-                    .push(format!("pid {}: {why}; its CPUs are free", key.0));
+                    .push(format!("pid {}: {why}; its CPUs are free", key.pid));
             }
         }
         self.last_plan.remove(&key);
@@ -518,27 +512,27 @@ impl<K: Kernel> Engine<K> {
         let journaled = self
             .actuator
             .journal()
-            .entry(key.0)
-            .is_some_and(|e| e.start_time == key.1);
+            .entry(key.pid)
+            .is_some_and(|e| e.start_time == key.start_time);
         if !journaled {
             return;
         }
-        let r = self.actuator.restore(key.0);
+        let r = self.actuator.restore(key.pid);
         if !matches!(
             r,
             Restored::Gone | Restored::NotJournaled | Restored::Reused
         ) {
             self.decide(
                 unix,
-                key.0,
+                key.pid,
                 "restored",
-                format!("pid {}: {why}; {r}", key.0),
+                format!("pid {}: {why}; {r}", key.pid),
             );
         }
         if matches!(r, Restored::Failed(_)) {
             self.errors_total += 1;
         }
-        rep.released.push((key.0, why.to_string(), r));
+        rep.released.push((key.pid, why.to_string(), r));
     }
 
     fn decide(&mut self, unix: i64, pid: u32, action: &str, text: String) {
@@ -630,13 +624,6 @@ fn save_if_changed(
     Ok(())
 }
 
-fn start_of(s: &Snapshot, pid: u32) -> u64 {
-    s.processes
-        .iter()
-        .find(|p| p.pid == pid)
-        .map_or(0, |p| p.start_time)
-}
-
 /// What a process used and waited for over the last epoch.
 #[derive(Debug, Clone, Copy)]
 struct Load {
@@ -647,15 +634,16 @@ struct Load {
 fn views(
     processes: &[Process],
     chars: &[Characterised],
-    plan: &HashMap<Key, (Vec<CpuId>, String)>,
-    changes: &HashMap<Key, u64>,
-    loads: &HashMap<Key, Load>,
+    plan: &HashMap<ProcessKey, (Vec<CpuId>, String)>,
+    changes: &HashMap<ProcessKey, u64>,
+    loads: &HashMap<ProcessKey, Load>,
 ) -> Vec<ProcessView> {
+    let chars: HashMap<ProcessKey, &Characterised> = chars.iter().map(|c| (c.key, c)).collect();
     processes
         .iter()
-        .zip(chars)
+        .filter_map(|p| Some((p, *chars.get(&p.key())?)))
         .map(|(p, c)| {
-            let key = (p.pid, p.start_time);
+            let key = p.key();
             let (planned, reason) = plan.get(&key).cloned().unwrap_or_default();
             let load = loads.get(&key);
             ProcessView {

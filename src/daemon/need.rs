@@ -29,7 +29,7 @@ use crate::observe::schedstat::{waiting_threads, RunDelay};
 use crate::policy::granularity::IDLE_DEMAND;
 use crate::policy::snapshot::SLOT_SLACK;
 
-use super::select::Key;
+use crate::policy::ProcessKey;
 
 /// Epochs of demand the peak is taken over: a load busy 1 s in 2 keeps its CPUs at
 /// 1 s epochs, and a process that really quietened returns them within this many.
@@ -94,12 +94,12 @@ struct Track {
 /// Per managed process, the recent past that sizing needs.
 #[derive(Debug, Default)]
 pub struct Needs {
-    tracks: HashMap<Key, Track>,
+    tracks: HashMap<ProcessKey, Track>,
 }
 
 impl Needs {
     /// Sizes one process from this epoch's reading at `now` (seconds, monotonic).
-    pub fn update(&mut self, key: Key, r: Reading, now: f64) -> Need {
+    pub fn update(&mut self, key: ProcessKey, r: Reading, now: f64) -> Need {
         let t = self.tracks.entry(key).or_default();
         let was_stopped = std::mem::replace(&mut t.stopped, r.stopped);
         let waiting = match (r.delay, t.delay) {
@@ -110,7 +110,7 @@ impl Needs {
         if r.stopped {
             t.demands.clear();
             let urgent = (!was_stopped && r.narrowed_to.is_some())
-                .then(|| format!("pid {} stopped; its CPUs are free", key.0));
+                .then(|| format!("pid {} stopped; its CPUs are free", key.pid));
             return Need {
                 demand: 0.0,
                 waiting: 0.0,
@@ -166,7 +166,7 @@ impl Needs {
                 }
                 need.urgent = Some(format!(
                     "pid {} started a thread: {runnable} runnable on {cpus} CPU(s)",
-                    key.0
+                    key.pid
                 ));
             } else if waiting >= THROTTLED_WAITING
                 && saturated
@@ -181,17 +181,17 @@ impl Needs {
                 need.urgent = Some(format!(
                     "pid {} throttled by its {cpus} CPU(s): {:.1} CPUs busy, {waiting:.1} \
                      thread(s) waiting",
-                    key.0, r.demand
+                    key.pid, r.demand
                 ));
             } else if was_busy && peak < IDLE_DEMAND && cpus > 0 {
-                need.urgent = Some(format!("pid {} went idle; its CPUs are free", key.0));
+                need.urgent = Some(format!("pid {} went idle; its CPUs are free", key.pid));
             }
         }
         need
     }
 
     /// Forgets processes no longer managed.
-    pub fn retain(&mut self, keep: impl Fn(&Key) -> bool) {
+    pub fn retain(&mut self, keep: impl Fn(&ProcessKey) -> bool) {
         self.tracks.retain(|k, _| keep(k));
     }
 }
@@ -205,6 +205,10 @@ fn slots(demand: f64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pk(pid: u32, start_time: u64) -> ProcessKey {
+        ProcessKey { pid, start_time }
+    }
 
     fn reading(demand: f64, threads: u32) -> Reading {
         Reading {
@@ -236,7 +240,7 @@ mod tests {
     #[test]
     fn a_burst_keeps_its_cpus_for_the_peak_window() {
         let mut n = Needs::default();
-        let k = (10, 1);
+        let k = pk(10, 1);
         n.update(k, reading(1.0, 2), 0.0);
         assert_eq!(n.update(k, reading(2.0, 2), 1.0).demand, 2.0);
         for e in 0..PEAK_EPOCHS - 1 {
@@ -249,15 +253,15 @@ mod tests {
     #[test]
     fn the_first_lifetime_reading_gives_way_to_the_first_measured_epoch() {
         let mut n = Needs::default();
-        let k = (10, 1);
+        let k = pk(10, 1);
         // A busy process's lifetime reading: room for every thread until measured.
         assert_eq!(n.update(k, reading(1.8, 2), 0.0).demand, 2.0);
         assert_eq!(n.update(k, reading(1.0, 2), 1.0).demand, 1.0);
         // An idle one's is taken as it is, and so is an old one's.
-        assert_eq!(n.update((11, 1), reading(0.01, 8), 0.0).demand, 0.01);
+        assert_eq!(n.update(pk(11, 1), reading(0.01, 8), 0.0).demand, 0.01);
         let mut old = reading(1.2, 8);
         old.age_s = 3600.0;
-        assert_eq!(n.update((12, 1), old, 0.0).demand, 1.2);
+        assert_eq!(n.update(pk(12, 1), old, 0.0).demand, 1.2);
     }
 
     #[test]
@@ -275,9 +279,9 @@ mod tests {
             })
         };
         r.delay = one(0.0);
-        n.update((1, 1), r, 0.0);
+        n.update(pk(1, 1), r, 0.0);
         r.delay = one(0.9);
-        let need = n.update((1, 1), r, 1.0);
+        let need = n.update(pk(1, 1), r, 1.0);
         assert!(need.urgent.is_none(), "{need:?}");
     }
 
@@ -287,9 +291,9 @@ mod tests {
         let mut r = reading(0.3, 2);
         r.narrowed_to = Some(1);
         r.delay = delay(0.0);
-        n.update((1, 1), r, 0.0);
+        n.update(pk(1, 1), r, 0.0);
         r.delay = delay(0.2);
-        assert!(n.update((1, 1), r, 1.0).urgent.is_none());
+        assert!(n.update(pk(1, 1), r, 1.0).urgent.is_none());
     }
 
     /// Two busy threads confined to one CPU that others keep busy too: it runs 0.4 of
@@ -301,9 +305,9 @@ mod tests {
         let mut r = reading(0.4, 2);
         r.narrowed_to = Some(1);
         r.delay = delay(0.0);
-        n.update((1, 1), r, 0.0);
+        n.update(pk(1, 1), r, 0.0);
         r.delay = delay(1.5);
-        let need = n.update((1, 1), r, 1.0);
+        let need = n.update(pk(1, 1), r, 1.0);
         assert!(need.urgent.is_some(), "{need:?}");
         assert!(need.demand >= 1.5, "{need:?}");
     }
@@ -311,7 +315,7 @@ mod tests {
     #[test]
     fn a_widened_set_is_kept_for_the_peak_window() {
         let mut n = Needs::default();
-        let k = (10, 1);
+        let k = pk(10, 1);
         let mut r = reading(1.0, 2);
         r.narrowed_to = Some(1);
         r.delay = delay(0.0);
@@ -329,13 +333,13 @@ mod tests {
     #[test]
     fn demand_is_capped_by_threads() {
         let mut n = Needs::default();
-        assert_eq!(n.update((1, 1), reading(1.5, 1), 1.0).demand, 1.0);
+        assert_eq!(n.update(pk(1, 1), reading(1.5, 1), 1.0).demand, 1.0);
     }
 
     #[test]
     fn a_late_second_thread_on_one_cpu_is_throttled() {
         let mut n = Needs::default();
-        let k = (10, 1);
+        let k = pk(10, 1);
         let mut r = reading(1.0, 2);
         r.narrowed_to = Some(1);
         r.delay = delay(0.0);
@@ -356,7 +360,7 @@ mod tests {
     #[test]
     fn a_thread_started_inside_a_narrow_set_is_urgent_at_once() {
         let mut n = Needs::default();
-        let k = (10, 1);
+        let k = pk(10, 1);
         let mut r = reading(1.0, 2);
         r.narrowed_to = Some(1);
         let runnable = |k: u32| {
@@ -389,9 +393,9 @@ mod tests {
         let mut r = reading(0.6, 1);
         r.narrowed_to = Some(1);
         r.delay = one_runnable(0.0);
-        n.update((1, 1), r, 0.0);
+        n.update(pk(1, 1), r, 0.0);
         r.delay = one_runnable(0.4);
-        let need = n.update((1, 1), r, 1.0);
+        let need = n.update(pk(1, 1), r, 1.0);
         assert!(need.urgent.is_none(), "{need:?}");
         // It ran 0.6 of a CPU and waited 0.4 with one thread runnable: waiting for
         // co-runners, no demand of its own beyond what it ran.
@@ -401,7 +405,7 @@ mod tests {
     #[test]
     fn stopping_frees_the_cpus_once() {
         let mut n = Needs::default();
-        let k = (10, 1);
+        let k = pk(10, 1);
         let mut r = reading(1.0, 1);
         r.narrowed_to = Some(1);
         n.update(k, r, 0.0);
@@ -423,7 +427,7 @@ mod tests {
     #[test]
     fn a_narrowed_process_going_idle_gives_its_cpus_back_once() {
         let mut n = Needs::default();
-        let k = (10, 1);
+        let k = pk(10, 1);
         let mut r = reading(1.0, 1);
         r.narrowed_to = Some(1);
         assert!(n.update(k, r, 0.0).urgent.is_none());

@@ -17,12 +17,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::config::Selection;
 use super::glob::{any_match, Glob};
 use crate::observe::{Candidate, Filter};
-
-/// Processes by identity: (pid, start time).
-pub type Key = (u32, u64);
+use crate::policy::ProcessKey;
 
 /// The set of managed processes, shared between the daemon and the scan filter.
-pub type Managed = Arc<Mutex<HashSet<Key>>>;
+pub type Managed = Arc<Mutex<HashSet<ProcessKey>>>;
 
 /// A compiled [`Selection`].
 #[derive(Debug, Clone)]
@@ -185,7 +183,10 @@ pub fn filter(selector: Selector, managed: Managed, tree: Option<Arc<Mutex<Tree>
             Verdict::Quiet => managed
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .contains(&(c.stat.pid, c.stat.start_time)),
+                .contains(&ProcessKey {
+                    pid: c.stat.pid,
+                    start_time: c.stat.start_time,
+                }),
         }
     })
 }
@@ -300,7 +301,10 @@ mod tests {
         let f = filter(selector(|_| {}), managed.clone(), None);
         let s = stat(50, 1, "idle");
         assert!(!f(&cand(&s, 0.0, 1 << 20)));
-        managed.lock().expect("lock").insert((50, s.start_time));
+        managed.lock().expect("lock").insert(ProcessKey {
+            pid: 50,
+            start_time: s.start_time,
+        });
         assert!(f(&cand(&s, 0.0, 1 << 20)));
     }
 

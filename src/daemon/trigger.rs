@@ -23,7 +23,7 @@ use crate::policy::granularity::IDLE_DEMAND;
 use crate::policy::Snapshot;
 use crate::topology::NodeId;
 
-use super::select::Key;
+use crate::policy::ProcessKey;
 
 /// MPKI changes smaller than this (absolute) never trigger a re-plan.
 pub const MPKI_FLOOR: f64 = 1.0;
@@ -49,7 +49,7 @@ struct Baseline {
 /// What was true at the last plan.
 #[derive(Debug, Default)]
 pub struct Trigger {
-    at_plan: HashMap<Key, Baseline>,
+    at_plan: HashMap<ProcessKey, Baseline>,
     last_plan: Option<f64>,
 }
 
@@ -97,7 +97,7 @@ impl Trigger {
             .iter()
             .map(|p| {
                 (
-                    (p.pid, p.start_time),
+                    p.key(),
                     Baseline {
                         mpki: p.mpki,
                         home: p.home_node(),
@@ -119,7 +119,7 @@ impl Trigger {
         let mut arrived = Vec::new();
         let mut seen = 0;
         for proc in &snapshot.processes {
-            let Some(b) = self.at_plan.get(&(proc.pid, proc.start_time)) else {
+            let Some(b) = self.at_plan.get(&proc.key()) else {
                 arrived.push(proc.pid);
                 continue;
             };

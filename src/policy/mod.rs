@@ -24,7 +24,7 @@ pub(crate) mod testkit;
 
 pub use granularity::{Granular, Pin};
 pub use plan::{follow_memory, PageMove, Placement, Plan};
-pub use snapshot::{Process, Snapshot, SnapshotError};
+pub use snapshot::{Process, ProcessKey, Snapshot, SnapshotError};
 
 /// A placement policy. Implementations hold only their parameters.
 pub trait Policy: Send + Sync {

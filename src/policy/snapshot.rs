@@ -18,6 +18,15 @@ pub struct Snapshot {
     pub processes: Vec<Process>,
 }
 
+/// A process across pid reuse: the pid and the start time (clock ticks since boot) that
+/// `/proc/<pid>/stat` gave when it was seen. A pid alone names whichever process holds
+/// it now; everything numasched remembers of a process is keyed by this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ProcessKey {
+    pub pid: u32,
+    pub start_time: u64,
+}
+
 /// One process (all its threads are placed as a group).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -88,6 +97,13 @@ impl Process {
             allowed_cpus: None,
             allowed_mems: None,
             parent: None,
+        }
+    }
+
+    pub fn key(&self) -> ProcessKey {
+        ProcessKey {
+            pid: self.pid,
+            start_time: self.start_time,
         }
     }
 

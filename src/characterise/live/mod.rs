@@ -24,7 +24,7 @@ use super::store::{LearnParams, Quantity, Store, StoreError};
 use super::{resolve, Evidence, PenaltySource};
 use crate::observe::resctrl::{bandwidth_by_process, Resctrl};
 use crate::observe::{CounterError, CounterSource, Observation, ProcInfo};
-use crate::policy::{Process, Snapshot};
+use crate::policy::{Process, ProcessKey, Snapshot};
 
 /// Epochs of one program kept while the store cannot be written (a full disk, a
 /// filesystem remounted read-only). Ten minutes at the default one-second interval:
@@ -65,7 +65,8 @@ impl Default for LiveConfig {
 /// What is known about one process after characterisation, for logs and `status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Characterised {
-    pub pid: u32,
+    #[serde(flatten)]
+    pub key: ProcessKey,
     pub mpki: Option<f64>,
     pub numa_penalty: Option<f64>,
     pub source: PenaltySource,
@@ -114,7 +115,7 @@ pub struct Live {
     /// Program → evidence from the store, and the epoch it was read.
     profiles: HashMap<String, (Evidence, u64)>,
     pending: HashMap<String, Pending>,
-    attached: HashSet<(u32, u64)>,
+    attached: HashSet<ProcessKey>,
     epoch: u64,
 }
 
@@ -180,7 +181,7 @@ impl Live {
                 self.buffer(&p.program, ev.measured_mpki, cpi, local_fraction);
             }
             out.push(Characterised {
-                pid: p.pid,
+                key: p.key(),
                 mpki: p.mpki,
                 numa_penalty: p.numa_penalty,
                 source: c.source,
@@ -348,13 +349,9 @@ impl Live {
         let Some(counters) = self.counters.as_mut() else {
             return;
         };
-        let live: HashSet<(u32, u64)> = snapshot
-            .processes
-            .iter()
-            .map(|p| (p.pid, p.start_time))
-            .collect();
+        let live: HashSet<ProcessKey> = snapshot.processes.iter().map(Process::key).collect();
         for key in self.attached.difference(&live).copied().collect::<Vec<_>>() {
-            counters.detach(key.0);
+            counters.detach(key.pid);
             self.attached.remove(&key);
         }
     }
@@ -368,7 +365,7 @@ impl Live {
         notes: &mut Notes,
     ) -> Option<crate::observe::CounterSample> {
         let counters = self.counters.as_mut()?;
-        let key = (p.pid, p.start_time);
+        let key = p.key();
         if !self.attached.contains(&key) {
             match counters.attach(p.pid, p.start_time, &info.tids()) {
                 Ok(()) => {
