@@ -20,7 +20,7 @@ use super::manage::SelectArgs;
 use crate::daemon::build::{self, Use};
 use crate::daemon::config::parse_policy;
 use crate::daemon::{logging, nodes};
-use crate::policy::{self, Policy, Process, Snapshot};
+use crate::policy::{Policy, Process, Snapshot};
 use crate::topology::{cpulist, CpuId, NodeId};
 
 /// The hypothetical job's pid: no real process has it (pids stay below 2^22).
@@ -36,7 +36,7 @@ pub struct AdviseArgs {
     pub mem: Option<u64>,
     /// Placement policy [default: the configured one, auto].
     #[arg(long, value_name = "P", value_parser = parse_policy)]
-    pub policy: Option<String>,
+    pub policy: Option<crate::policy::PolicyKind>,
     /// Print the advice as JSON, with per-node detail.
     #[arg(long)]
     pub json: bool,
@@ -222,7 +222,7 @@ pub fn advise(
 pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     let mut opts = args.select.options()?;
     if let Some(p) = &args.policy {
-        opts.policy = p.clone();
+        opts.policy = *p;
     }
     opts.dry_run = true;
     logging::init(opts.log_format, "warn");
@@ -237,7 +237,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
             (n.id, used.map(|u| n.memory_bytes.saturating_sub(u)))
         })
         .collect();
-    let policy = policy::by_name(&built.policy)?;
+    let policy = built.policy.build();
     let advice = advise(
         &snapshot,
         policy.as_ref(),
@@ -334,7 +334,7 @@ mod tests {
     #[test]
     fn a_new_job_goes_to_the_idle_node() {
         let s = busy_node0();
-        let auto = policy::by_name("auto").expect("auto");
+        let auto = crate::policy::PolicyKind::Auto.build();
         let a = advise(
             &s,
             auto.as_ref(),
@@ -352,7 +352,7 @@ mod tests {
     #[test]
     fn a_node_without_the_memory_is_refused() {
         let s = busy_node0();
-        let auto = policy::by_name("auto").expect("auto");
+        let auto = crate::policy::PolicyKind::Auto.build();
         let a = advise(
             &s,
             auto.as_ref(),
@@ -392,7 +392,7 @@ mod tests {
     fn a_big_job_spans_nodes_most_of_it_first() {
         let mut s = busy_node0();
         s.processes.truncate(1);
-        let auto = policy::by_name("auto").expect("auto");
+        let auto = crate::policy::PolicyKind::Auto.build();
         let a = advise(
             &s,
             auto.as_ref(),

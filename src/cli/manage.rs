@@ -21,7 +21,7 @@ pub struct ManageArgs {
     pub select: SelectArgs,
     /// Placement policy [default: auto].
     #[arg(long, value_name = "P", value_parser = parse_policy)]
-    pub policy: Option<String>,
+    pub policy: Option<crate::policy::PolicyKind>,
     /// Epoch length, e.g. 1s, 500ms [default: 1s].
     #[arg(long, allow_hyphen_values = true, value_name = "DURATION", value_parser = parse_duration)]
     pub interval: Option<Duration>,
@@ -227,7 +227,7 @@ mod tests {
             "b",
         ]);
         let o = t.m.options().expect("options");
-        assert_eq!(o.policy, "nmass", "from the file");
+        assert_eq!(o.policy.name(), "nmass", "from the file");
         assert_eq!(o.interval, Duration::from_millis(250), "flag wins");
         assert_eq!(o.select.min_cpu, 0.5);
         assert_eq!(o.select.exclude_comm, vec!["b"]);

@@ -54,7 +54,7 @@ pub struct Built {
     /// The store in use, if any.
     pub store: Option<PathBuf>,
     /// The policy actually run (`auto` becomes `auto-migrate` with page migration on).
-    pub policy: String,
+    pub policy: policy::PolicyKind,
     /// Held while the pipeline lives: this process owns the journal file.
     pub journal_lock: Option<JournalLock>,
     /// The sysfs root the machine was read from (for live per-node memory).
@@ -74,7 +74,7 @@ impl Built {
         let mut s = Status {
             started_unix,
             now_unix: super::service::unix_now(),
-            policy: self.policy.clone(),
+            policy: self.policy.to_string(),
             interval_s,
             dry_run,
             migrate_pages,
@@ -102,18 +102,18 @@ impl Built {
         });
         let plan = rep
             .plan
-            .unwrap_or_else(|| Plan::new(&self.policy, Vec::new()));
+            .unwrap_or_else(|| Plan::new(self.policy.name(), Vec::new()));
         Ok((snapshot, plan))
     }
 }
 
 /// The policy to run: with page migration on, `auto` is the variant that proposes
 /// page moves (and only those whose gain exceeds their cost).
-pub fn effective_policy(opts: &Options) -> String {
-    if opts.migrate_pages && opts.policy == "auto" {
-        "auto-migrate".into()
+pub fn effective_policy(opts: &Options) -> policy::PolicyKind {
+    if opts.migrate_pages && opts.policy == policy::PolicyKind::Auto {
+        policy::PolicyKind::AutoMigrate
     } else {
-        opts.policy.clone()
+        opts.policy
     }
 }
 
@@ -175,7 +175,7 @@ pub fn build(
         live = live.with_resctrl(Resctrl::new(&roots.sys.join("fs/resctrl")));
     }
     let name = effective_policy(opts);
-    let policy = Box::new(policy::Granular::new(policy::by_name(&name)?, opts.pin));
+    let policy = Box::new(policy::Granular::new(name.build(), opts.pin));
     let kernel = LinuxKernel::with_proc_root(&roots.proc);
     let (journal_file, journal_lock) = if usage == Use::Manage && !opts.dry_run {
         journal_file(opts, &kernel)?.unzip()

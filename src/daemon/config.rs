@@ -24,7 +24,7 @@ pub const DEFAULT_SOCKET: &str = "/run/numasched/numasched.sock";
 /// The options after merging file and command line and filling defaults.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Options {
-    pub policy: String,
+    pub policy: policy::PolicyKind,
     /// What a planned CPU widens to when applied: the LLC by default; `core`/`cpu`
     /// are hard pinning.
     pub pin: policy::Pin,
@@ -88,7 +88,7 @@ pub enum LogFormat {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            policy: "auto".into(),
+            policy: policy::PolicyKind::Auto,
             pin: policy::Pin::Llc,
             interval: Duration::from_secs(1),
             dry_run: false,
@@ -116,7 +116,7 @@ impl Default for Options {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
-    pub policy: Option<PolicyName>,
+    pub policy: Option<policy::PolicyKind>,
     pub pin: Option<policy::Pin>,
     pub interval: Option<Seconds>,
     pub dry_run: Option<bool>,
@@ -190,7 +190,7 @@ impl FileConfig {
     pub fn into_options(self) -> Options {
         let d = Options::default();
         Options {
-            policy: self.policy.map(|p| p.0).unwrap_or(d.policy),
+            policy: self.policy.unwrap_or(d.policy),
             pin: self.pin.unwrap_or(d.pin),
             interval: self.interval.map(|s| s.0).unwrap_or(d.interval),
             dry_run: self.dry_run.unwrap_or(d.dry_run),
@@ -226,29 +226,14 @@ impl FileConfig {
 // Value types that validate while the file is parsed, so toml puts the line number on
 // the error. Each accepts the same text as the matching command-line flag.
 
-/// A policy the daemon can run (`policy::NAMES`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(try_from = "String")]
-pub struct PolicyName(pub String);
-
-impl TryFrom<String> for PolicyName {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        parse_policy(&s).map(PolicyName)
-    }
-}
-
 /// `--pin`'s value: `llc`, `node`, `core` or `cpu`.
 pub fn parse_pin(s: &str) -> Result<policy::Pin, String> {
     s.parse()
 }
 
-pub fn parse_policy(s: &str) -> Result<String, String> {
-    if policy::NAMES.contains(&s) {
-        Ok(s.to_string())
-    } else {
-        Err(policy::UnknownPolicy(s.to_string()).to_string())
-    }
+/// `--policy`'s value: a name of [`policy::PolicyKind`].
+pub fn parse_policy(s: &str) -> Result<policy::PolicyKind, String> {
+    s.parse().map_err(|e: policy::UnknownPolicy| e.to_string())
 }
 
 /// A duration: `1s`, `500ms`, `2m`, or a plain number of seconds.
@@ -477,7 +462,7 @@ metrics = "127.0.0.1:9477"
         )
         .expect("valid");
         let o = c.into_options();
-        assert_eq!(o.policy, "nmass");
+        assert_eq!(o.policy.name(), "nmass");
         assert_eq!(o.interval, Duration::from_millis(500));
         assert!(o.dry_run && o.migrate_pages);
         assert_eq!(o.migrate_rate, 32.0);

@@ -38,19 +38,119 @@ pub trait Policy: Send + Sync {
     }
 }
 
-/// Names accepted by `--policy`.
-pub const NAMES: &[&str] = &[
-    "auto",
-    "auto-migrate",
-    "autonuma",
-    "linux",
-    "maxlocal",
-    "nmass",
-    "nmass-regression",
-    "membus",
-    "cmload",
-    "numad",
-];
+/// Every policy the daemon, `plan` and the simulator can run: the one list that
+/// `--policy`, the config file and the error for an unknown name come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PolicyKind {
+    Auto,
+    AutoMigrate,
+    AutoNuma,
+    Linux,
+    MaxLocal,
+    Nmass,
+    NmassRegression,
+    MemBus,
+    CmLoad,
+    Numad,
+}
+
+impl PolicyKind {
+    pub const ALL: [PolicyKind; 10] = [
+        PolicyKind::Auto,
+        PolicyKind::AutoMigrate,
+        PolicyKind::AutoNuma,
+        PolicyKind::Linux,
+        PolicyKind::MaxLocal,
+        PolicyKind::Nmass,
+        PolicyKind::NmassRegression,
+        PolicyKind::MemBus,
+        PolicyKind::CmLoad,
+        PolicyKind::Numad,
+    ];
+
+    /// The name `--policy` takes and plans carry.
+    pub const fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Auto => "auto",
+            PolicyKind::AutoMigrate => "auto-migrate",
+            PolicyKind::AutoNuma => "autonuma",
+            PolicyKind::Linux => "linux",
+            PolicyKind::MaxLocal => "maxlocal",
+            PolicyKind::Nmass => "nmass",
+            PolicyKind::NmassRegression => "nmass-regression",
+            PolicyKind::MemBus => "membus",
+            PolicyKind::CmLoad => "cmload",
+            PolicyKind::Numad => "numad",
+        }
+    }
+
+    /// The policy with its default parameters.
+    pub fn build(self) -> Box<dyn Policy> {
+        match self {
+            PolicyKind::Auto => Box::new(auto::Auto::default()),
+            PolicyKind::AutoMigrate => Box::new(auto::Auto {
+                params: auto::AutoParams {
+                    migrate: true,
+                    ..Default::default()
+                },
+            }),
+            PolicyKind::AutoNuma => Box::new(autonuma::AutoNuma::default()),
+            PolicyKind::Linux => Box::new(linux::Linux),
+            PolicyKind::MaxLocal => Box::new(maxlocal::MaxLocal),
+            PolicyKind::Nmass => Box::new(nmass::Nmass::default()),
+            PolicyKind::NmassRegression => Box::new(nmass::Nmass {
+                params: nmass::NmassParams {
+                    regression_penalty: true,
+                    ..Default::default()
+                },
+            }),
+            PolicyKind::MemBus => Box::new(membus::MemBus::default()),
+            PolicyKind::CmLoad => Box::new(cmload::CmLoad::default()),
+            PolicyKind::Numad => Box::new(numad::Numad::default()),
+        }
+    }
+}
+
+impl std::str::FromStr for PolicyKind {
+    type Err = UnknownPolicy;
+    fn from_str(s: &str) -> Result<PolicyKind, UnknownPolicy> {
+        PolicyKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| UnknownPolicy(s.to_string()))
+    }
+}
+
+impl std::fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// In files and JSON, a policy is its name.
+impl serde::Serialize for PolicyKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PolicyKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PolicyKind, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Names accepted by `--policy`, in [`PolicyKind::ALL`]'s order.
+pub const NAMES: [&str; PolicyKind::ALL.len()] = {
+    let mut out = [""; PolicyKind::ALL.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = PolicyKind::ALL[i].name();
+        i += 1;
+    }
+    out
+};
 
 #[derive(Debug, thiserror::Error)]
 #[error("unknown policy '{0}' (known: {known})", known = NAMES.join(", "))]
@@ -58,27 +158,28 @@ pub struct UnknownPolicy(pub String);
 
 /// Builds a policy by name with its default parameters.
 pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
-    Ok(match name {
-        "auto" => Box::new(auto::Auto::default()),
-        "auto-migrate" => Box::new(auto::Auto {
-            params: auto::AutoParams {
-                migrate: true,
-                ..Default::default()
-            },
-        }),
-        "autonuma" => Box::new(autonuma::AutoNuma::default()),
-        "linux" => Box::new(linux::Linux),
-        "maxlocal" => Box::new(maxlocal::MaxLocal),
-        "nmass" => Box::new(nmass::Nmass::default()),
-        "nmass-regression" => Box::new(nmass::Nmass {
-            params: nmass::NmassParams {
-                regression_penalty: true,
-                ..Default::default()
-            },
-        }),
-        "membus" => Box::new(membus::MemBus::default()),
-        "cmload" => Box::new(cmload::CmLoad::default()),
-        "numad" => Box::new(numad::Numad::default()),
-        _ => return Err(UnknownPolicy(name.to_string())),
-    })
+    Ok(name.parse::<PolicyKind>()?.build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_named_once_and_builds_a_policy_of_that_name() {
+        for kind in PolicyKind::ALL {
+            assert_eq!(kind.name().parse::<PolicyKind>().ok(), Some(kind));
+            assert_eq!(kind.build().name(), kind.name());
+            assert_eq!(kind.to_string(), kind.name());
+        }
+        let mut names = NAMES.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), PolicyKind::ALL.len());
+        let err = "bogus".parse::<PolicyKind>().unwrap_err().to_string();
+        assert!(
+            err.starts_with("unknown policy 'bogus' (known: auto, "),
+            "{err}"
+        );
+    }
 }

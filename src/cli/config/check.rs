@@ -103,7 +103,7 @@ mod tests {
     #[test]
     fn a_valid_file_gives_its_options_over_the_defaults() {
         let o = check_text("policy = \"nmass\"\n# c\nmin_cpu = 1\n").expect("valid");
-        assert_eq!(o.policy, "nmass");
+        assert_eq!(o.policy.name(), "nmass");
         assert_eq!(o.select.min_cpu, 1.0);
         assert_eq!(o.interval, Options::default().interval);
     }

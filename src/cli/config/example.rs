@@ -92,7 +92,7 @@ pub fn entries(opts: &Options) -> Vec<(&'static str, toml::Value)> {
     let dur = |d: &std::time::Duration| s(&humantime::format_duration(*d).to_string());
     let path = |p: &std::path::Path| s(&p.to_string_lossy());
     vec![
-        ("policy", s(policy)),
+        ("policy", s(policy.name())),
         ("pin", s(&pin.to_string())),
         ("interval", dur(interval)),
         ("dry_run", V::Boolean(*dry_run)),
@@ -247,7 +247,7 @@ mod tests {
     /// not read back, shows up as a difference.
     fn everything_changed() -> Options {
         Options {
-            policy: "nmass".into(),
+            policy: crate::policy::PolicyKind::Nmass,
             interval: Duration::from_millis(1500),
             dry_run: true,
             migrate_pages: true,
