@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use super::bucket::TokenBucket;
-use super::journal::Journal;
+use super::journal::{Entry, Journal};
 use super::kernel::{Kernel, KernelError};
 use super::migrate::{Migration, Migrations, STEP_SECONDS};
 use super::report::{Action, ApplyReport, Line, Subject};
@@ -25,6 +25,83 @@ use crate::topology::{cpulist, CpuId, NodeId};
 /// process that is spawning threads while being placed to converge, bounded so a
 /// thread bomb cannot hold the pass.
 const THREAD_ROUNDS: usize = 3;
+
+/// What a dry run would have done to a process whose threads have `current`.
+fn dry_run_line(pid: u32, target: &[CpuId], current: &[(u32, Vec<CpuId>)]) -> Line {
+    let total = current.len();
+    let would = current.iter().filter(|(_, c)| *c != target).count();
+    let (action, detail) = if would == 0 {
+        (
+            Action::Unchanged,
+            format!("already there ({total} thread(s))"),
+        )
+    } else {
+        (
+            Action::DryRun,
+            format!("would set {would} of {total} thread(s)"),
+        )
+    };
+    line(pid, target, action, detail)
+}
+
+/// The line for a process whose threads were set (`pass`), with `errors` the kernel
+/// gave on the way (none of them a refusal).
+fn outcome_line(
+    pid: u32,
+    target: &[CpuId],
+    pass: &ThreadPass,
+    errors: &[KernelError],
+    reason: &str,
+) -> Line {
+    let (changed, total, foreign_threads) = (pass.changed, pass.seen.len(), pass.foreign_threads);
+    match errors.first() {
+        Some(e) => line(
+            pid,
+            target,
+            Action::Failed,
+            format!(
+                "set {changed} of {total} thread(s); {} error(s), first: {e}",
+                errors.len()
+            ),
+        ),
+        None if changed == 0 => line(
+            pid,
+            target,
+            Action::Unchanged,
+            format!("already there ({total} thread(s))"),
+        ),
+        None if foreign_threads > 0 => line(
+            pid,
+            target,
+            Action::Done,
+            format!(
+                "set {changed} of {total} thread(s), left {foreign_threads} pinned by the \
+                 application: {}",
+                reason
+            ),
+        ),
+        None => line(
+            pid,
+            target,
+            Action::Done,
+            format!("set {changed} of {total} thread(s): {}", reason),
+        ),
+    }
+}
+
+/// Each thread's id and affinity.
+type ThreadAffinities = Vec<(u32, Vec<CpuId>)>;
+
+/// What one pass over a process's threads did.
+struct ThreadPass {
+    changed: usize,
+    /// Threads left alone because the application pinned them itself.
+    foreign_threads: usize,
+    /// Threads changed in this pass, with what they had.
+    undo_now: Vec<(u32, Vec<CpuId>)>,
+    /// Every thread met.
+    seen: Vec<u32>,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ActuatorConfig {
@@ -441,21 +518,10 @@ impl<K: Kernel> Actuator<K> {
         }
 
         // Current affinity of every thread, read before changing anything.
-        let tids = match self.kernel.threads(pid) {
-            Ok(t) => t,
+        let (current, mut errors) = match self.read_threads(pid, start) {
+            Ok(v) => v,
             Err(e) => return self.error_line(pid, &target, &e),
         };
-        // Records of threads that exited since are of no more use.
-        self.journal.retain_threads(pid, start, &tids);
-        let mut current = Vec::with_capacity(tids.len());
-        let mut errors: Vec<KernelError> = Vec::new();
-        for tid in tids {
-            match self.kernel.affinity(pid, tid) {
-                Ok(c) => current.push((tid, c)),
-                Err(e) if e.is_gone() => {}
-                Err(e) => errors.push(e),
-            }
-        }
         let Some((_, main)) = current
             .iter()
             .find(|(t, _)| *t == pid)
@@ -487,67 +553,19 @@ impl<K: Kernel> Actuator<K> {
             }
         }
 
-        match &entry {
-            Some(e) => {
-                if let Some(applied) = &e.applied {
-                    // Outside numasched's set, or narrowed inside it while another
-                    // thread still carries the set whole (a cpuset narrows them all).
-                    let narrowed_alone = undo::re_pinned_alone(pid, &main, &current, applied);
-                    if !subset(&main, applied) || narrowed_alone {
-                        // Someone re-pinned it after numasched did: their choice now.
-                        // Threads they did not touch (`taskset -p` sets the main
-                        // thread only) still carry numasched's set: those go back,
-                        // the re-pinned ones stay as they were set.
-                        let r = undo::restore(&self.kernel, &mut self.journal, pid);
-                        self.journal.forget(pid);
-                        return line(
-                            pid,
-                            &target,
-                            Action::Refused,
-                            format!(
-                                "re-pinned to {} by someone else; no longer managed ({r})",
-                                fmt(&main)
-                            ),
-                        );
-                    }
-                }
-                if !subset(machine, &e.original) && !subset(&target, &e.original) {
-                    return line(
-                        pid,
-                        &target,
-                        Action::Refused,
-                        format!("outside its original pin {}", fmt(&e.original)),
-                    );
-                }
-            }
-            None if inherited.is_some() => {}
-            None => {
-                if !subset(machine, &main) && !subset(&target, &main) {
-                    return line(
-                        pid,
-                        &target,
-                        Action::Refused,
-                        format!("outside CPUs {} pinned by someone else", fmt(&main)),
-                    );
-                }
-            }
+        if let Some(refusal) = self.pinned_elsewhere(
+            pid,
+            &target,
+            entry.as_ref(),
+            inherited.is_some(),
+            (&main, &current),
+            machine,
+        ) {
+            return refusal;
         }
 
-        let total = current.len();
         if self.config.dry_run {
-            let would = current.iter().filter(|(_, c)| *c != target).count();
-            let (action, detail) = if would == 0 {
-                (
-                    Action::Unchanged,
-                    format!("already there ({total} thread(s))"),
-                )
-            } else {
-                (
-                    Action::DryRun,
-                    format!("would set {would} of {total} thread(s)"),
-                )
-            };
-            return line(pid, &target, action, detail);
+            return dry_run_line(pid, &target, &current);
         }
 
         // Journal before the first change; threads new since an earlier pass
@@ -558,6 +576,138 @@ impl<K: Kernel> Actuator<K> {
             .begin(pid, start, inherited.as_deref().unwrap_or(&main))
             .original
             .clone();
+        let pass = self.set_threads(
+            pid,
+            start,
+            &target,
+            &current,
+            entry.as_ref(),
+            inherited.is_some(),
+            (&main, &original),
+            &mut errors,
+        );
+        let total = pass.seen.len();
+        if let Some(e) = errors.iter().find(|e| e.is_refusal()) {
+            return self.leave_alone(pid, start, existed, &target, &pass.undo_now, e, total);
+        }
+        // Only a set that was made is numasched's: one that failed everywhere leaves
+        // nothing to own, and a process that had no entry keeps none.
+        if pass.changed > 0 {
+            self.journal.set_applied(pid, start, &target);
+            self.journal.set_adopted(pid, start, false);
+        } else if !existed {
+            // Nothing changed (already there, or failed): nothing of numasched's to
+            // undo, and an entry would "restore" whatever affinity it has now over
+            // what someone else sets later.
+            self.journal.forget(pid);
+        }
+        outcome_line(pid, &target, &pass, &errors, &pl.reason)
+    }
+
+    /// Every live thread of `pid` with its affinity, and the errors of threads whose
+    /// affinity could not be read (threads that exited meanwhile are left out); the
+    /// journal forgets threads that are gone. `Err` when the thread list itself fails.
+    fn read_threads(
+        &mut self,
+        pid: u32,
+        start: u64,
+    ) -> Result<(ThreadAffinities, Vec<KernelError>), KernelError> {
+        let tids = self.kernel.threads(pid)?;
+        // Records of threads that exited since are of no more use.
+        self.journal.retain_threads(pid, start, &tids);
+        let mut current = Vec::with_capacity(tids.len());
+        let mut errors: Vec<KernelError> = Vec::new();
+        for tid in tids {
+            match self.kernel.affinity(pid, tid) {
+                Ok(c) => current.push((tid, c)),
+                Err(e) if e.is_gone() => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        Ok((current, errors))
+    }
+
+    /// Why `target` must not be set on `pid` because someone else pinned it: re-pinned
+    /// since numasched set it (then numasched lets go of it, putting back the threads
+    /// that still carry its set), or `target` leaves the original pin. `main_current`
+    /// is the main thread's affinity and every thread's, read this pass.
+    fn pinned_elsewhere(
+        &mut self,
+        pid: u32,
+        target: &[CpuId],
+        entry: Option<&Entry>,
+        inherited: bool,
+        (main, current): (&[CpuId], &[(u32, Vec<CpuId>)]),
+        machine: &[CpuId],
+    ) -> Option<Line> {
+        let fmt = cpulist::format;
+        match entry {
+            Some(e) => {
+                if let Some(applied) = &e.applied {
+                    // Outside numasched's set, or narrowed inside it while another
+                    // thread still carries the set whole (a cpuset narrows them all).
+                    let narrowed_alone = undo::re_pinned_alone(pid, main, current, applied);
+                    if !subset(main, applied) || narrowed_alone {
+                        // Someone re-pinned it after numasched did: their choice now.
+                        // Threads they did not touch (`taskset -p` sets the main
+                        // thread only) still carry numasched's set: those go back,
+                        // the re-pinned ones stay as they were set.
+                        let r = undo::restore(&self.kernel, &mut self.journal, pid);
+                        self.journal.forget(pid);
+                        return Some(line(
+                            pid,
+                            target,
+                            Action::Refused,
+                            format!(
+                                "re-pinned to {} by someone else; no longer managed ({r})",
+                                fmt(main)
+                            ),
+                        ));
+                    }
+                }
+                if !subset(machine, &e.original) && !subset(target, &e.original) {
+                    return Some(line(
+                        pid,
+                        target,
+                        Action::Refused,
+                        format!("outside its original pin {}", fmt(&e.original)),
+                    ));
+                }
+            }
+            None if inherited => {}
+            None => {
+                if !subset(machine, main) && !subset(target, main) {
+                    return Some(line(
+                        pid,
+                        target,
+                        Action::Refused,
+                        format!("outside CPUs {} pinned by someone else", fmt(main)),
+                    ));
+                }
+            }
+        }
+        None
+    }
+
+    /// Sets `target` on every thread of `pid` that is numasched's to set, in up to
+    /// [`THREAD_ROUNDS`] rounds (threads created while it ran are met in the next),
+    /// journalling each thread's original first. `current` is every thread's affinity
+    /// read before anything changed, `entry` the process's journal entry from before
+    /// this pass, `inherited` whether it carries a parent's set from numasched, and
+    /// `main_original` the main thread's affinity and the process's original.
+    #[allow(clippy::too_many_arguments)]
+    fn set_threads(
+        &mut self,
+        pid: u32,
+        start: u64,
+        target: &[CpuId],
+        current: &[(u32, Vec<CpuId>)],
+        entry: Option<&Entry>,
+        inherited: bool,
+        (main, original): (&[CpuId], &[CpuId]),
+        errors: &mut Vec<KernelError>,
+    ) -> ThreadPass {
+        let existed = entry.is_some();
         let mut changed = 0;
         let mut foreign_threads = 0;
         // Threads changed in this pass, with what they had: undone if the kernel
@@ -566,7 +716,7 @@ impl<K: Kernel> Actuator<K> {
         let mut seen: Vec<u32> = Vec::new();
         for round in 0..THREAD_ROUNDS {
             let batch: Vec<(u32, Vec<CpuId>)> = if round == 0 {
-                current.clone()
+                current.to_vec()
             } else {
                 // Threads created while this pass ran.
                 let tids = match self.kernel.threads(pid) {
@@ -592,17 +742,17 @@ impl<K: Kernel> Actuator<K> {
                 // A thread numasched set and that no longer carries that set, while
                 // a sibling still does, was re-pinned alone since (the application
                 // pinned it, or `taskset -p` on its tid): theirs from now.
-                let recorded = entry.as_ref().is_some_and(|e| e.threads.contains_key(&tid));
-                let known_foreign = entry.as_ref().is_some_and(|e| e.foreign.contains(&tid));
-                let applied = entry.as_ref().and_then(|e| e.applied.as_ref());
+                let recorded = entry.is_some_and(|e| e.threads.contains_key(&tid));
+                let known_foreign = entry.is_some_and(|e| e.foreign.contains(&tid));
+                let applied = entry.and_then(|e| e.applied.as_ref());
                 let foreign = if known_foreign {
                     true
-                } else if round == 0 && !existed && inherited.is_none() {
+                } else if round == 0 && !existed && !inherited {
                     cur != main
                 } else if round == 0 && existed && !recorded {
                     applied.is_some_and(|a| sorted(a) != sorted(&cur))
                 } else if round == 0 && existed {
-                    applied.is_some_and(|a| undo::re_pinned_alone(tid, &cur, &current, a))
+                    applied.is_some_and(|a| undo::re_pinned_alone(tid, &cur, current, a))
                 } else {
                     false
                 };
@@ -611,16 +761,16 @@ impl<K: Kernel> Actuator<K> {
                     foreign_threads += 1;
                     continue;
                 }
-                let orig = if round > 0 || (existed && !recorded) || inherited.is_some() {
-                    &original
+                let orig = if round > 0 || (existed && !recorded) || inherited {
+                    original
                 } else {
-                    &cur
+                    &cur[..]
                 };
                 self.journal.remember_thread(pid, start, tid, orig);
                 if cur == target {
                     continue;
                 }
-                match self.kernel.set_affinity(pid, tid, &target) {
+                match self.kernel.set_affinity(pid, tid, target) {
                     Ok(()) => {
                         changed += 1;
                         undo_now.push((tid, cur));
@@ -630,53 +780,11 @@ impl<K: Kernel> Actuator<K> {
                 }
             }
         }
-        let total = seen.len();
-        if let Some(e) = errors.iter().find(|e| e.is_refusal()) {
-            return self.leave_alone(pid, start, existed, &target, &undo_now, e, total);
-        }
-        // Only a set that was made is numasched's: one that failed everywhere leaves
-        // nothing to own, and a process that had no entry keeps none.
-        if changed > 0 {
-            self.journal.set_applied(pid, start, &target);
-            self.journal.set_adopted(pid, start, false);
-        } else if !existed {
-            // Nothing changed (already there, or failed): nothing of numasched's to
-            // undo, and an entry would "restore" whatever affinity it has now over
-            // what someone else sets later.
-            self.journal.forget(pid);
-        }
-        match errors.first() {
-            Some(e) => line(
-                pid,
-                &target,
-                Action::Failed,
-                format!(
-                    "set {changed} of {total} thread(s); {} error(s), first: {e}",
-                    errors.len()
-                ),
-            ),
-            None if changed == 0 => line(
-                pid,
-                &target,
-                Action::Unchanged,
-                format!("already there ({total} thread(s))"),
-            ),
-            None if foreign_threads > 0 => line(
-                pid,
-                &target,
-                Action::Done,
-                format!(
-                    "set {changed} of {total} thread(s), left {foreign_threads} pinned by the \
-                     application: {}",
-                    pl.reason
-                ),
-            ),
-            None => line(
-                pid,
-                &target,
-                Action::Done,
-                format!("set {changed} of {total} thread(s): {}", pl.reason),
-            ),
+        ThreadPass {
+            changed,
+            foreign_threads,
+            undo_now,
+            seen,
         }
     }
 

@@ -239,6 +239,7 @@ impl Policy for CmLoad {
         "cmload"
     }
 
+    #[allow(clippy::too_many_lines)] // longer than the rest: to be split (issue 15)
     fn plan(&self, snapshot: &Snapshot) -> Plan {
         let topo = &snapshot.topology;
         let procs = &snapshot.processes;

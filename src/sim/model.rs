@@ -165,6 +165,7 @@ fn queue_delay(scale: f64, rho: f64) -> f64 {
     scale * rho / (1.0 - rho)
 }
 
+#[allow(clippy::too_many_lines)] // longer than the rest: to be split (issue 15)
 fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
     let f = params.clock_ghz;
     let nt = net.threads.len();
@@ -550,6 +551,7 @@ fn false_position(
     w
 }
 
+#[allow(clippy::too_many_lines)] // longer than the rest: to be split (issue 15)
 fn summarise(net: &Network, s: &State, procs: &[SimProcess], solo_rates: &[f64]) -> Outcome {
     #[derive(Default, Clone, Copy)]
     struct Acc {
