@@ -89,14 +89,8 @@ pub struct Engine<K: Kernel> {
     managed: Managed,
     tree: Option<Arc<Mutex<Tree>>>,
     trigger: Trigger,
-    /// CPUs numasched last set, per managed process.
-    applied: HashMap<ProcessKey, Vec<CpuId>>,
-    /// Epochs each managed process has been below the admission thresholds.
-    quiet: HashMap<ProcessKey, u32>,
-    /// Affinity changes made per managed process (for the metrics).
-    changes: HashMap<ProcessKey, u64>,
-    /// Processes already reported as not characterisable (reported once).
-    told_uncharacterised: HashSet<ProcessKey>,
+    /// What is kept of each managed process between epochs; gone with the process.
+    records: HashMap<ProcessKey, Record>,
     epoch: u64,
     replans: u64,
     errors_total: u64,
@@ -142,10 +136,7 @@ impl<K: Kernel> Engine<K> {
             managed,
             tree,
             trigger: Trigger::default(),
-            applied: HashMap::new(),
-            quiet: HashMap::new(),
-            changes: HashMap::new(),
-            told_uncharacterised: HashSet::new(),
+            records: HashMap::new(),
             epoch: 0,
             replans: 0,
             errors_total: 0,
@@ -197,7 +188,7 @@ impl<K: Kernel> Engine<K> {
             &self.last_seen,
             &self.last_chars,
             &self.last_plan,
-            &self.changes,
+            &self.records,
             &self.loads,
         )
     }
@@ -229,8 +220,11 @@ impl<K: Kernel> Engine<K> {
             .chain(notes.counter_errors)
             .collect();
         for c in &chars {
-            if c.source == PenaltySource::Unknown && self.told_uncharacterised.insert(c.key) {
-                rep.uncharacterised.push(c.key.pid);
+            if c.source == PenaltySource::Unknown {
+                let record = self.records.entry(c.key).or_default();
+                if !std::mem::replace(&mut record.told_uncharacterised, true) {
+                    rep.uncharacterised.push(c.key.pid);
+                }
             }
         }
 
@@ -281,14 +275,11 @@ impl<K: Kernel> Engine<K> {
         for (p, info) in obs.snapshot.processes.iter_mut().zip(&obs.details) {
             let key = p.key();
             let may_use = p.allowed_cpus.as_ref().map_or(machine, Vec::len);
-            let narrowed_to = self
-                .applied
-                .get(&key)
-                .map(Vec::len)
-                .filter(|&n| n < may_use);
+            let applied = self.records.get(&key).and_then(|r| r.applied.as_ref());
+            let narrowed_to = applied.map(Vec::len).filter(|&n| n < may_use);
             // Run-queue delay of the processes numasched narrowed, and of busy
             // multi-threaded ones it placed: what they waited for is demand too.
-            let placed_busy = self.applied.contains_key(&key)
+            let placed_busy = applied.is_some()
                 && p.threads.max(info.stat.num_threads) > 1
                 && p.cpu_demand >= crate::policy::granularity::IDLE_DEMAND;
             let delay = if narrowed_to.is_some() || placed_busy {
@@ -337,7 +328,7 @@ impl<K: Kernel> Engine<K> {
             .processes
             .iter()
             .filter_map(|p| {
-                let a = self.applied.get(&p.key())?;
+                let a = self.records.get(&p.key())?.applied.as_ref()?;
                 Some((p.pid, a.clone()))
             })
             .collect();
@@ -373,9 +364,10 @@ impl<K: Kernel> Engine<K> {
             match line.action {
                 Action::Done | Action::Unchanged => {
                     if let crate::apply::Subject::Affinity { cpus } = &line.subject {
-                        self.applied.insert(key, cpus.clone());
+                        let record = self.records.entry(key).or_default();
+                        record.applied = Some(cpus.clone());
                         if line.action == Action::Done {
-                            *self.changes.entry(key).or_insert(0) += 1;
+                            record.changes += 1;
                         }
                     }
                 }
@@ -445,10 +437,12 @@ impl<K: Kernel> Engine<K> {
                 continue;
             }
             if p.cpu_demand >= min_cpu && info.rss_bytes >= min_rss {
-                self.quiet.remove(&key);
+                if let Some(r) = self.records.get_mut(&key) {
+                    r.quiet = 0;
+                }
                 continue;
             }
-            let n = self.quiet.entry(key).or_insert(0);
+            let n = &mut self.records.entry(key).or_default().quiet;
             *n += 1;
             if *n >= self.config.release_after.max(1) {
                 drop.insert(key);
@@ -498,16 +492,13 @@ impl<K: Kernel> Engine<K> {
     }
 
     fn release(&mut self, key: ProcessKey, why: &str, unix: i64, rep: &mut EpochReport) {
-        if let Some(cpus) = self.applied.remove(&key) {
+        if let Some(cpus) = self.records.remove(&key).and_then(|r| r.applied) {
             if cpus.len() < self.topology.num_cpus() {
                 self.freed
                     .push(format!("pid {}: {why}; its CPUs are free", key.pid));
             }
         }
         self.last_plan.remove(&key);
-        self.quiet.remove(&key);
-        self.changes.remove(&key);
-        self.told_uncharacterised.remove(&key);
         // Only ever restore the process the journal entry was taken from.
         let journaled = self
             .actuator
@@ -551,7 +542,9 @@ impl<K: Kernel> Engine<K> {
     /// Restores every process numasched changed (shutdown), and removes the journal
     /// file if nothing is left to undo.
     pub fn restore_all(&mut self) -> (Vec<(u32, Restored)>, Option<RecoveryError>) {
-        self.applied.clear();
+        for r in self.records.values_mut() {
+            r.applied = None;
+        }
         let restored = self.actuator.restore_all();
         let journal = self.actuator.journal();
         let err = match (&mut self.journal_file, journal.is_empty()) {
@@ -624,6 +617,19 @@ fn save_if_changed(
     Ok(())
 }
 
+/// What the engine keeps of one managed process between epochs.
+#[derive(Debug, Default)]
+struct Record {
+    /// CPUs numasched last set.
+    applied: Option<Vec<CpuId>>,
+    /// Epochs in a row below the admission thresholds.
+    quiet: u32,
+    /// Affinity changes made (for the metrics).
+    changes: u64,
+    /// Reported as not characterisable (reported once).
+    told_uncharacterised: bool,
+}
+
 /// What a process used and waited for over the last epoch.
 #[derive(Debug, Clone, Copy)]
 struct Load {
@@ -635,7 +641,7 @@ fn views(
     processes: &[Process],
     chars: &[Characterised],
     plan: &HashMap<ProcessKey, (Vec<CpuId>, String)>,
-    changes: &HashMap<ProcessKey, u64>,
+    records: &HashMap<ProcessKey, Record>,
     loads: &HashMap<ProcessKey, Load>,
 ) -> Vec<ProcessView> {
     let chars: HashMap<ProcessKey, &Characterised> = chars.iter().map(|c| (c.key, c)).collect();
@@ -663,7 +669,7 @@ fn views(
                 planned_cpus: planned,
                 reason,
                 allowed_cpus: p.allowed_cpus.clone(),
-                placement_changes: changes.get(&key).copied().unwrap_or(0),
+                placement_changes: records.get(&key).map_or(0, |r| r.changes),
                 waiting: load.map_or(0.0, |l| l.waiting),
             }
         })
