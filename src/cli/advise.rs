@@ -17,7 +17,7 @@ use clap::Args;
 use serde::Serialize;
 
 use super::manage::SelectArgs;
-use crate::daemon::build::{self, Use};
+use crate::daemon::assemble::{self, Use};
 use crate::daemon::config::parse_policy;
 use crate::daemon::{logging, nodes};
 use crate::policy::{Policy, Process, Snapshot};
@@ -226,7 +226,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     }
     opts.dry_run = true;
     logging::init(opts.log_format, "warn");
-    let mut built = build::build(&opts, &args.select.roots(), None, Use::PlanOnly)?;
+    let mut built = assemble::assemble(&opts, &args.select.roots(), None, Use::PlanOnly)?;
     let (snapshot, _) = built.observe_once()?;
     let free: BTreeMap<NodeId, Option<u64>> = snapshot
         .topology

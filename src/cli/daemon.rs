@@ -7,7 +7,7 @@ use clap::Args;
 use tracing::{info, warn};
 
 use super::manage::ManageArgs;
-use crate::daemon::build::{self, Built, Use};
+use crate::daemon::assemble::{self, Built, Use};
 use crate::daemon::service::{self, Until};
 use crate::daemon::{logging, Options};
 
@@ -29,7 +29,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
         opts.socket = s.clone();
     }
     logging::init(opts.log_format, "info");
-    let built = build::build(&opts, &args.manage.select.roots(), None, Use::Manage)?;
+    let built = assemble::assemble(&opts, &args.manage.select.roots(), None, Use::Manage)?;
     announce(&built, &opts, "daemon");
     let socket = (!args.no_socket).then_some(opts.socket.as_path());
     service::serve(built, &opts, socket, Until::Signal)?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::daemon::build::LiveRoots;
+use crate::daemon::assemble::LiveRoots;
 use crate::daemon::config::{
     self, parse_bytes, parse_duration, parse_metrics_addr, parse_non_negative, parse_pin,
     parse_policy, parse_positive, FileConfig, Glob, LogFormat, Options,

@@ -12,7 +12,7 @@ use clap::Args;
 
 use super::manage::SelectArgs;
 use crate::characterise::PenaltySource;
-use crate::daemon::build::{self, Use};
+use crate::daemon::assemble::{self, Use};
 use crate::daemon::config::parse_policy;
 use crate::daemon::logging;
 use crate::policy::{self, Policy as _, Process, Snapshot};
@@ -75,7 +75,7 @@ fn live(args: &PlanArgs) -> anyhow::Result<()> {
     }
     opts.dry_run = true;
     logging::init(opts.log_format, "warn");
-    let mut built = build::build(&opts, &args.select.roots(), None, Use::PlanOnly)?;
+    let mut built = assemble::assemble(&opts, &args.select.roots(), None, Use::PlanOnly)?;
     let (snapshot, plan) = built.observe_once()?;
     let views = built.engine.views();
     let uncharacterised: Vec<u32> = views

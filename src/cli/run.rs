@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::manage::ManageArgs;
-use crate::daemon::build::{self, Use};
+use crate::daemon::assemble::{self, Use};
 use crate::daemon::logging;
 use crate::daemon::service::{self, Ended, Until};
 
@@ -47,7 +47,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         .args(rest)
         .spawn()
         .with_context(|| format!("cannot start {program:?}"))?;
-    let built = match build::build(
+    let built = match assemble::assemble(
         &opts,
         &args.manage.select.roots(),
         Some(child.id()),

@@ -12,15 +12,15 @@
 //! - [`recovery`]: the journal on disk, so a restart after SIGKILL undoes what the
 //!   killed daemon changed.
 //! - [`engine`]: one epoch, on any kernel and procfs (tests use fakes).
-//! - [`build`]: the engine on the live system; [`service`]: the loop, signals and
+//! - [`assemble`]: the engine on the live system; [`service`]: the loop, signals and
 //!   shutdown; [`socket`] and [`status`]: what `numasched status` asks and gets.
 //! - [`nodes`]: the per-node picture (load, memory, LLC pressure) of `status`.
 //! - [`metrics`]: the same status for Prometheus (`--metrics ADDR`, off by default).
 //! - [`logging`]: structured logs through `tracing`.
 //! - [`privileges`]: once started, every capability the epochs do not use is dropped.
 
+pub mod assemble;
 pub mod board;
-pub mod build;
 pub mod config;
 pub mod conns;
 pub mod engine;

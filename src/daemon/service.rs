@@ -20,8 +20,8 @@ use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use tracing::{debug, info, warn};
 
+use super::assemble::Built;
 use super::board::{Board, Wake};
-use super::build::Built;
 use super::config::Options;
 use super::engine::EpochReport;
 use super::metrics::MetricsServer;

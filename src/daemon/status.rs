@@ -133,7 +133,7 @@ fn opt(v: Option<f64>, prec: usize) -> String {
 
 impl Status {
     /// This process's status before the engine and the options fill it in
-    /// ([`super::Engine::fill_status`], [`super::build::Built::status`]): counts at
+    /// ([`super::Engine::fill_status`], [`super::assemble::Built::status`]): counts at
     /// zero, nothing managed, nothing decided.
     pub fn new(sensors: Sensors) -> Status {
         Status {

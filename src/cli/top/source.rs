@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 
 use super::TopArgs;
-use crate::daemon::build::{self, Built, Use};
+use crate::daemon::assemble::{self, Built, Use};
 use crate::daemon::config::parse_policy;
 use crate::daemon::service::unix_now;
 use crate::daemon::socket::{request_status, SocketError};
@@ -99,7 +99,7 @@ fn standalone(args: &TopArgs, why: String) -> anyhow::Result<(Source, Result<Sta
     opts.dry_run = true;
     // No logging set up: the screen is the terminal, and what the pipeline would
     // log shows in the header (errors) instead.
-    let built = build::build(&opts, &args.select.roots(), None, Use::PlanOnly)?;
+    let built = assemble::assemble(&opts, &args.select.roots(), None, Use::PlanOnly)?;
     let mut source = Source::Standalone {
         built: Box::new(built),
         why,

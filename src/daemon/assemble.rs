@@ -117,7 +117,7 @@ pub fn effective_policy(opts: &Options) -> policy::PolicyKind {
     }
 }
 
-pub fn build(
+pub fn assemble(
     opts: &Options,
     roots: &LiveRoots,
     tree: Option<u32>,
