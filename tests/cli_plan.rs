@@ -125,3 +125,31 @@ fn bad_input_gets_one_line_naming_file_and_field() {
     let (code, _, err) = numasched(&["plan", "--snapshot", &f]);
     assert_one_line_error(code, &err, &["field.json", "mpky"]);
 }
+
+/// The help of every command that takes `--policy` names every policy: the list there
+/// is written out, so it must not drift from the one the code accepts.
+#[test]
+fn policy_help_lists_every_policy() {
+    for cmd in ["plan", "daemon", "run"] {
+        let (code, out, err) = numasched(&[cmd, "--help"]);
+        assert_eq!(code, 0, "{cmd}: {err}");
+        let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        // The --policy entry: from its flag to the next flag.
+        let at = flat.find("--policy <P>").expect("a --policy flag");
+        let text = &flat[at + "--policy <P>".len()..];
+        let text = &text[..text.find(" --").unwrap_or(text.len())];
+        let words: Vec<&str> = text
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .collect();
+        for name in numasched::policy::NAMES {
+            assert!(
+                words.contains(&name),
+                "{cmd} --help does not name {name}: {text}"
+            );
+        }
+    }
+    let (code, _, err) = numasched(&["plan", "--policy", "membus-rr"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("runs only in the simulator"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

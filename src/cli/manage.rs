@@ -19,7 +19,8 @@ use crate::daemon::config::{
 pub struct ManageArgs {
     #[command(flatten)]
     pub select: SelectArgs,
-    /// Placement policy [default: auto].
+    /// Placement policy: auto (default), auto-migrate, autonuma, linux, maxlocal, nmass,
+    /// nmass-regression, membus, cmload, numad.
     #[arg(long, value_name = "P", value_parser = parse_policy)]
     pub policy: Option<crate::policy::PolicyKind>,
     /// Epoch length, e.g. 1s, 500ms [default: 1s].

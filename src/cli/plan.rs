@@ -25,8 +25,9 @@ pub struct PlanArgs {
     /// Snapshot to plan for (JSON: topology + processes); without it, this machine now.
     #[arg(long, value_name = "FILE")]
     pub snapshot: Option<PathBuf>,
-    /// Placement policy (any of `policy::NAMES`, or `oracle` with --snapshot to search
-    /// with the simulator's model as objective) [default: auto].
+    /// Placement policy: auto (default), auto-migrate, autonuma, linux, maxlocal, nmass,
+    /// nmass-regression, membus, cmload, numad; or oracle with --snapshot (a search with
+    /// the simulator's model as objective).
     #[arg(long, value_name = "P")]
     pub policy: Option<String>,
     /// Print the plan as JSON.

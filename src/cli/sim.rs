@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::policy::alloc::{self, Occupancy};
 use crate::policy::{linux::Linux, Placement, Plan, Policy, Snapshot};
-use crate::sim::eval::runner::{effective, with_current, Runner};
+use crate::sim::eval::runner::{effective, with_current, Runner, ROTATION};
 use crate::sim::eval::{bridge, suites};
 use crate::sim::{self, ProfileSet};
 use crate::topology::{cpulist, CpuId, NodeId, Topology};
@@ -301,6 +301,12 @@ fn by_policy(
     params: &sim::MachineParams,
     profiles: &ProfileSet,
 ) -> anyhow::Result<Plan> {
+    if name == ROTATION {
+        bail!(
+            "--policy {ROTATION}: a schedule over time slices, not one placement, so `sim` \
+             cannot show it; `numasched eval --suite membus` scores it"
+        );
+    }
     let runner = Runner::new(bridge::time_model(params.clone(), profiles.clone(), None));
     let pol = runner.policy(name)?;
     let snap = if pol.uses_current_placement() {

@@ -152,9 +152,26 @@ pub const NAMES: [&str; PolicyKind::ALL.len()] = {
     out
 };
 
+/// Names of what only the simulator runs: the oracle (a search with the model as
+/// objective; `plan` runs it on a saved snapshot) and Tudu et al.'s rotation, a
+/// schedule over time slices rather than a placement ([`rotation`]).
+pub const EVAL_ONLY: [&str; 2] = ["oracle", "membus-rr"];
+
 #[derive(Debug, thiserror::Error)]
-#[error("unknown policy '{0}' (known: {known})", known = NAMES.join(", "))]
+#[error("{}", unknown_text(.0))]
 pub struct UnknownPolicy(pub String);
+
+fn unknown_text(name: &str) -> String {
+    if EVAL_ONLY.contains(&name) {
+        format!(
+            "policy '{name}' runs only in the simulator (`numasched eval`): it is no \
+             placement the daemon could apply (the policies are {})",
+            NAMES.join(", ")
+        )
+    } else {
+        format!("unknown policy '{name}' (known: {})", NAMES.join(", "))
+    }
+}
 
 /// Builds a policy by name with its default parameters.
 pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {

@@ -154,6 +154,8 @@ pub fn help_of(key: &str) -> Option<String> {
         text.push('.');
     }
     let values: Vec<String> = if key == "policy" {
+        // The flag's help lists the names in prose; here they come once, as below.
+        text = "Placement policy.".into();
         crate::policy::NAMES.iter().map(|s| s.to_string()).collect()
     } else {
         arg.get_possible_values()

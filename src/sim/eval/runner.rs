@@ -76,13 +76,13 @@ pub struct Row {
 
 /// The policy names that the runner treats specially.
 pub const LINUX: &str = "linux";
-pub const ORACLE: &str = "oracle";
+pub const ORACLE: &str = crate::policy::EVAL_ONLY[0];
 pub const AUTONUMA: &str = "autonuma";
 /// Tudu et al.'s round-robin time-sharing, scored slice by slice ([`super::slices`]):
 /// a schedule, not a placement, so the simulator's alone.
-pub const ROTATION: &str = "membus-rr";
+pub const ROTATION: &str = crate::policy::EVAL_ONLY[1];
 /// Names the runner knows beside [`crate::policy::NAMES`].
-pub const EVAL_ONLY: &[&str] = &[ORACLE, ROTATION];
+pub const EVAL_ONLY: &[&str] = &crate::policy::EVAL_ONLY;
 
 /// Per-process run times memoised by what the model's answer depends on.
 type PhaseKey = (Vec<Vec<CpuId>>, Vec<Vec<(NodeId, u64)>>);
