@@ -66,6 +66,7 @@ fn engine(n: usize, dir: &std::path::Path) -> Engine<FakeKernel> {
             actuator: Actuator::new(kernel, ActuatorConfig::default()),
             tree: None,
             journal_file: None,
+            jobs: None,
         },
     )
 }

@@ -9,11 +9,13 @@ use std::sync::{Arc, Mutex};
 use numasched::apply::{Action, Actuator, ActuatorConfig, FakeKernel, Restored};
 use numasched::characterise::live::{Live, LiveConfig};
 use numasched::daemon::config::{Glob, Selection};
+use numasched::daemon::jobs::Jobs;
 use numasched::daemon::recovery::JournalFile;
 use numasched::daemon::select::Selector;
 use numasched::daemon::trigger::TriggerParams;
 use numasched::daemon::{Engine, EngineConfig, EpochReport, Stages};
 use numasched::observe::fakeproc::{FakeProc, FakeProcess};
+use numasched::observe::slurm::{JobMode, SlurmReader};
 use numasched::observe::{CounterError, CounterSample, CounterSource, ScanConfig, Scanner};
 use numasched::topology::{spec, CpuId};
 
@@ -64,6 +66,11 @@ struct Bed {
 }
 
 fn bed(select: Selection, min_interval: f64, release_after: u32) -> Bed {
+    bed_with(select, min_interval, release_after, false)
+}
+
+/// `slurm`: Slurm jobs are looked for, their cgroups under `<dir>/sys/fs/cgroup`.
+fn bed_with(select: Selection, min_interval: f64, release_after: u32, slurm: bool) -> Bed {
     let dir = tempfile::tempdir().expect("tempdir");
     let fake = FakeProc::new(&dir.path().join("proc")).expect("fake procfs");
     let journal = dir.path().join("journal.json");
@@ -104,6 +111,12 @@ fn bed(select: Selection, min_interval: f64, release_after: u32) -> Bed {
             actuator: Actuator::new(FakeKernel::new(&ALL), ActuatorConfig::default()),
             tree: None,
             journal_file: Some(JournalFile::new(&journal)),
+            jobs: slurm.then(|| {
+                Jobs::new(SlurmReader::new(
+                    fake.root(),
+                    &dir.path().join("sys/fs/cgroup"),
+                ))
+            }),
         },
     );
     Bed {
@@ -132,6 +145,22 @@ impl Bed {
         self.uptime += 1.0;
         self.fake.set_uptime(self.uptime).expect("uptime");
         self.engine.epoch(now, 0).expect("epoch")
+    }
+
+    /// Puts `pid` in Slurm job step `step`'s cgroup (v1 layout), whose cpuset is
+    /// `cpus`/`mems`, with `env` (NUL-separated) as its environment.
+    fn in_job(&self, pid: u32, job: u32, cpus: &str, mems: &str, env: &str) {
+        let path = format!("slurm_n/uid_0/job_{job}/step_0");
+        let step = self._dir.path().join("sys/fs/cgroup/cpuset").join(&path);
+        for d in [step.clone(), step.parent().expect("job").to_path_buf()] {
+            std::fs::create_dir_all(&d).expect("mkdir");
+            std::fs::write(d.join("cpuset.cpus"), cpus).expect("cpus");
+            std::fs::write(d.join("cpuset.mems"), mems).expect("mems");
+        }
+        self.fake
+            .write(pid, "cgroup", &format!("4:cpuset:/{path}/task_0\n"))
+            .expect("cgroup");
+        self.fake.write(pid, "environ", env).expect("environ");
     }
 
     fn affinity(&self, pid: u32) -> Option<Vec<CpuId>> {
@@ -456,4 +485,107 @@ fn a_stop_or_an_exit_of_a_placed_process_re_plans_at_once() {
         "{:?}",
         r.replan
     );
+}
+
+/// Job 1 holds node 1's CPUs, and its task's memory is on node 0, where it may not go;
+/// job 2 holds CPU 1 and opted out; a process outside every job has its memory on
+/// node 1, but only CPU 0 is no job's.
+fn three_jobs(slurm: bool) -> Bed {
+    let mut b = bed_with(everyone(), 0.0, 30, slurm);
+    b.add(10, "job1task", 0, 1);
+    b.in_job(10, 1, "2-3", "1", "PATH=/bin\0");
+    b.add(11, "job2task", 0, 1);
+    b.in_job(11, 2, "1", "0", "NUMASCHED=off\0");
+    b.add(12, "outsider", 1, 1);
+    let r = b.epoch(0.0);
+    assert!(replanned(&r), "{r:?}");
+    b
+}
+
+#[test]
+fn slurm_jobs_are_placed_inside_their_allocation_and_off_is_left_alone() {
+    // Without the jobs stage the plan follows memory, into job 2's and out of job 1's
+    // CPUs: what the stage must prevent.
+    let blind = three_jobs(false);
+    let placed = |b: &Bed, pid| b.affinity(pid).expect("known");
+    assert!(placed(&blind, 10).iter().any(|c| [0, 1].contains(c)));
+    assert_ne!(placed(&blind, 11), ALL.to_vec());
+
+    let b = three_jobs(true);
+    assert!(
+        placed(&b, 10).iter().all(|c| [2, 3].contains(c)),
+        "inside job 1's cpuset: {:?}",
+        placed(&b, 10)
+    );
+    assert_eq!(placed(&b, 11), ALL.to_vec(), "off: never touched");
+    assert_eq!(placed(&b, 12), vec![0], "kept off the jobs' CPUs");
+    let mut s = test_status();
+    b.engine.fill_status(&mut s);
+    let steps: Vec<(String, JobMode, usize)> = s
+        .jobs
+        .iter()
+        .map(|j| (j.step.clone(), j.mode, j.managed))
+        .collect();
+    assert_eq!(
+        steps,
+        vec![
+            ("1.0".to_string(), JobMode::Manage, 1),
+            ("2.0".to_string(), JobMode::Off, 0)
+        ]
+    );
+    let job_of = |pid| {
+        s.processes
+            .iter()
+            .find(|p| p.pid == pid)
+            .and_then(|p| p.job.clone())
+    };
+    assert_eq!(job_of(10), Some("1.0".into()));
+    assert_eq!(job_of(12), None);
+    assert!(s.render().contains("[job 1.0]"), "{}", s.render());
+}
+
+#[test]
+fn an_advise_job_is_planned_and_shown_but_never_changed() {
+    let mut b = bed_with(everyone(), 0.0, 30, true);
+    b.add(20, "advised", 1, 1);
+    b.in_job(20, 3, "0-3", "0-1", "NUMASCHED=advise\0");
+    let r = b.epoch(0.0);
+    assert!(replanned(&r));
+    assert_eq!(b.affinity(20), Some(ALL.to_vec()), "advice only");
+    let mut s = test_status();
+    b.engine.fill_status(&mut s);
+    let p = s.processes.iter().find(|p| p.pid == 20).expect("shown");
+    assert!(
+        !p.planned_cpus.is_empty() && p.planned_cpus.len() < ALL.len(),
+        "the advice is shown: {p:?}"
+    );
+    assert!(
+        s.decisions
+            .iter()
+            .any(|d| d.action == "advised" && d.pid == 20),
+        "{:?}",
+        s.decisions
+    );
+    assert!(
+        s.decisions.iter().all(|d| d.action != "done"),
+        "{:?}",
+        s.decisions
+    );
+}
+
+#[test]
+fn a_wish_that_is_no_mode_is_reported_and_the_job_left_alone() {
+    let mut b = bed_with(everyone(), 0.0, 30, true);
+    b.add(30, "typo", 0, 1);
+    b.in_job(30, 4, "0-3", "0-1", "NUMASCHED=of\0");
+    let r = b.epoch(0.0);
+    assert!(
+        r.problems
+            .iter()
+            .any(|p| p.contains("NUMASCHED=") && p.contains("4.0")),
+        "{:?}",
+        r.problems
+    );
+    assert_eq!(b.affinity(30), Some(ALL.to_vec()));
+    assert_eq!(r.managed, 0);
 }

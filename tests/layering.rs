@@ -33,7 +33,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // characterise's.
     ("sim", &["topology", "policy", "characterise", "files"]),
     // Debt: `Snapshot` and `Process` live in policy.
-    ("observe", &["topology", "policy"]),
+    ("observe", &["topology", "policy", "files"]),
     (
         "characterise",
         &["topology", "observe", "policy", "sim", "files"],

@@ -9,6 +9,7 @@ use tracing::{info, warn};
 
 use super::config::Options;
 use super::engine::{Engine, EngineConfig, Stages};
+use super::jobs::Jobs;
 use super::recovery::{self, JournalFile, JournalLock};
 use super::select::Selector;
 use super::status::Status;
@@ -18,6 +19,7 @@ use crate::characterise::live::{Live, LiveConfig};
 use crate::characterise::store::Store;
 use crate::observe::resctrl::Resctrl;
 use crate::observe::sensors::Roots;
+use crate::observe::slurm::SlurmReader;
 use crate::observe::{PerfCounters, ScanConfig, Scanner, Sensors};
 use crate::policy;
 use crate::policy::{Plan, Snapshot};
@@ -214,6 +216,10 @@ pub fn assemble(
             actuator,
             tree,
             journal_file,
+            jobs: Some(Jobs::new(SlurmReader::new(
+                &roots.proc,
+                &roots.sys.join("fs/cgroup"),
+            ))),
         },
     );
     Ok(Built {

@@ -13,6 +13,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::jobs::{Confined, Jobs};
 use super::need::{Need, Needs, Reading};
 use super::recovery::{JournalFile, RecoveryError};
 use super::select::{self, Managed, Selector, Tree};
@@ -23,7 +24,7 @@ use crate::apply::{Action, Actuator, ApplyReport, Journal, Kernel, Restored};
 use crate::characterise::live::{Characterised, Live};
 use crate::characterise::PenaltySource;
 use crate::observe::{Observation, ObserveError, ProcDir, Scanner};
-use crate::policy::{Plan, Policy, Process, ProcessKey, Snapshot};
+use crate::policy::{Placement, Plan, Policy, Process, ProcessKey, Snapshot};
 use crate::topology::{CpuId, Topology};
 
 /// Decisions kept for `status`.
@@ -51,6 +52,8 @@ pub struct Stages<K: Kernel> {
     pub tree: Option<u32>,
     /// Where the journal is kept for crash recovery (none: not kept).
     pub journal_file: Option<JournalFile>,
+    /// Slurm's jobs on this node (none: not looked for).
+    pub jobs: Option<Jobs>,
 }
 
 /// What one epoch did, for the log.
@@ -113,6 +116,9 @@ pub struct Engine<K: Kernel> {
     journal_file: Option<JournalFile>,
     /// The journal as last written to `journal_file`.
     saved: Journal,
+    jobs: Option<Arc<Jobs>>,
+    /// What the last epoch found of Slurm's jobs.
+    last_jobs: Confined,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -125,7 +131,8 @@ impl<K: Kernel> Engine<K> {
         let tree = stages
             .tree
             .map(|root| Arc::new(Mutex::new(Tree::new(root))));
-        let filter = select::filter(stages.selector, managed.clone(), tree.clone());
+        let jobs = stages.jobs.map(Arc::new);
+        let filter = select::filter(stages.selector, managed.clone(), tree.clone(), jobs.clone());
         Engine {
             config,
             topology: stages.topology,
@@ -150,6 +157,8 @@ impl<K: Kernel> Engine<K> {
             max_epoch_ms: 0.0,
             journal_file: stages.journal_file,
             saved: Journal::new(),
+            jobs,
+            last_jobs: Confined::default(),
         }
     }
 
@@ -184,13 +193,21 @@ impl<K: Kernel> Engine<K> {
 
     /// Every managed process as of the last epoch.
     pub fn views(&self) -> Vec<ProcessView> {
-        views(
+        let mut views = views(
             &self.last_seen,
             &self.last_chars,
             &self.last_plan,
             &self.records,
             &self.loads,
-        )
+        );
+        for v in &mut views {
+            let key = ProcessKey {
+                pid: v.pid,
+                start_time: v.start_time,
+            };
+            v.job = self.last_jobs.step_of.get(&key).map(ToString::to_string);
+        }
+        views
     }
 
     pub fn managed(&self) -> usize {
@@ -206,8 +223,14 @@ impl<K: Kernel> Engine<K> {
             epoch: self.epoch,
             ..EpochReport::default()
         };
+        if let Some(jobs) = &self.jobs {
+            jobs.begin_pass();
+        }
         let mut obs = self.scanner.scan(&self.topology)?;
         rep.problems = obs.problems.iter().map(|e| e.to_string()).collect();
+        if let Some(jobs) = &self.jobs {
+            rep.problems.extend(jobs.take_problems());
+        }
         self.errors_total += rep.problems.len() as u64;
 
         self.release_quiet(&mut obs, unix, &mut rep);
@@ -229,6 +252,10 @@ impl<K: Kernel> Engine<K> {
         }
 
         super::pins::unpin_own(&mut obs.snapshot, self.actuator.journal());
+        // After unpinning: a job's own allocation is a limit numasched did not set.
+        if let Some(jobs) = &self.jobs {
+            self.last_jobs = jobs.confine(&mut obs.snapshot);
+        }
         let mut urgent = std::mem::take(&mut self.freed);
         urgent.extend(self.size(&mut obs, now));
         match self
@@ -333,6 +360,7 @@ impl<K: Kernel> Engine<K> {
             })
             .collect();
         stabilise(&mut plan, &applied, &self.topology);
+        let advised = self.advise_only(&mut plan, snapshot, unix);
         // Journal on disk before changing anything: a crash in the pass must be
         // undoable by the next start. If it cannot be written, change nothing.
         let intents = match &self.journal_file {
@@ -393,6 +421,8 @@ impl<K: Kernel> Engine<K> {
         self.last_plan = plan
             .placements
             .iter()
+            // An advised process shows the advice (later entries win).
+            .chain(&advised)
             .filter_map(|pl| {
                 let key = keys.get(&pl.pid)?;
                 Some((*key, (pl.cpus.clone(), pl.reason.clone())))
@@ -403,6 +433,51 @@ impl<K: Kernel> Engine<K> {
         rep.plan = Some(plan);
         rep.snapshot = Some(snapshot.clone());
         rep.apply = Some(report);
+    }
+
+    /// Takes the placements and page moves of processes whose Slurm job asked for
+    /// advice only out of `plan` (they are left alone) and returns the placements, for
+    /// `status` to show; a changed piece of advice is a decision.
+    fn advise_only(&mut self, plan: &mut Plan, snapshot: &Snapshot, unix: i64) -> Vec<Placement> {
+        let advise = std::mem::take(&mut self.last_jobs.advise);
+        if advise.is_empty() {
+            return Vec::new();
+        }
+        plan.page_moves.retain(|m| !advise.contains(&m.pid));
+        let mut advised = Vec::new();
+        for pl in plan
+            .placements
+            .iter_mut()
+            .filter(|pl| advise.contains(&pl.pid))
+        {
+            let mut leave = pl.clone();
+            leave.cpus.clear();
+            leave.nodes.clear();
+            leave.reason = "its Slurm job asked for advice only (NUMASCHED=advise)".into();
+            advised.push(std::mem::replace(pl, leave));
+        }
+        self.last_jobs.advise = advise;
+        for pl in &advised {
+            let Some(key) = snapshot
+                .processes
+                .iter()
+                .find(|p| p.pid == pl.pid)
+                .map(Process::key)
+            else {
+                continue;
+            };
+            let before = self.last_plan.get(&key).map(|(cpus, _)| cpus);
+            if !pl.cpus.is_empty() && before != Some(&pl.cpus) {
+                let text = format!(
+                    "pid {}: would place on CPUs {} ({}); not applied: its job asked for advice only",
+                    pl.pid,
+                    crate::topology::cpulist::format(&pl.cpus),
+                    pl.reason
+                );
+                self.decide(unix, pl.pid, "advised", text);
+            }
+        }
+        advised
     }
 
     /// The next chunks of the page moves in progress (see [`crate::apply::migrate`]).
@@ -590,6 +665,7 @@ impl<K: Kernel> Engine<K> {
             .collect();
         s.processes = Arc::new(views);
         s.decisions = self.decisions.iter().cloned().collect();
+        s.jobs = self.last_jobs.views.clone();
         s.epochs = self.epoch;
         s.replans = self.replans;
         s.errors_total = self.errors_total;
@@ -671,6 +747,7 @@ fn views(
                 allowed_cpus: p.allowed_cpus.clone(),
                 placement_changes: records.get(&key).map_or(0, |r| r.changes),
                 waiting: load.map_or(0.0, |l| l.waiting),
+                job: None,
             }
         })
         .collect()

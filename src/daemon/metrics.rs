@@ -431,7 +431,38 @@ pub fn render(s: &Status) -> String {
             }
         }
     }
+    if !s.jobs.is_empty() {
+        job_families(&mut o, &s.jobs);
+    }
     o.0
+}
+
+/// Per Slurm job step: what it holds and how much of it numasched manages.
+fn job_families(o: &mut Out, jobs: &[super::jobs::JobView]) {
+    type JobGet = fn(&super::jobs::JobView) -> f64;
+    let families: [(&str, &str, JobGet); 3] = [
+        (
+            "numasched_job_tasks",
+            "Processes of the Slurm job step that the scan saw.",
+            |j| j.tasks as f64,
+        ),
+        (
+            "numasched_job_managed_processes",
+            "Processes of the Slurm job step that numasched manages (advise: plans only).",
+            |j| j.managed as f64,
+        ),
+        (
+            "numasched_job_allocated_cpus",
+            "CPUs in the Slurm job step's allocation (its cpuset; 0 when cores are not constrained).",
+            |j| j.cpus.len() as f64,
+        ),
+    ];
+    for (name, help, get) in families {
+        o.family(name, "gauge", help);
+        for j in jobs {
+            o.sample(name, &[("step", &j.step), ("mode", j.mode.name())], get(j));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -464,6 +495,7 @@ mod tests {
             allowed_cpus: None,
             placement_changes: changes,
             waiting: 0.0,
+            job: None,
         };
         Status {
             version: "0.1.0".into(),
@@ -504,6 +536,15 @@ mod tests {
             ]
             .into(),
             uncharacterised: vec![101],
+            jobs: vec![crate::daemon::jobs::JobView {
+                step: "12.0".into(),
+                job: 12,
+                mode: crate::observe::slurm::JobMode::Advise,
+                cpus: vec![2, 3],
+                mems: vec![1],
+                tasks: 2,
+                managed: 1,
+            }],
             ..Status::new(Sensors::detect_with(
                 &crate::observe::sensors::Roots {
                     proc: "/nonexistent".into(),
@@ -551,6 +592,18 @@ mod tests {
             &(8u64 << 30).to_string()
         );
         assert_eq!(at("numasched_node_llc_pressure_mpki{node=\"0\"}"), "12.5");
+        assert_eq!(
+            at("numasched_job_tasks{step=\"12.0\",mode=\"advise\"}"),
+            "2"
+        );
+        assert_eq!(
+            at("numasched_job_managed_processes{step=\"12.0\",mode=\"advise\"}"),
+            "1"
+        );
+        assert_eq!(
+            at("numasched_job_allocated_cpus{step=\"12.0\",mode=\"advise\"}"),
+            "2"
+        );
         assert_eq!(
             at("numasched_process_local_fraction{pid=\"100\",program=\"mcf\"}"),
             "0.75"

@@ -25,6 +25,7 @@ pub mod config;
 pub mod conns;
 pub mod engine;
 pub mod glob;
+pub mod jobs;
 pub mod logging;
 pub mod metrics;
 pub mod need;

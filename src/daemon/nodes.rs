@@ -111,6 +111,7 @@ mod tests {
             allowed_cpus: None,
             placement_changes: 0,
             waiting: 0.0,
+            job: None,
         }
     }
 

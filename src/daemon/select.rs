@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::config::Selection;
 use super::glob::{any_match, Glob};
+use super::jobs::Jobs;
+use crate::observe::slurm::JobMode;
 use crate::observe::{Candidate, Filter};
 use crate::policy::ProcessKey;
 
@@ -169,9 +171,22 @@ impl Tree {
     }
 }
 
-/// The scan filter: identity every pass, thresholds for newcomers only.
-pub fn filter(selector: Selector, managed: Managed, tree: Option<Arc<Mutex<Tree>>>) -> Filter {
+/// The scan filter: identity every pass, thresholds for newcomers only, and a Slurm
+/// job's opt-out (see [`super::jobs`]) before either.
+pub fn filter(
+    selector: Selector,
+    managed: Managed,
+    tree: Option<Arc<Mutex<Tree>>>,
+    jobs: Option<Arc<Jobs>>,
+) -> Filter {
     Box::new(move |c: &Candidate<'_>| {
+        let key = ProcessKey {
+            pid: c.stat.pid,
+            start_time: c.stat.start_time,
+        };
+        if jobs.as_ref().and_then(|j| j.mode(key, &c.stat.comm)) == Some(JobMode::Off) {
+            return false;
+        }
         let in_tree = tree.as_ref().map(|t| {
             t.lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -183,10 +198,7 @@ pub fn filter(selector: Selector, managed: Managed, tree: Option<Arc<Mutex<Tree>
             Verdict::Quiet => managed
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .contains(&ProcessKey {
-                    pid: c.stat.pid,
-                    start_time: c.stat.start_time,
-                }),
+                .contains(&key),
         }
     })
 }
@@ -298,7 +310,7 @@ mod tests {
     #[test]
     fn quiet_processes_stay_only_if_already_managed() {
         let managed: Managed = Arc::default();
-        let f = filter(selector(|_| {}), managed.clone(), None);
+        let f = filter(selector(|_| {}), managed.clone(), None, None);
         let s = stat(50, 1, "idle");
         assert!(!f(&cand(&s, 0.0, 1 << 20)));
         managed.lock().expect("lock").insert(ProcessKey {
@@ -315,6 +327,7 @@ mod tests {
             selector(|s| s.exclude_comm = globs(&["skipme"])),
             Arc::default(),
             Some(tree.clone()),
+            None,
         );
         assert!(f(&cand(&stat(100, 1, "sh"), 0.0, 0)));
         assert!(f(&cand(&stat(101, 100, "child"), 0.0, 0)));

@@ -61,6 +61,9 @@ pub struct Status {
     pub uncharacterised: Vec<u32>,
     /// Newest last.
     pub decisions: Vec<Decision>,
+    /// Slurm job steps on this node (see [`super::jobs`]); empty without Slurm.
+    #[serde(default)]
+    pub jobs: Vec<super::jobs::JobView>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,6 +97,9 @@ pub struct ProcessView {
     /// while numasched narrows it): above about half a thread, its set is too small.
     #[serde(default)]
     pub waiting: f64,
+    /// Its Slurm job step (`12.0`), if it runs in one.
+    #[serde(default)]
+    pub job: Option<String>,
 }
 
 /// A page move in progress (see [`crate::apply::migrate`]).
@@ -162,6 +168,31 @@ impl Status {
             processes: Arc::default(),
             uncharacterised: Vec::new(),
             decisions: Vec::new(),
+            jobs: Vec::new(),
+        }
+    }
+
+    /// The Slurm job steps' table of [`Status::render`], if there are any.
+    fn render_jobs(&self, s: &mut String) {
+        if self.jobs.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            s,
+            "\n{:<14} {:<7} {:<10} {:<6} {:>5} {:>7}",
+            "slurm step", "mode", "cpus", "mems", "tasks", "managed"
+        );
+        for j in &self.jobs {
+            let _ = writeln!(
+                s,
+                "{:<14} {:<7} {:<10} {:<6} {:>5} {:>7}",
+                j.step,
+                j.mode.name(),
+                list(&j.cpus),
+                list(&j.mems),
+                j.tasks,
+                j.managed
+            );
         }
     }
 
@@ -235,6 +266,7 @@ impl Status {
                 );
             }
         }
+        self.render_jobs(&mut s);
         let _ = writeln!(
             s,
             "\n{:>8}  {:<15} {:>3} {:>5} {:>6} {:>5} {:<10} {:>5} {:<8} {:<8} reason",
@@ -254,7 +286,10 @@ impl Status {
                 opt(p.local_fraction, 2),
                 list(&p.current_cpus),
                 list(&p.planned_cpus),
-                p.reason
+                match &p.job {
+                    Some(j) => format!("[job {j}] {}", p.reason),
+                    None => p.reason.clone(),
+                }
             );
         }
         if !self.processes.is_empty() {

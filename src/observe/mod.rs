@@ -21,6 +21,8 @@
 //! - [`counters`]: per-process hardware counter deltas behind a trait, for MPKI.
 //! - [`fakeproc`]: a fake procfs tree for tests and benchmarks.
 //! - [`resctrl`]: memory bandwidth per resctrl monitoring group (MBM), and per process.
+//! - [`slurm`]: a process's Slurm job step (its cgroup), the step's allocation (its
+//!   cpuset) and the job's wish (`NUMASCHED=` in its environment).
 //!
 //! Which sensor feeds which snapshot field:
 //!
@@ -55,6 +57,7 @@ pub mod scan;
 pub mod sched;
 pub mod schedstat;
 pub mod sensors;
+pub mod slurm;
 pub mod status;
 
 pub use counters::{CounterError, CounterSample, CounterSource, PerfCounters};

@@ -235,7 +235,10 @@ pub fn process_cells(p: &ProcessView) -> [String; 12] {
         p.source.name().into(),
         cpus(&p.current_cpus),
         cpus(&p.planned_cpus),
-        p.reason.clone(),
+        match &p.job {
+            Some(j) => format!("[job {j}] {}", p.reason),
+            None => p.reason.clone(),
+        },
     ]
 }
 
@@ -335,6 +338,10 @@ fn header_lines(screen: &Screen<'_>) -> Vec<Line<'static>> {
             sensors,
             s.store.as_deref().unwrap_or("none")
         );
+        if !s.jobs.is_empty() {
+            let steps: Vec<String> = s.jobs.iter().map(ToString::to_string).collect();
+            second.push_str(&format!("; slurm: {}", steps.join(", ")));
+        }
     }
     if let Some(e) = screen.error {
         second = format!("error: {e}");

@@ -1,0 +1,461 @@
+//! Slurm jobs: numasched as a companion of the engine that owns the node.
+//!
+//! Slurm gives each job step a set of CPUs and memory nodes (its cgroup's cpuset) and
+//! expects it to stay there; other jobs' CPUs are not its to use, and a task moved
+//! outside its step is refused by the kernel (EINVAL). Three rules follow, applied to
+//! each epoch's snapshot before planning, so every policy obeys them without knowing
+//! about Slurm:
+//! - a job's task may only be planned inside its step's allocation (CPUs and memory);
+//! - a process outside every job is kept off the CPUs allocated to jobs (when some CPU
+//!   is left for it), so numasched never crowds a job with work Slurm did not put there;
+//! - the job decides how it is treated (`NUMASCHED=off|advise|manage`, see
+//!   [`crate::observe::slurm`]): `off` is never managed (and is restored at once if it
+//!   was), `advise` is planned and shown but never applied.
+//!
+//! A process's job and wish are read once per process (its cgroup and environment do
+//! not change while it lives in a job); allocations are read every epoch, because
+//! Slurm may resize a job.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+
+use crate::observe::slurm::{Allocation, JobMode, JobStep, Membership, SlurmReader};
+use crate::policy::{ProcessKey, Snapshot};
+use crate::topology::{CpuId, NodeId};
+
+/// Scan passes after which a process not looked up is forgotten: longer than the scan
+/// leaves an idle process unread.
+const FORGET_AFTER: u64 = 64;
+
+/// What is known of one process in a job.
+#[derive(Debug, Clone)]
+struct Member {
+    membership: Membership,
+    mode: JobMode,
+    /// Slurm's own step daemon, which lives in the step's cgroup: never managed, not
+    /// a task.
+    stepd: bool,
+}
+
+/// The command name of Slurm's step daemon.
+const STEPD: &str = "slurmstepd";
+
+#[derive(Debug, Default)]
+struct Known {
+    /// Per process seen by the scan: its job, or `None` outside Slurm.
+    members: HashMap<ProcessKey, (Option<Member>, u64)>,
+    /// Scan passes begun.
+    pass: u64,
+    /// Problems not yet reported (a wish that is no mode), each once.
+    problems: Vec<String>,
+}
+
+/// The job table shared by the scan filter (which drops `off` jobs) and the engine
+/// (which confines the rest).
+#[derive(Debug)]
+pub struct Jobs {
+    reader: SlurmReader,
+    known: Mutex<Known>,
+}
+
+/// A job step as `status`, `top` and the metrics show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobView {
+    /// `12.0`, `12.batch`.
+    pub step: String,
+    pub job: u64,
+    pub mode: JobMode,
+    /// The step's allocation (its cpuset); empty when Slurm does not constrain cores.
+    pub cpus: Vec<CpuId>,
+    pub mems: Vec<NodeId>,
+    /// Processes of the step the scan saw, and of those the ones numasched manages.
+    pub tasks: usize,
+    pub managed: usize,
+}
+
+impl std::fmt::Display for JobView {
+    /// `12.0 manage 2/2 on 0-1`: step, mode, managed of the tasks seen, allocation.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} {}/{}",
+            self.step,
+            self.mode.name(),
+            self.managed,
+            self.tasks
+        )?;
+        if !self.cpus.is_empty() {
+            write!(f, " on {}", crate::topology::cpulist::format(&self.cpus))?;
+        }
+        Ok(())
+    }
+}
+
+/// What confining one snapshot found, for the engine's views and report.
+#[derive(Debug, Default)]
+pub struct Confined {
+    /// The job step of each process in a job.
+    pub step_of: HashMap<ProcessKey, JobStep>,
+    /// Processes of `advise` jobs: planned, not applied.
+    pub advise: BTreeSet<u32>,
+    pub views: Vec<JobView>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Jobs {
+    pub fn new(reader: SlurmReader) -> Jobs {
+        Jobs {
+            reader,
+            known: Mutex::new(Known::default()),
+        }
+    }
+
+    /// Starts a scan pass, forgetting processes the scan has not asked about for
+    /// [`FORGET_AFTER`] passes. (An idle process is not looked at every pass; one
+    /// forgotten too early is only read again.)
+    pub fn begin_pass(&self) {
+        let mut k = lock(&self.known);
+        k.pass += 1;
+        let pass = k.pass;
+        k.members.retain(|_, (_, seen)| *seen + FORGET_AFTER > pass);
+    }
+
+    /// The wish of `pid`'s job (`off` for Slurm's own step daemon); `None` outside
+    /// Slurm. Called by the scan filter for candidates, so it also records which
+    /// processes exist.
+    pub fn mode(&self, key: ProcessKey, comm: &str) -> Option<JobMode> {
+        let mut k = lock(&self.known);
+        let pass = k.pass;
+        if let Some((m, seen)) = k.members.get_mut(&key) {
+            *seen = pass;
+            return m.as_ref().map(|m| m.mode);
+        }
+        let member = self.reader.membership(key.pid).map(|membership| {
+            if comm == STEPD {
+                return Member {
+                    membership,
+                    mode: JobMode::Off,
+                    stepd: true,
+                };
+            }
+            let mode = match self.reader.mode(key.pid) {
+                Ok(m) => m.unwrap_or_default(),
+                Err(e) => {
+                    // Not understood: do no harm, leave the job alone.
+                    k.problems.push(format!(
+                        "{e}; job {} is left alone (not managed)",
+                        membership.step
+                    ));
+                    JobMode::Off
+                }
+            };
+            Member {
+                membership,
+                mode,
+                stepd: false,
+            }
+        });
+        let mode = member.as_ref().map(|m| m.mode);
+        k.members.insert(key, (member, pass));
+        mode
+    }
+
+    /// Problems found since the last call (each reported once).
+    pub fn take_problems(&self) -> Vec<String> {
+        std::mem::take(&mut lock(&self.known).problems)
+    }
+
+    /// Applies the three rules of the module to the snapshot (see the module doc).
+    pub fn confine(&self, snapshot: &mut Snapshot) -> Confined {
+        let members: HashMap<ProcessKey, Member> = lock(&self.known)
+            .members
+            .iter()
+            .filter_map(|(k, (m, _))| Some((*k, m.clone()?)))
+            .collect();
+        // Every step of every job the scan saw, managed or not.
+        let mut steps: BTreeMap<JobStep, (Option<Allocation>, JobMode, usize)> = BTreeMap::new();
+        for m in members.values() {
+            let e = steps.entry(m.membership.step.clone()).or_insert_with(|| {
+                let alloc = self
+                    .reader
+                    .allocation(&m.membership.step_cgroup, m.membership.v1);
+                (alloc, m.mode, 0)
+            });
+            if !m.stepd {
+                e.1 = m.mode;
+                e.2 += 1;
+            }
+        }
+        // Every job's CPUs are taken, including jobs whose tasks the scan has not
+        // looked at lately.
+        let taken: BTreeSet<CpuId> = steps
+            .values()
+            .filter_map(|(a, _, _)| a.as_ref())
+            .chain(self.reader.jobs_allocated().iter())
+            .flat_map(|a| a.cpus.iter().copied())
+            .collect();
+        let machine: Vec<CpuId> = snapshot.topology.cpus().iter().map(|c| c.id).collect();
+        let mut out = Confined::default();
+        let mut managed: BTreeMap<JobStep, usize> = BTreeMap::new();
+        for p in &mut snapshot.processes {
+            let allowed = p.allowed_cpus.clone().unwrap_or_else(|| machine.clone());
+            let Some(m) = members.get(&p.key()) else {
+                // Outside every job: off the jobs' CPUs, if anything is left.
+                let free: Vec<CpuId> = allowed
+                    .iter()
+                    .copied()
+                    .filter(|c| !taken.contains(c))
+                    .collect();
+                if !free.is_empty() && free.len() < allowed.len() {
+                    p.allowed_cpus = Some(free);
+                }
+                continue;
+            };
+            let step = &m.membership.step;
+            *managed.entry(step.clone()).or_default() += 1;
+            out.step_of.insert(p.key(), step.clone());
+            if m.mode == JobMode::Advise {
+                out.advise.insert(p.pid);
+            }
+            let Some(Some(alloc)) = steps.get(step).map(|s| &s.0) else {
+                continue;
+            };
+            let inside: Vec<CpuId> = allowed
+                .iter()
+                .copied()
+                .filter(|c| alloc.cpus.contains(c))
+                .collect();
+            // Empty: the allocation and the affinity disagree (the step is being
+            // torn down); the affinity, which the kernel enforces, stands.
+            if !inside.is_empty() && inside.len() < machine.len() {
+                p.allowed_cpus = Some(inside);
+            }
+            if !alloc.mems.is_empty() {
+                let nodes: Vec<NodeId> = snapshot
+                    .topology
+                    .nodes()
+                    .iter()
+                    .map(|n| n.id)
+                    .filter(|n| alloc.mems.contains(n))
+                    .filter(|n| p.allowed_mems.as_ref().is_none_or(|a| a.contains(n)))
+                    .collect();
+                let all = snapshot.topology.nodes().len();
+                if !nodes.is_empty() && nodes.len() < all {
+                    p.allowed_mems = Some(nodes);
+                }
+            }
+        }
+        // A step whose only process seen is its step daemon has nothing to show.
+        out.views = steps
+            .into_iter()
+            .filter(|(_, (_, _, tasks))| *tasks > 0)
+            .map(|(step, (alloc, mode, tasks))| {
+                let (cpus, mems) = alloc.map(|a| (a.cpus, a.mems)).unwrap_or_default();
+                JobView {
+                    job: step.job,
+                    managed: managed.get(&step).copied().unwrap_or(0),
+                    step: step.to_string(),
+                    mode,
+                    cpus,
+                    mems,
+                    tasks,
+                }
+            })
+            .collect();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Process;
+    use crate::topology::presets;
+    use std::path::Path;
+
+    struct Fake {
+        _dir: tempfile::TempDir,
+        jobs: Jobs,
+    }
+
+    /// pid → (cgroup path or none, environment)
+    fn fake(procs: &[(u32, Option<&str>, &str)], cpusets: &[(&str, &str, &str)]) -> Fake {
+        let dir = tempfile::tempdir().expect("tmp");
+        let proc = dir.path().join("proc");
+        let cg = dir.path().join("cg");
+        for (pid, cgroup, env) in procs {
+            let d = proc.join(pid.to_string());
+            std::fs::create_dir_all(&d).expect("mkdir");
+            let text = cgroup.map_or("3:cpuset:/\n".to_string(), |c| format!("3:cpuset:{c}\n"));
+            std::fs::write(d.join("cgroup"), text).expect("write");
+            std::fs::write(d.join("environ"), env.replace(' ', "\0")).expect("write");
+        }
+        // A step's cpuset, and its job's (Slurm writes both; one step per job here).
+        for (path, cpus, mems) in cpusets {
+            let d = cg.join("cpuset").join(path.trim_start_matches('/'));
+            for d in [d.clone(), d.parent().expect("job").to_path_buf()] {
+                std::fs::create_dir_all(&d).expect("mkdir");
+                std::fs::write(d.join("cpuset.cpus"), cpus).expect("write");
+                std::fs::write(d.join("cpuset.mems"), mems).expect("write");
+            }
+        }
+        let jobs = Jobs::new(SlurmReader::new(&proc, Path::new(&cg)));
+        Fake { _dir: dir, jobs }
+    }
+
+    fn key(pid: u32) -> ProcessKey {
+        ProcessKey { pid, start_time: 0 }
+    }
+
+    fn snapshot(pids: &[u32]) -> Snapshot {
+        // 2 nodes × 4 CPUs.
+        let topology = presets::get("nehalem-e5520").expect("preset");
+        Snapshot {
+            topology,
+            processes: pids.iter().map(|&p| Process::new(p, "t")).collect(),
+        }
+    }
+
+    const JOB1: &str = "/slurm_n/uid_0/job_1/step_0";
+    const JOB2: &str = "/slurm_n/uid_0/job_2/step_0";
+
+    #[test]
+    fn job_tasks_stay_inside_their_step_and_others_stay_off_jobs() {
+        let f = fake(
+            &[
+                (10, Some(&format!("{JOB1}/task_0")), "PATH=/bin"),
+                (11, Some(&format!("{JOB2}/task_0")), "NUMASCHED=manage"),
+                (12, None, ""),
+            ],
+            &[(JOB1, "0-1", "0"), (JOB2, "4-5", "1")],
+        );
+        f.jobs.begin_pass();
+        for p in [10, 11, 12] {
+            f.jobs.mode(key(p), "t");
+        }
+        let mut s = snapshot(&[10, 11, 12]);
+        let c = f.jobs.confine(&mut s);
+        assert_eq!(s.processes[0].allowed_cpus, Some(vec![0, 1]));
+        assert_eq!(s.processes[0].allowed_mems, Some(vec![0]));
+        assert_eq!(s.processes[1].allowed_cpus, Some(vec![4, 5]));
+        assert_eq!(s.processes[1].allowed_mems, Some(vec![1]));
+        assert_eq!(
+            s.processes[2].allowed_cpus,
+            Some(vec![2, 3, 6, 7]),
+            "outside every job: off the jobs' CPUs"
+        );
+        assert_eq!(
+            c.step_of.get(&key(10)).map(ToString::to_string),
+            Some("1.0".into())
+        );
+        assert_eq!(c.views.len(), 2);
+        assert!(c.views.iter().all(|v| v.tasks == 1 && v.managed == 1));
+        assert!(c.advise.is_empty());
+    }
+
+    #[test]
+    fn the_wish_is_read_from_the_environment_and_a_bad_one_leaves_the_job_alone() {
+        let f = fake(
+            &[
+                (20, Some(&format!("{JOB1}/task_0")), "NUMASCHED=off"),
+                (21, Some(&format!("{JOB2}/task_0")), "NUMASCHED=advise"),
+                (22, Some(&format!("{JOB2}/task_1")), "NUMASCHED=yes please"),
+                (23, None, "NUMASCHED=off"),
+            ],
+            &[(JOB1, "0-1", "0"), (JOB2, "4-5", "1")],
+        );
+        f.jobs.begin_pass();
+        assert_eq!(f.jobs.mode(key(20), "t"), Some(JobMode::Off));
+        assert_eq!(f.jobs.mode(key(21), "t"), Some(JobMode::Advise));
+        assert_eq!(f.jobs.mode(key(22), "t"), Some(JobMode::Off));
+        assert_eq!(
+            f.jobs.mode(key(23), "t"),
+            None,
+            "outside Slurm the variable means nothing"
+        );
+        let problems = f.jobs.take_problems();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("22/environ") && problems[0].contains("2.0"));
+        assert!(f.jobs.take_problems().is_empty(), "reported once");
+        let mut s = snapshot(&[21]);
+        let c = f.jobs.confine(&mut s);
+        assert_eq!(c.advise, BTreeSet::from([21]));
+    }
+
+    #[test]
+    fn an_idle_jobs_cpus_are_taken_though_no_task_was_looked_at() {
+        let f = fake(&[(50, None, "")], &[(JOB1, "0-1", "0")]);
+        f.jobs.begin_pass();
+        f.jobs.mode(key(50), "t");
+        let mut s = snapshot(&[50]);
+        f.jobs.confine(&mut s);
+        assert_eq!(s.processes[0].allowed_cpus, Some(vec![2, 3, 4, 5, 6, 7]));
+    }
+
+    #[test]
+    fn slurms_step_daemon_is_never_managed_nor_counted_as_a_task() {
+        let f = fake(
+            &[(60, Some(JOB1), "NUMASCHED=manage"), (61, Some(JOB1), "")],
+            &[(JOB1, "0-1", "0")],
+        );
+        f.jobs.begin_pass();
+        assert_eq!(f.jobs.mode(key(60), STEPD), Some(JobMode::Off));
+        assert_eq!(f.jobs.mode(key(61), "solver"), Some(JobMode::Manage));
+        let mut s = snapshot(&[61]);
+        let c = f.jobs.confine(&mut s);
+        assert_eq!(c.views.len(), 1);
+        assert_eq!((c.views[0].tasks, c.views[0].mode), (1, JobMode::Manage));
+    }
+
+    #[test]
+    fn a_job_holding_every_cpu_leaves_outsiders_as_they_were() {
+        let f = fake(
+            &[(30, Some(&format!("{JOB1}/task_0")), ""), (31, None, "")],
+            &[(JOB1, "0-7", "0-1")],
+        );
+        f.jobs.begin_pass();
+        f.jobs.mode(key(30), "t");
+        f.jobs.mode(key(31), "t");
+        let mut s = snapshot(&[30, 31]);
+        f.jobs.confine(&mut s);
+        assert_eq!(s.processes[0].allowed_cpus, None, "the whole machine");
+        assert_eq!(s.processes[0].allowed_mems, None);
+        assert_eq!(s.processes[1].allowed_cpus, None);
+    }
+
+    #[test]
+    fn processes_not_seen_in_a_pass_are_forgotten() {
+        let f = fake(
+            &[(40, Some(&format!("{JOB1}/task_0")), "")],
+            &[(JOB1, "0-1", "0")],
+        );
+        f.jobs.begin_pass();
+        f.jobs.mode(key(40), "t");
+        for _ in 0..FORGET_AFTER - 1 {
+            f.jobs.begin_pass();
+        }
+        let mut s = snapshot(&[12]);
+        assert_eq!(f.jobs.confine(&mut s).views.len(), 1, "idle, still known");
+        f.jobs.begin_pass();
+        let mut s = snapshot(&[12]);
+        let c = f.jobs.confine(&mut s);
+        assert!(c.views.is_empty(), "exited long ago: forgotten");
+        assert_eq!(
+            s.processes[0].allowed_cpus,
+            Some(vec![2, 3, 4, 5, 6, 7]),
+            "its job's cgroup is still there: its CPUs are still taken"
+        );
+        let _ = std::fs::remove_dir_all(f._dir.path().join("cg/cpuset/slurm_n/uid_0/job_1"));
+        let mut s = snapshot(&[12]);
+        f.jobs.confine(&mut s);
+        assert_eq!(
+            s.processes[0].allowed_cpus, None,
+            "the job ended: free again"
+        );
+    }
+}

@@ -1,0 +1,332 @@
+//! Which Slurm job step a process belongs to, what that step was allocated, and what
+//! the job asked of numasched.
+//!
+//! Slurm's `proctrack/cgroup` puts every task in a cgroup named after its job and step:
+//! `/slurm_<node>/uid_<u>/job_<j>/step_<s>/…` on cgroup v1,
+//! `/system.slice/slurmstepd.scope/job_<j>/step_<s>/…` on v2. With `ConstrainCores`
+//! the step's cpuset is the allocation: the CPUs and memory nodes Slurm gave it, which
+//! numasched must stay inside (the kernel refuses an affinity outside it anyway) and
+//! which no other job's task may be moved onto. The job's wish comes from the task's
+//! environment (`NUMASCHED=off|advise|manage`), which `srun`/`sbatch` carry from the
+//! submitting shell and the SPANK option sets.
+//!
+//! Only reads, each bounded; a file that vanished (the step ended) is `None`, never an
+//! error worth a line.
+
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::topology::{cpulist, CpuId, NodeId};
+
+/// The environment variable a job sets to say how numasched treats it.
+pub const MODE_VARIABLE: &str = "NUMASCHED";
+
+/// Largest environment read: the kernel caps a process's arguments plus environment at
+/// a quarter of its stack limit; a variable past this is not looked for.
+const MAX_ENVIRON_BYTES: u64 = 1 << 20;
+
+/// A job step: `12.0`, `12.batch`, `12.extern`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobStep {
+    pub job: u64,
+    pub step: String,
+}
+
+impl fmt::Display for JobStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.job, self.step)
+    }
+}
+
+/// How a job wants numasched to treat its tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobMode {
+    /// Left alone: never placed, restored if it was.
+    Off,
+    /// Planned and shown, never applied.
+    Advise,
+    /// Placed inside its allocation like any managed process.
+    #[default]
+    Manage,
+}
+
+impl JobMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            JobMode::Off => "off",
+            JobMode::Advise => "advise",
+            JobMode::Manage => "manage",
+        }
+    }
+}
+
+impl std::str::FromStr for JobMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<JobMode, String> {
+        match s.trim() {
+            "off" => Ok(JobMode::Off),
+            "advise" => Ok(JobMode::Advise),
+            "manage" => Ok(JobMode::Manage),
+            other => Err(format!("{other:?} is not off, advise or manage")),
+        }
+    }
+}
+
+/// Where a process sits in Slurm's cgroup tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Membership {
+    pub step: JobStep,
+    /// The cgroup of the job (`…/job_<j>`), relative to its hierarchy's root.
+    pub job_cgroup: String,
+    /// The cgroup of the step (`…/job_<j>/step_<s>`).
+    pub step_cgroup: String,
+    /// Whether the path came from a cgroup v1 cpuset hierarchy (else the v2 one).
+    pub v1: bool,
+}
+
+/// Finds the job step in `/proc/<pid>/cgroup`'s text. The cpuset hierarchy's line is
+/// preferred on v1 (it is the one that holds the allocation), the unified `0::` line
+/// otherwise.
+pub fn membership(cgroup_text: &str) -> Option<Membership> {
+    let path_of = |l: &str| l.splitn(3, ':').nth(2).map(str::to_string);
+    let cpuset = cgroup_text.lines().find(|l| {
+        l.split(':')
+            .nth(1)
+            .is_some_and(|c| c.split(',').any(|c| c == "cpuset"))
+    });
+    let (path, v1) = match cpuset.and_then(path_of) {
+        Some(p) => (p, true),
+        None => (
+            cgroup_text
+                .lines()
+                .find(|l| l.starts_with("0::"))
+                .and_then(path_of)?,
+            false,
+        ),
+    };
+    let parts: Vec<&str> = path.split('/').collect();
+    let at = parts.iter().position(|c| {
+        c.strip_prefix("job_")
+            .is_some_and(|j| !j.is_empty() && j.bytes().all(|b| b.is_ascii_digit()))
+    })?;
+    let job: u64 = parts[at].strip_prefix("job_")?.parse().ok()?;
+    let step = parts.get(at + 1)?.strip_prefix("step_")?;
+    if step.is_empty() {
+        return None;
+    }
+    Some(Membership {
+        step: JobStep {
+            job,
+            step: step.to_string(),
+        },
+        job_cgroup: parts[..=at].join("/"),
+        step_cgroup: parts[..=at + 1].join("/"),
+        v1,
+    })
+}
+
+/// CPUs and memory nodes a cgroup was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allocation {
+    pub cpus: Vec<CpuId>,
+    pub mems: Vec<NodeId>,
+}
+
+fn read_cpuset(dir: &Path, cpus: &str, mems: &str) -> Option<Allocation> {
+    let read = |name: &str| -> Option<Vec<u32>> {
+        let text = crate::files::read_text(&dir.join(name), 64 << 10, "cpuset file").ok()?;
+        cpulist::parse(text.trim()).ok().filter(|v| !v.is_empty())
+    };
+    Some(Allocation {
+        cpus: read(cpus)?,
+        mems: read(mems).unwrap_or_default(),
+    })
+}
+
+/// Reads the Slurm side of processes under a procfs root and a cgroup root (normally
+/// `/proc` and `/sys/fs/cgroup`; tests point both at a directory).
+#[derive(Debug, Clone)]
+pub struct SlurmReader {
+    proc_root: PathBuf,
+    cgroup_root: PathBuf,
+}
+
+impl SlurmReader {
+    pub fn new(proc_root: &Path, cgroup_root: &Path) -> SlurmReader {
+        SlurmReader {
+            proc_root: proc_root.to_path_buf(),
+            cgroup_root: cgroup_root.to_path_buf(),
+        }
+    }
+
+    /// The job step of `pid`; `None` for a process outside Slurm's tree or one that
+    /// exited.
+    pub fn membership(&self, pid: u32) -> Option<Membership> {
+        let path = self.proc_root.join(pid.to_string()).join("cgroup");
+        let text = crate::files::read_text(&path, 64 << 10, "cgroup file").ok()?;
+        membership(&text)
+    }
+
+    /// What `cgroup` (a path from [`Membership`]) was allocated: its effective cpuset.
+    /// `None` when the cgroup is gone or has no cpuset (Slurm without `ConstrainCores`).
+    pub fn allocation(&self, cgroup: &str, v1: bool) -> Option<Allocation> {
+        let rel = cgroup.trim_start_matches('/');
+        let (dir, cpus, mems) = if v1 {
+            (
+                self.cgroup_root.join("cpuset").join(rel),
+                "cpuset.cpus",
+                "cpuset.mems",
+            )
+        } else {
+            (
+                self.cgroup_root.join(rel),
+                "cpuset.cpus.effective",
+                "cpuset.mems.effective",
+            )
+        };
+        read_cpuset(&dir, cpus, mems)
+    }
+
+    /// The allocations of every job on the node, found by walking Slurm's cgroup
+    /// trees (`cpuset/slurm*/uid_*/job_*` on v1, `system.slice/slurmstepd.scope/job_*`
+    /// on v2), so a job counts even while none of its tasks was looked at.
+    pub fn jobs_allocated(&self) -> Vec<Allocation> {
+        let children = |dir: &Path, prefix: &str| -> Vec<PathBuf> {
+            let Ok(rd) = std::fs::read_dir(dir) else {
+                return Vec::new();
+            };
+            let mut v: Vec<PathBuf> = rd
+                .filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect();
+            v.sort();
+            v
+        };
+        let mut out = Vec::new();
+        for slurm in children(&self.cgroup_root.join("cpuset"), "slurm") {
+            for uid in children(&slurm, "uid_") {
+                for job in children(&uid, "job_") {
+                    out.extend(read_cpuset(&job, "cpuset.cpus", "cpuset.mems"));
+                }
+            }
+        }
+        let v2 = self.cgroup_root.join("system.slice/slurmstepd.scope");
+        for job in children(&v2, "job_") {
+            out.extend(read_cpuset(
+                &job,
+                "cpuset.cpus.effective",
+                "cpuset.mems.effective",
+            ));
+        }
+        out
+    }
+
+    /// The job's wish, from `NUMASCHED=` in the task's environment. `Ok(None)`: not
+    /// set (or the environment could not be read: the process exited). `Err` names a
+    /// value that is no mode.
+    pub fn mode(&self, pid: u32) -> Result<Option<JobMode>, String> {
+        let path = self.proc_root.join(pid.to_string()).join("environ");
+        let Ok(file) = std::fs::File::open(&path) else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::new();
+        if file
+            .take(MAX_ENVIRON_BYTES)
+            .read_to_end(&mut bytes)
+            .is_err()
+        {
+            return Ok(None);
+        }
+        let prefix = format!("{MODE_VARIABLE}=");
+        let Some(value) = bytes
+            .split(|b| *b == 0)
+            .find_map(|v| v.strip_prefix(prefix.as_bytes()))
+        else {
+            return Ok(None);
+        };
+        let value = String::from_utf8_lossy(value);
+        value
+            .parse()
+            .map(Some)
+            .map_err(|e| format!("{}: {MODE_VARIABLE}={e}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_step_in_v1_and_v2_paths() {
+        let v1 = "9:name=systemd:/\n3:cpuset:/slurm_node1/uid_0/job_12/step_0/task_1\n\
+                  0::/\n";
+        let m = membership(v1).expect("v1");
+        assert_eq!(m.step.to_string(), "12.0");
+        assert!(m.v1);
+        assert_eq!(m.job_cgroup, "/slurm_node1/uid_0/job_12");
+        assert_eq!(m.step_cgroup, "/slurm_node1/uid_0/job_12/step_0");
+
+        let v2 = "0::/system.slice/slurmstepd.scope/job_7/step_batch/user/task_0\n";
+        let m = membership(v2).expect("v2");
+        assert_eq!(m.step.to_string(), "7.batch");
+        assert!(!m.v1);
+        assert_eq!(
+            m.step_cgroup,
+            "/system.slice/slurmstepd.scope/job_7/step_batch"
+        );
+    }
+
+    #[test]
+    fn paths_that_only_look_like_jobs_are_not_jobs() {
+        for text in [
+            "3:cpuset:/\n0::/\n",
+            "3:cpuset:/slurm_n/uid_0/job_12\n",
+            "3:cpuset:/slurm_n/uid_0/job_/step_0\n",
+            "3:cpuset:/slurm_n/uid_0/job_x1/step_0\n",
+            "3:cpuset:/slurm_n/uid_0/job_1/notastep\n",
+            "0::/user.slice/job_12/step_\n",
+            "",
+        ] {
+            assert_eq!(membership(text), None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn reads_allocation_and_mode_under_redirected_roots() {
+        let d = tempfile::tempdir().expect("tmp");
+        let proc = d.path().join("proc");
+        let cg = d.path().join("cg");
+        let step = cg.join("cpuset/slurm_n/uid_0/job_3/step_0");
+        std::fs::create_dir_all(&step).expect("mkdir");
+        std::fs::write(step.join("cpuset.cpus"), "2-3\n").expect("write");
+        std::fs::write(step.join("cpuset.mems"), "1\n").expect("write");
+        std::fs::create_dir_all(proc.join("40")).expect("mkdir");
+        std::fs::write(
+            proc.join("40/cgroup"),
+            "3:cpuset:/slurm_n/uid_0/job_3/step_0/task_0\n",
+        )
+        .expect("write");
+        std::fs::write(proc.join("40/environ"), b"A=1\0NUMASCHED=advise\0B=2\0").expect("env");
+        let r = SlurmReader::new(&proc, &cg);
+        let m = r.membership(40).expect("member");
+        assert_eq!(
+            r.allocation(&m.step_cgroup, m.v1),
+            Some(Allocation {
+                cpus: vec![2, 3],
+                mems: vec![1]
+            })
+        );
+        assert_eq!(r.allocation("/slurm_n/uid_0/job_9/step_0", true), None);
+        assert_eq!(r.mode(40), Ok(Some(JobMode::Advise)));
+        assert_eq!(r.mode(41), Ok(None), "exited");
+        std::fs::write(proc.join("40/environ"), b"NUMASCHED=please\0").expect("env");
+        let e = r.mode(40).expect_err("bad value");
+        assert!(e.contains("40/environ") && e.contains("please"), "{e}");
+        std::fs::write(proc.join("40/environ"), b"XNUMASCHED=off\0").expect("env");
+        assert_eq!(r.mode(40), Ok(None), "another variable's suffix");
+    }
+}
