@@ -170,6 +170,11 @@ impl<K: Kernel> Engine<K> {
         &self.live
     }
 
+    /// The Slurm job table, for the control socket to tell what the SPANK plugin says.
+    pub fn jobs(&self) -> Option<Arc<Jobs>> {
+        self.jobs.clone()
+    }
+
     pub fn policy_name(&self) -> &str {
         self.policy.name()
     }

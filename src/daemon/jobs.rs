@@ -21,7 +21,7 @@ use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use crate::observe::slurm::{Allocation, JobMode, JobStep, Membership, SlurmReader};
+use crate::observe::slurm::{Allocation, JobMode, JobStep, SlurmReader};
 use crate::policy::{ProcessKey, Snapshot};
 use crate::topology::{CpuId, NodeId};
 
@@ -32,7 +32,10 @@ const FORGET_AFTER: u64 = 64;
 /// What is known of one process in a job.
 #[derive(Debug, Clone)]
 struct Member {
-    membership: Membership,
+    step: JobStep,
+    /// The step's cgroup and whether it is a v1 cpuset one; `None` when only the SPANK
+    /// plugin told of the task (Slurm tracking it without cgroups).
+    cgroup: Option<(String, bool)>,
     mode: JobMode,
     /// Slurm's own step daemon, which lives in the step's cgroup: never managed, not
     /// a task.
@@ -42,10 +45,51 @@ struct Member {
 /// The command name of Slurm's step daemon.
 const STEPD: &str = "slurmstepd";
 
+/// What the SPANK plugin said of a task at its start (see [`Jobs::told`]).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskEvent {
+    /// `start` or `exit`.
+    pub event: TaskEventKind,
+    pub job: u64,
+    pub step: String,
+    pub pid: u32,
+    /// The job's `--numasched=` option, if given.
+    #[serde(default)]
+    pub mode: Option<JobMode>,
+    /// The job's cores on this node as Slurm numbers them (`S_JOB_ALLOC_CORES`), if
+    /// the plugin knows them. Checked, not used: Slurm's abstract core numbers are not
+    /// CPU ids on SMT or oddly numbered machines, and the step's cpuset, which is, is
+    /// read instead.
+    #[serde(default)]
+    pub cpus: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskEventKind {
+    Start,
+    Exit,
+}
+
+/// A task the plugin told of, until its exit.
+#[derive(Debug, Clone)]
+struct Told {
+    step: JobStep,
+    mode: Option<JobMode>,
+}
+
+/// Tasks the plugin told of at most: more than any node runs at once, so a flood of
+/// messages (tasks whose exit was never sent) cannot grow the daemon without bound.
+const TOLD_KEPT: usize = 65_536;
+
 #[derive(Debug, Default)]
 struct Known {
-    /// Per process seen by the scan: its job, or `None` outside Slurm.
-    members: HashMap<ProcessKey, (Option<Member>, u64)>,
+    /// Tasks the SPANK plugin told of, by pid.
+    told: HashMap<u32, Told>,
+    /// Per process seen by the scan: its job (or `None` outside Slurm), the pass it
+    /// was last looked up in, and its command name then.
+    members: HashMap<ProcessKey, (Option<Member>, u64, String)>,
     /// Scan passes begun.
     pass: u64,
     /// Problems not yet reported (a wish that is no mode), each once.
@@ -115,14 +159,19 @@ impl Jobs {
         }
     }
 
-    /// Starts a scan pass, forgetting processes the scan has not asked about for
-    /// [`FORGET_AFTER`] passes. (An idle process is not looked at every pass; one
-    /// forgotten too early is only read again.)
+    /// Starts a scan pass, forgetting processes of jobs that exited, and others the
+    /// scan has not asked about for [`FORGET_AFTER`] passes. (An idle process is not
+    /// looked at every pass; one forgotten too early is only read again.)
     pub fn begin_pass(&self) {
         let mut k = lock(&self.known);
         k.pass += 1;
         let pass = k.pass;
-        k.members.retain(|_, (_, seen)| *seen + FORGET_AFTER > pass);
+        // A job's process that exited goes at once: it must not keep its step in the
+        // views (the scan, which would forget it, does not look at every process).
+        let reader = &self.reader;
+        k.members.retain(|key, (m, seen, _)| {
+            *seen + FORGET_AFTER > pass && (m.is_none() || reader.exists(key.pid))
+        });
     }
 
     /// The wish of `pid`'s job (`off` for Slurm's own step daemon); `None` outside
@@ -131,38 +180,88 @@ impl Jobs {
     pub fn mode(&self, key: ProcessKey, comm: &str) -> Option<JobMode> {
         let mut k = lock(&self.known);
         let pass = k.pass;
-        if let Some((m, seen)) = k.members.get_mut(&key) {
-            *seen = pass;
-            return m.as_ref().map(|m| m.mode);
+        // A task is forked by slurmstepd and only then execs the job's program: seen
+        // before the exec it is named slurmstepd and has slurmstepd's environment, so
+        // a new name means a new look.
+        if let Some((m, seen, was)) = k.members.get_mut(&key) {
+            if was == comm {
+                *seen = pass;
+                return m.as_ref().map(|m| m.mode);
+            }
         }
-        let member = self.reader.membership(key.pid).map(|membership| {
+        let told = k.told.get(&key.pid).cloned();
+        let membership = self.reader.membership(key.pid);
+        let step = membership
+            .as_ref()
+            .map(|m| m.step.clone())
+            .or_else(|| told.as_ref().map(|t| t.step.clone()));
+        let member = step.map(|step| {
+            let cgroup = membership.map(|m| (m.step_cgroup, m.v1));
             if comm == STEPD {
                 return Member {
-                    membership,
+                    step,
+                    cgroup,
                     mode: JobMode::Off,
                     stepd: true,
                 };
             }
+            // The environment is what the task runs with; the plugin's word is the
+            // same option, used when the environment says nothing.
             let mode = match self.reader.mode(key.pid) {
-                Ok(m) => m.unwrap_or_default(),
+                Ok(m) => m.or(told.and_then(|t| t.mode)).unwrap_or_default(),
                 Err(e) => {
                     // Not understood: do no harm, leave the job alone.
-                    k.problems.push(format!(
-                        "{e}; job {} is left alone (not managed)",
-                        membership.step
-                    ));
+                    k.problems
+                        .push(format!("{e}; job {step} is left alone (not managed)"));
                     JobMode::Off
                 }
             };
             Member {
-                membership,
+                step,
+                cgroup,
                 mode,
                 stepd: false,
             }
         });
         let mode = member.as_ref().map(|m| m.mode);
-        k.members.insert(key, (member, pass));
+        k.members.insert(key, (member, pass, comm.to_string()));
         mode
+    }
+
+    /// What the SPANK plugin says of a task: at its start its job step and wish (known
+    /// before the task execs, and where no cgroup names the job), at its exit that it
+    /// is gone.
+    pub fn told(&self, e: TaskEvent) -> Result<(), String> {
+        if e.step.is_empty() || e.step.contains(['/', '.']) {
+            return Err(format!("{:?} is not a job step", e.step));
+        }
+        if let Some(list) = &e.cpus {
+            crate::topology::cpulist::parse(list).map_err(|err| format!("cpus {list:?}: {err}"))?;
+        }
+        let mut k = lock(&self.known);
+        // Read again at the next look: what was cached came before this word.
+        k.members.retain(|key, _| key.pid != e.pid);
+        match e.event {
+            TaskEventKind::Exit => {
+                k.told.remove(&e.pid);
+            }
+            TaskEventKind::Start => {
+                if k.told.len() >= TOLD_KEPT && !k.told.contains_key(&e.pid) {
+                    return Err(format!("already {TOLD_KEPT} tasks told of; not kept"));
+                }
+                k.told.insert(
+                    e.pid,
+                    Told {
+                        step: JobStep {
+                            job: e.job,
+                            step: e.step,
+                        },
+                        mode: e.mode,
+                    },
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Problems found since the last call (each reported once).
@@ -175,15 +274,16 @@ impl Jobs {
         let members: HashMap<ProcessKey, Member> = lock(&self.known)
             .members
             .iter()
-            .filter_map(|(k, (m, _))| Some((*k, m.clone()?)))
+            .filter_map(|(k, (m, _, _))| Some((*k, m.clone()?)))
             .collect();
         // Every step of every job the scan saw, managed or not.
         let mut steps: BTreeMap<JobStep, (Option<Allocation>, JobMode, usize)> = BTreeMap::new();
         for m in members.values() {
-            let e = steps.entry(m.membership.step.clone()).or_insert_with(|| {
-                let alloc = self
-                    .reader
-                    .allocation(&m.membership.step_cgroup, m.membership.v1);
+            let e = steps.entry(m.step.clone()).or_insert_with(|| {
+                let alloc = match &m.cgroup {
+                    Some((cgroup, v1)) => self.reader.allocation(cgroup, *v1),
+                    None => None,
+                };
                 (alloc, m.mode, 0)
             });
             if !m.stepd {
@@ -216,7 +316,7 @@ impl Jobs {
                 }
                 continue;
             };
-            let step = &m.membership.step;
+            let step = &m.step;
             *managed.entry(step.clone()).or_default() += 1;
             out.step_of.insert(p.key(), step.clone());
             if m.mode == JobMode::Advise {
@@ -410,6 +510,43 @@ mod tests {
         let c = f.jobs.confine(&mut s);
         assert_eq!(c.views.len(), 1);
         assert_eq!((c.views[0].tasks, c.views[0].mode), (1, JobMode::Manage));
+        // A task seen between slurmstepd's fork and its exec is looked at again after.
+        assert_eq!(f.jobs.mode(key(61), STEPD), Some(JobMode::Off));
+        assert_eq!(f.jobs.mode(key(61), "solver"), Some(JobMode::Manage));
+    }
+
+    #[test]
+    fn the_plugins_word_names_a_job_no_cgroup_tells_of_until_it_exits() {
+        let f = fake(&[(70, None, ""), (71, None, "")], &[]);
+        let event = |kind, pid| TaskEvent {
+            event: kind,
+            job: 9,
+            step: "batch".into(),
+            pid,
+            mode: Some(JobMode::Advise),
+            cpus: Some("4-5".into()),
+        };
+        f.jobs.begin_pass();
+        assert_eq!(f.jobs.mode(key(70), "t"), None, "not told yet");
+        f.jobs.told(event(TaskEventKind::Start, 70)).expect("start");
+        assert_eq!(f.jobs.mode(key(70), "t"), Some(JobMode::Advise));
+        let mut s = snapshot(&[70, 71]);
+        f.jobs.mode(key(71), "t");
+        let c = f.jobs.confine(&mut s);
+        assert_eq!(c.views[0].step, "9.batch");
+        assert_eq!(c.advise, BTreeSet::from([70]));
+        assert_eq!(
+            s.processes[0].allowed_cpus, None,
+            "Slurm's core numbers are not taken for CPU ids"
+        );
+        f.jobs.told(event(TaskEventKind::Exit, 70)).expect("exit");
+        assert_eq!(f.jobs.mode(key(70), "t"), None, "forgotten");
+        let mut bad = event(TaskEventKind::Start, 72);
+        bad.cpus = Some("4-x".into());
+        assert!(f.jobs.told(bad).is_err());
+        let mut bad = event(TaskEventKind::Start, 72);
+        bad.step = "../0".into();
+        assert!(f.jobs.told(bad).is_err());
     }
 
     #[test]
@@ -429,33 +566,58 @@ mod tests {
     }
 
     #[test]
-    fn processes_not_seen_in_a_pass_are_forgotten() {
+    fn exited_tasks_go_at_once_and_unseen_ones_after_a_while() {
         let f = fake(
-            &[(40, Some(&format!("{JOB1}/task_0")), "")],
-            &[(JOB1, "0-1", "0")],
+            &[
+                (40, Some(&format!("{JOB1}/task_0")), ""),
+                (41, Some(&format!("{JOB2}/task_0")), ""),
+            ],
+            &[(JOB1, "0-1", "0"), (JOB2, "2-3", "0")],
         );
         f.jobs.begin_pass();
         f.jobs.mode(key(40), "t");
-        for _ in 0..FORGET_AFTER - 1 {
+        f.jobs.mode(key(41), "t");
+        std::fs::remove_dir_all(f._dir.path().join("proc/40")).expect("rm");
+        f.jobs.begin_pass();
+        let steps = |f: &Fake| {
+            let mut s = snapshot(&[12]);
+            let v: Vec<String> = f
+                .jobs
+                .confine(&mut s)
+                .views
+                .into_iter()
+                .map(|v| v.step)
+                .collect();
+            v
+        };
+        assert_eq!(
+            steps(&f),
+            vec!["2.0"],
+            "40 exited: its step is gone at once"
+        );
+        // 41 lives on but is not looked at (idle): kept a while, then read again.
+        for _ in 0..FORGET_AFTER - 2 {
             f.jobs.begin_pass();
         }
-        let mut s = snapshot(&[12]);
-        assert_eq!(f.jobs.confine(&mut s).views.len(), 1, "idle, still known");
+        assert_eq!(steps(&f), vec!["2.0"], "idle, still known");
         f.jobs.begin_pass();
+        assert!(steps(&f).is_empty(), "unseen for FORGET_AFTER passes");
         let mut s = snapshot(&[12]);
-        let c = f.jobs.confine(&mut s);
-        assert!(c.views.is_empty(), "exited long ago: forgotten");
+        f.jobs.confine(&mut s);
         assert_eq!(
             s.processes[0].allowed_cpus,
-            Some(vec![2, 3, 4, 5, 6, 7]),
-            "its job's cgroup is still there: its CPUs are still taken"
+            Some(vec![4, 5, 6, 7]),
+            "the jobs' cgroups are still there: their CPUs are still taken"
         );
-        let _ = std::fs::remove_dir_all(f._dir.path().join("cg/cpuset/slurm_n/uid_0/job_1"));
+        for job in ["job_1", "job_2"] {
+            std::fs::remove_dir_all(f._dir.path().join("cg/cpuset/slurm_n/uid_0").join(job))
+                .expect("rm");
+        }
         let mut s = snapshot(&[12]);
         f.jobs.confine(&mut s);
         assert_eq!(
             s.processes[0].allowed_cpus, None,
-            "the job ended: free again"
+            "the jobs ended: free again"
         );
     }
 }

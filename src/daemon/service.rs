@@ -95,7 +95,7 @@ pub fn serve(
         })?;
     let _server = match socket {
         Some(bound) => {
-            let s = bound.serve(shared.clone())?;
+            let s = bound.serve(shared.clone(), built.engine.jobs())?;
             info!(socket = %s.path().display(), "control socket ready");
             Some(s)
         }

@@ -1,5 +1,6 @@
 //! The control socket: a unix stream socket, mode 0600, that answers `status` with the
-//! daemon's [`Status`] as one JSON line.
+//! daemon's [`Status`] as one JSON line, and takes `job-task {json}` lines from the
+//! Slurm SPANK plugin (a task of a job started or exited, see [`super::jobs`]).
 //!
 //! Why a socket and not a file: the status is the daemon's memory, only valid while it
 //! runs; a reader that cannot connect knows at once that no daemon is there. Safety:
@@ -18,6 +19,7 @@ use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 
 use super::board::Board;
 use super::conns::{self, Conns};
+use super::jobs::{Jobs, TaskEvent};
 use super::status::Status;
 
 /// How long a client may take to send its request, so a stuck client cannot hold the
@@ -97,12 +99,13 @@ pub struct Bound {
 }
 
 impl Bound {
-    /// Answers `shared` from a background thread.
-    pub fn serve(self, shared: Shared) -> Result<Server, SocketError> {
+    /// Answers `shared` from a background thread, and tells `jobs` what the SPANK
+    /// plugin says.
+    pub fn serve(self, shared: Shared, jobs: Option<Arc<Jobs>>) -> Result<Server, SocketError> {
         let Bound { listener, server } = self;
         std::thread::Builder::new()
             .name("numasched-socket".into())
-            .spawn(move || serve(listener, shared))
+            .spawn(move || serve(listener, shared, jobs))
             .map_err(|err| SocketError::Create {
                 path: server.path.clone(),
                 err,
@@ -114,7 +117,7 @@ impl Bound {
 impl Server {
     /// Binds the socket and serves `shared` from a background thread.
     pub fn start(path: &Path, shared: Shared) -> Result<Server, SocketError> {
-        Server::bind(path)?.serve(shared)
+        Server::bind(path)?.serve(shared, None)
     }
 
     /// Binds the socket, mode 0600; nothing answers until [`Bound::serve`].
@@ -143,7 +146,7 @@ impl Server {
     }
 }
 
-fn serve(listener: UnixListener, shared: Shared) {
+fn serve(listener: UnixListener, shared: Shared, jobs: Option<Arc<Jobs>>) {
     let me = nix::unistd::geteuid().as_raw();
     let conns = Conns::new();
     for conn in listener.incoming() {
@@ -152,8 +155,9 @@ fn serve(listener: UnixListener, shared: Shared) {
             .map(|c| c.uid() == 0 || c.uid() == me)
             .unwrap_or(false);
         let shared = Arc::clone(&shared);
+        let jobs = jobs.clone();
         conns.spawn("numasched-status", stream, move |s, req| {
-            let _ = answer(s, &shared, allowed, &req);
+            let _ = answer(s, &shared, jobs.as_deref(), allowed, &req);
         });
     }
 }
@@ -161,6 +165,7 @@ fn serve(listener: UnixListener, shared: Shared) {
 fn answer(
     mut stream: UnixStream,
     shared: &Shared,
+    jobs: Option<&Jobs>,
     allowed: bool,
     req: &conns::Request,
 ) -> std::io::Result<()> {
@@ -191,9 +196,26 @@ fn answer(
                 )),
             },
         },
-        other => error_json(&format!("unknown request {other:?} (known: status)")),
+        line if line.starts_with("job-task ") => job_task(jobs, &line["job-task ".len()..]),
+        other => error_json(&format!(
+            "unknown request {other:?} (known: status, job-task)"
+        )),
     };
     writeln!(w, "{reply}")
+}
+
+/// A task event from the SPANK plugin: `{"event":"start","job":12,"step":"0",...}`.
+fn job_task(jobs: Option<&Jobs>, json: &str) -> String {
+    let Some(jobs) = jobs else {
+        return error_json("this daemon does not follow Slurm jobs");
+    };
+    match serde_json::from_str::<TaskEvent>(json) {
+        Ok(e) => match jobs.told(e) {
+            Ok(()) => serde_json::json!({ "ok": true }).to_string(),
+            Err(what) => error_json(&format!("job-task: {what}")),
+        },
+        Err(e) => error_json(&format!("job-task: {e}")),
+    }
 }
 
 fn error_json(what: &str) -> String {
@@ -260,6 +282,54 @@ mod tests {
         drop(UnixListener::bind(&stale).expect("bind"));
         prepare(&stale).expect("stale socket replaced");
         assert!(!stale.exists());
+    }
+
+    /// One request line, one answer line.
+    fn ask(path: &Path, line: &str) -> serde_json::Value {
+        let mut stream = UnixStream::connect(path).expect("connect");
+        writeln!(stream, "{line}").expect("write");
+        let mut answer = String::new();
+        BufReader::new(stream).read_line(&mut answer).expect("read");
+        serde_json::from_str(&answer).expect("json")
+    }
+
+    #[test]
+    fn the_spank_plugins_task_events_reach_the_job_table() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let jobs = Arc::new(Jobs::new(crate::observe::slurm::SlurmReader::new(
+            &dir.path().join("proc"),
+            &dir.path().join("cg"),
+        )));
+        let (wake, _loop) = std::sync::mpsc::channel();
+        let shared: Shared = Arc::new(Board::new(wake));
+        let path = dir.path().join("d.sock");
+        let _server = Server::bind(&path)
+            .expect("bind")
+            .serve(shared, Some(jobs.clone()))
+            .expect("serve");
+        let start = r#"job-task {"event":"start","job":12,"step":"0","pid":4242,"mode":"off","cpus":"0-1"}"#;
+        assert_eq!(ask(&path, start), serde_json::json!({ "ok": true }));
+        jobs.begin_pass();
+        let key = crate::policy::ProcessKey {
+            pid: 4242,
+            start_time: 1,
+        };
+        assert_eq!(
+            jobs.mode(key, "t"),
+            Some(crate::observe::slurm::JobMode::Off)
+        );
+        let bad = ask(&path, r#"job-task {"event":"start","job":"x"}"#);
+        let e = bad["error"].as_str().expect("error");
+        assert!(e.starts_with("job-task: invalid type"), "{e}");
+        let exit =
+            r#"job-task {"event":"exit","job":12,"step":"0","pid":4242,"mode":null,"cpus":null}"#;
+        assert_eq!(ask(&path, exit), serde_json::json!({ "ok": true }));
+        assert_eq!(jobs.mode(key, "t"), None);
+        let e = ask(&path, "jobs");
+        assert!(e["error"]
+            .as_str()
+            .expect("error")
+            .contains("known: status, job-task"));
     }
 
     #[test]

@@ -161,6 +161,11 @@ impl SlurmReader {
         }
     }
 
+    /// Whether `pid` is still there.
+    pub fn exists(&self, pid: u32) -> bool {
+        self.proc_root.join(pid.to_string()).exists()
+    }
+
     /// The job step of `pid`; `None` for a process outside Slurm's tree or one that
     /// exited.
     pub fn membership(&self, pid: u32) -> Option<Membership> {
