@@ -257,12 +257,13 @@ impl<K: Kernel> Engine<K> {
         }
 
         super::pins::unpin_own(&mut obs.snapshot, self.actuator.journal());
-        // After unpinning: a job's own allocation is a limit numasched did not set.
+        let mut urgent = std::mem::take(&mut self.freed);
+        urgent.extend(self.size(&mut obs, now));
+        // After unpinning (a job's allocation is a limit numasched did not set) and
+        // sizing (an outsider is kept off jobs' CPUs only if the rest can hold it).
         if let Some(jobs) = &self.jobs {
             self.last_jobs = jobs.confine(&mut obs.snapshot);
         }
-        let mut urgent = std::mem::take(&mut self.freed);
-        urgent.extend(self.size(&mut obs, now));
         match self
             .trigger
             .decide(&obs.snapshot, now, &self.config.trigger, urgent)

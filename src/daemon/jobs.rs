@@ -299,19 +299,24 @@ impl Jobs {
             .chain(self.reader.jobs_allocated().iter())
             .flat_map(|a| a.cpus.iter().copied())
             .collect();
-        let machine: Vec<CpuId> = snapshot.topology.cpus().iter().map(|c| c.id).collect();
         let mut out = Confined::default();
+        if steps.is_empty() && taken.is_empty() {
+            return out; // no Slurm job on this machine: nothing to confine
+        }
+        let machine: Vec<CpuId> = snapshot.topology.cpus().iter().map(|c| c.id).collect();
         let mut managed: BTreeMap<JobStep, usize> = BTreeMap::new();
         for p in &mut snapshot.processes {
             let allowed = p.allowed_cpus.clone().unwrap_or_else(|| machine.clone());
             let Some(m) = members.get(&p.key()) else {
-                // Outside every job: off the jobs' CPUs, if anything is left.
+                // Outside every job: off the jobs' CPUs, if what is left holds it. (A
+                // busy outsider squeezed onto fewer CPUs than it keeps busy would run
+                // slower than unmanaged; then it shares, as it would without numasched.)
                 let free: Vec<CpuId> = allowed
                     .iter()
                     .copied()
                     .filter(|c| !taken.contains(c))
                     .collect();
-                if !free.is_empty() && free.len() < allowed.len() {
+                if free.len() >= p.slots() && free.len() < allowed.len() {
                     p.allowed_cpus = Some(free);
                 }
                 continue;
@@ -547,6 +552,35 @@ mod tests {
         let mut bad = event(TaskEventKind::Start, 72);
         bad.step = "../0".into();
         assert!(f.jobs.told(bad).is_err());
+    }
+
+    #[test]
+    fn an_outsider_the_free_cpus_cannot_hold_is_not_squeezed_onto_them() {
+        // Jobs hold 6 of 8 CPUs; a 3-CPU outsider would be throttled on the other 2.
+        let f = fake(
+            &[
+                (80, Some(&format!("{JOB1}/task_0")), ""),
+                (81, None, ""),
+                (82, None, ""),
+            ],
+            &[(JOB1, "0-5", "0-1")],
+        );
+        f.jobs.begin_pass();
+        for p in [80, 81, 82] {
+            f.jobs.mode(key(p), "t");
+        }
+        let mut s = snapshot(&[81, 82]);
+        s.processes[0].cpu_demand = 3.0;
+        s.processes[0].threads = 3;
+        s.processes[1].cpu_demand = 2.0;
+        s.processes[1].threads = 2;
+        f.jobs.confine(&mut s);
+        assert_eq!(s.processes[0].allowed_cpus, None, "shares, as unmanaged");
+        assert_eq!(
+            s.processes[1].allowed_cpus,
+            Some(vec![6, 7]),
+            "fits: kept off"
+        );
     }
 
     #[test]
