@@ -552,6 +552,13 @@ fn an_advise_job_is_planned_and_shown_but_never_changed() {
     let r = b.epoch(0.0);
     assert!(replanned(&r));
     assert_eq!(b.affinity(20), Some(ALL.to_vec()), "advice only");
+    assert!(
+        r.advice
+            .iter()
+            .any(|a| a.starts_with("pid 20: would place on CPUs")),
+        "{:?}",
+        r.advice
+    );
     let mut s = test_status();
     b.engine.fill_status(&mut s);
     let p = s.processes.iter().find(|p| p.pid == 20).expect("shown");

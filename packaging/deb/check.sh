@@ -31,7 +31,8 @@ check "unit runs the packaged binary" grep -q '^ExecStart=/usr/bin/numasched dae
 if command -v systemd-analyze >/dev/null; then
   check "unit verifies" systemd-analyze verify /lib/systemd/system/numasched.service
 fi
+check "the Slurm TaskProlog runs" sh -c 'env -u NUMASCHED NUMASCHED_DEFAULT_FILE=/nonexistent /usr/lib/numasched/numasched-taskprolog | grep -qx "export NUMASCHED=manage"'
 check "purges" dpkg --purge numasched
-check "nothing left" sh -c '! test -e /usr/bin/numasched && ! test -e /etc/numasched && ! test -e /lib/systemd/system/numasched.service'
+check "nothing left" sh -c '! test -e /usr/bin/numasched && ! test -e /etc/numasched && ! test -e /lib/systemd/system/numasched.service && ! test -e /usr/lib/numasched'
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -80,6 +80,9 @@ pub struct EpochReport {
     pub notes: Vec<String>,
     /// Newly seen processes that could not be characterised.
     pub uncharacterised: Vec<u32>,
+    /// Placements planned for processes whose Slurm job asked for advice only, where
+    /// the advice changed.
+    pub advice: Vec<String>,
 }
 
 pub struct Engine<K: Kernel> {
@@ -366,7 +369,7 @@ impl<K: Kernel> Engine<K> {
             })
             .collect();
         stabilise(&mut plan, &applied, &self.topology);
-        let advised = self.advise_only(&mut plan, snapshot, unix);
+        let advised = self.advise_only(&mut plan, snapshot, unix, rep);
         // Journal on disk before changing anything: a crash in the pass must be
         // undoable by the next start. If it cannot be written, change nothing.
         let intents = match &self.journal_file {
@@ -444,7 +447,13 @@ impl<K: Kernel> Engine<K> {
     /// Takes the placements and page moves of processes whose Slurm job asked for
     /// advice only out of `plan` (they are left alone) and returns the placements, for
     /// `status` to show; a changed piece of advice is a decision.
-    fn advise_only(&mut self, plan: &mut Plan, snapshot: &Snapshot, unix: i64) -> Vec<Placement> {
+    fn advise_only(
+        &mut self,
+        plan: &mut Plan,
+        snapshot: &Snapshot,
+        unix: i64,
+        rep: &mut EpochReport,
+    ) -> Vec<Placement> {
         let advise = std::mem::take(&mut self.last_jobs.advise);
         if advise.is_empty() {
             return Vec::new();
@@ -480,6 +489,7 @@ impl<K: Kernel> Engine<K> {
                     crate::topology::cpulist::format(&pl.cpus),
                     pl.reason
                 );
+                rep.advice.push(text.clone());
                 self.decide(unix, pl.pid, "advised", text);
             }
         }

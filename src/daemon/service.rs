@@ -242,6 +242,9 @@ fn log_epoch(rep: &EpochReport, problems: &mut Dedup, notes: &mut Dedup, took: D
             "no hardware counters and no profile: placed for locality only"
         );
     }
+    for a in &rep.advice {
+        info!("{a}");
+    }
     for (pid, why, r) in &rep.released {
         info!(pid, "released ({why}): {r}");
     }

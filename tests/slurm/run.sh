@@ -7,6 +7,8 @@
 #   - a process outside every job is kept off a running job's CPUs;
 #   - two concurrent jobs: each one's tasks inside its own cpuset, no failed placement;
 #   - NUMASCHED=off (and --numasched=off with the SPANK plugin): never touched;
+#   - the TaskProlog fallback: a site default of advise is planned, never applied; a
+#     bad NUMASCHED is reported to the job and becomes off;
 #   - an sbatch job's step is followed like an srun one;
 #   - after the jobs: no step left in numasched's view, no Slurm cgroup left, and after
 #     numasched stops the outsider's affinity is what it was;
@@ -67,10 +69,13 @@ slurm_install || die "installing Slurm failed"
 
 DIR=$(mktemp -d /tmp/numasched-slurm.XXXXXX) || die "mktemp"
 chmod 755 "$DIR"
+# The TaskProlog fallback (slurm/taskprolog/): the site default is `manage` unless a
+# job names NUMASCHED_DEFAULT_FILE.
+export SLURM_TEST_EXTRA_CONF="TaskProlog=$ROOT/slurm/taskprolog/numasched-taskprolog"
 PLUG=0
 if [[ -f $SPANK ]]; then
     echo "optional $SPANK socket=$DIR/ns.sock" >"$DIR/plugstack.conf"
-    export SLURM_TEST_EXTRA_CONF="PlugStackConfig=$DIR/plugstack.conf"
+    SLURM_TEST_EXTRA_CONF+=$'\n'"PlugStackConfig=$DIR/plugstack.conf"
     PLUG=1
 fi
 slurm_start "$DIR" || die "starting Slurm failed"
@@ -249,9 +254,9 @@ fi
 wait "$A" "$B"
 
 # --- 4. opting out -----------------------------------------------------------------------
-optout() { # optout LABEL -- srun args...
-    local label=$1
-    shift
+optout() { # optout MODE LABEL -- srun args...: a job numasched must not change
+    local mode=$1 label=$2
+    shift 2
     "$@" >/dev/null 2>&1 &
     local job=$! touched="" samples=0 line=""
     check_task() {
@@ -263,7 +268,7 @@ optout() { # optout LABEL -- srun args...
         return 0
     }
     done_when() {
-        [[ -n $line ]] || line=$(status | awk '$2 == "off" && $5 >= 1')
+        [[ -n $line ]] || line=$(status | awk -v m="$mode" '$2 == m && $5 >= 1')
         return 1
     }
     watch 4
@@ -272,18 +277,33 @@ optout() { # optout LABEL -- srun args...
     elif ((samples == 0)); then
         bad "$label: the job was never seen running"
     elif [[ -z $line ]]; then
-        bad "$label: numasched status never showed a step in mode off"
+        bad "$label: numasched status never showed a step in mode $mode"
     else
         ok "$label: left alone for $samples samples; status showed: $line"
     fi
     wait "$job"
 }
 echo "== opting out"
-optout "NUMASCHED=off" env NUMASCHED=off srun -n1 -c2 --cpu-bind=none "$DIR/jobload" workload cpu --seconds 5
+load=("$DIR/jobload" workload cpu --seconds 5)
+optout off "NUMASCHED=off" env NUMASCHED=off srun -n1 -c2 --cpu-bind=none "${load[@]}"
 if ((PLUG)); then
-    optout "--numasched=off" srun --numasched=off -n1 -c2 --cpu-bind=none "$DIR/jobload" workload cpu --seconds 5
+    optout off "--numasched=off" srun --numasched=off -n1 -c2 --cpu-bind=none "${load[@]}"
 else
     skip "--numasched=off: no SPANK plugin at $SPANK"
+fi
+echo advise >"$DIR/default"
+optout advise "TaskProlog site default advise" env NUMASCHED_DEFAULT_FILE="$DIR/default" \
+    srun -n1 -c2 --cpu-bind=none "${load[@]}"
+if status | grep -q "would place on CPUs .* not applied: its job asked for advice only"; then
+    ok "TaskProlog site default advise: the advice shows among the decisions"
+else
+    bad "TaskProlog site default advise: no advice among numasched status's decisions"
+fi
+out=$(NUMASCHED=bogus srun -n1 bash -c 'tr "\0" "\n" </proc/$$/environ | grep ^NUMASCHED=' 2>&1)
+if grep -q "NUMASCHED=bogus is not off, advise or manage" <<<"$out" && grep -qx "NUMASCHED=off" <<<"$out"; then
+    ok "TaskProlog: a bad NUMASCHED is reported in the job's output and becomes off"
+else
+    bad "TaskProlog: a bad NUMASCHED gave: $(tr '\n' '|' <<<"$out")"
 fi
 
 # --- 5. sbatch ---------------------------------------------------------------------------
