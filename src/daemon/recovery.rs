@@ -17,6 +17,9 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+
 use crate::apply::{undo, Journal, Kernel, Restored};
 
 /// Largest journal read back: about 100 bytes per thread, so room for tens of
@@ -46,7 +49,7 @@ pub enum RecoveryError {
 /// writing one journal would each erase the other's originals.
 #[derive(Debug)]
 pub struct JournalLock {
-    _file: fs::File,
+    _file: Flock<fs::File>,
 }
 
 #[derive(Debug, Clone)]
@@ -136,23 +139,17 @@ impl JournalFile {
             .custom_flags(libc::O_NOFOLLOW)
             .open(PathBuf::from(lock))
             .map_err(werr)?;
-        // SAFETY: flock on a descriptor this function owns; no memory is involved.
-        let rc = unsafe {
-            libc::flock(
-                std::os::fd::AsRawFd::as_raw_fd(&file),
-                libc::LOCK_EX | libc::LOCK_NB,
-            )
-        };
-        if rc != 0 {
-            let err = std::io::Error::last_os_error();
-            return Err(if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                RecoveryError::InUse {
+        // flock(2), released when the file is closed (the process exits, even by
+        // kill -9), so a crashed daemon never leaves the journal locked.
+        let file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(locked) => locked,
+            Err((_, Errno::EWOULDBLOCK)) => {
+                return Err(RecoveryError::InUse {
                     path: self.path.clone(),
-                }
-            } else {
-                werr(err)
-            });
-        }
+                })
+            }
+            Err((_, errno)) => return Err(werr(std::io::Error::from(errno))),
+        };
         Ok(JournalLock { _file: file })
     }
 

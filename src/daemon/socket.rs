@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use nix::sys::stat::{umask, Mode};
 
 use super::board::Board;
 use super::conns::{self, Conns};
@@ -129,11 +130,9 @@ impl Server {
         };
         // Bind with a umask that leaves only the owner's bits, so the socket is never
         // reachable by others even for the instant before the chmod below.
-        // SAFETY: umask only swaps the process's file-creation mask.
-        let old = unsafe { libc::umask(0o177) };
+        let old = umask(Mode::from_bits_truncate(0o177));
         let bound = UnixListener::bind(path);
-        // SAFETY: as above, restoring the previous mask.
-        unsafe { libc::umask(old) };
+        umask(old);
         let listener = bound.map_err(create)?;
         // From here on the file is ours: dropping `server` on an error removes it.
         let server = Server { path: path.into() };

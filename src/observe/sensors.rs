@@ -245,8 +245,7 @@ fn numa_maps_sensor(proc: &Path, pid: u32) -> Sensor {
     match std::fs::read_to_string(&path) {
         Ok(text) => match numa_maps::parse(&text, &path) {
             Ok(m) => {
-                // SAFETY: geteuid has no preconditions and cannot fail.
-                let root = unsafe { libc::geteuid() } == 0;
+                let root = nix::unistd::geteuid().is_root();
                 let scope = if root {
                     "all processes"
                 } else {

@@ -75,13 +75,7 @@ pub fn first_touch(buf: &mut [f64]) {
 }
 
 fn page_size() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
-    }
+    usize::try_from(procfs::page_size()).unwrap_or(4096)
 }
 
 #[cfg(test)]

@@ -4,35 +4,26 @@
 //! The handler only stores to an atomic, which is async-signal-safe; the main loop polls.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
-static STOP: AtomicBool = AtomicBool::new(false);
+static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
-extern "C" fn on_signal(_sig: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
+fn flag() -> &'static Arc<AtomicBool> {
+    STOP.get_or_init(Arc::default)
 }
 
-/// Installs the handler for SIGTERM and SIGINT.
+/// Installs the handler for SIGTERM and SIGINT: it only sets a flag (signal-hook's
+/// handler is async-signal-safe).
 pub fn install() -> anyhow::Result<()> {
-    for sig in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: zeroed sigaction is a valid starting value; the handler only touches an
-        // atomic, which is async-signal-safe.
-        let rc = unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            act.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut act.sa_mask);
-            libc::sigaction(sig, &act, std::ptr::null_mut())
-        };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error().into());
-        }
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, Arc::clone(flag()))?;
     }
     Ok(())
 }
 
 /// Whether a stop signal has arrived.
 pub fn requested() -> bool {
-    STOP.load(Ordering::SeqCst)
+    flag().load(Ordering::SeqCst)
 }
 
 /// Sleeps `d` in short steps; false as soon as `halt` is set (the run is over).
