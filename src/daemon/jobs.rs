@@ -6,8 +6,9 @@
 //! each epoch's snapshot before planning, so every policy obeys them without knowing
 //! about Slurm:
 //! - a job's task may only be planned inside its step's allocation (CPUs and memory);
-//! - a process outside every job is kept off the CPUs allocated to jobs (when some CPU
-//!   is left for it), so numasched never crowds a job with work Slurm did not put there;
+//! - a process outside every job is kept off the CPUs allocated to jobs when the CPUs
+//!   left can hold it, so numasched never crowds a job with work Slurm did not put
+//!   there, nor squeezes the outsider below what it would get unmanaged;
 //! - the job decides how it is treated (`NUMASCHED=off|advise|manage`, see
 //!   [`crate::observe::slurm`]): `off` is never managed (and is restored at once if it
 //!   was), `advise` is planned and shown but never applied.
