@@ -596,3 +596,34 @@ fn a_wish_that_is_no_mode_is_reported_and_the_job_left_alone() {
     assert_eq!(b.affinity(30), Some(ALL.to_vec()));
     assert_eq!(r.managed, 0);
 }
+
+#[test]
+fn an_outsider_the_free_cpus_cannot_hold_is_restored_and_left_to_the_kernel() {
+    let mut b = bed_with(everyone(), 0.0, 30, true);
+    b.add(40, "outsider", 0, 1);
+    let r = b.epoch(0.0);
+    assert!(replanned(&r));
+    let placed = b.affinity(40).expect("known");
+    assert!(
+        placed.len() < ALL.len(),
+        "placed while no job runs: {placed:?}"
+    );
+    // A job takes every CPU: nowhere to keep the outsider off it.
+    b.add(41, "jobtask", 0, 1);
+    b.in_job(41, 5, "0-3", "0-1", "PATH=/bin\0");
+    let r = b.epoch(1.0);
+    assert!(
+        r.released
+            .iter()
+            .any(|(pid, why, _)| *pid == 40 && why.contains("left to the kernel")),
+        "{:?}",
+        r.released
+    );
+    assert_eq!(b.affinity(40), Some(ALL.to_vec()), "its own affinity back");
+    let r = b.epoch(2.0);
+    assert!(
+        !r.arrived.contains(&40),
+        "not taken back while the jobs stay: {r:?}"
+    );
+    assert_eq!(b.affinity(40), Some(ALL.to_vec()));
+}

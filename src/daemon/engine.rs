@@ -264,8 +264,9 @@ impl<K: Kernel> Engine<K> {
         urgent.extend(self.size(&mut obs, now));
         // After unpinning (a job's allocation is a limit numasched did not set) and
         // sizing (an outsider is kept off jobs' CPUs only if the rest can hold it).
-        if let Some(jobs) = &self.jobs {
+        if let Some(jobs) = self.jobs.clone() {
             self.last_jobs = jobs.confine(&mut obs.snapshot);
+            self.leave_to_the_kernel(&mut obs, unix, &mut rep);
         }
         match self
             .trigger
@@ -512,6 +513,31 @@ impl<K: Kernel> Engine<K> {
             }
         }
         rep.migrations = lines;
+    }
+
+    /// Releases the outsiders the jobs' stage took out of the snapshot (see
+    /// [`Confined::park`]): their own affinity back, the kernel's to place.
+    fn leave_to_the_kernel(&mut self, obs: &mut Observation, unix: i64, rep: &mut EpochReport) {
+        let park: HashSet<ProcessKey> = self.last_jobs.park.iter().copied().collect();
+        if park.is_empty() {
+            return;
+        }
+        obs.details.retain(|d| {
+            !park.contains(&ProcessKey {
+                pid: d.stat.pid,
+                start_time: d.stat.start_time,
+            })
+        });
+        for key in park {
+            lock(&self.managed).remove(&key);
+            rep.managed = rep.managed.saturating_sub(1);
+            self.release(
+                key,
+                "outside every Slurm job, and the CPUs no job holds cannot hold it: left to the kernel",
+                unix,
+                rep,
+            );
+        }
     }
 
     /// Drops, before planning, processes that stayed below the thresholds too long.

@@ -8,7 +8,10 @@
 //! - a job's task may only be planned inside its step's allocation (CPUs and memory);
 //! - a process outside every job is kept off the CPUs allocated to jobs when the CPUs
 //!   left can hold it, so numasched never crowds a job with work Slurm did not put
-//!   there, nor squeezes the outsider below what it would get unmanaged;
+//!   there. One they cannot hold is released and left to the kernel until the jobs
+//!   change: pinned anywhere, it would crowd a job (the policy does not see the load
+//!   of job tasks numasched does not manage), and squeezed onto the free CPUs it would
+//!   run slower than unmanaged;
 //! - the job decides how it is treated (`NUMASCHED=off|advise|manage`, see
 //!   [`crate::observe::slurm`]): `off` is never managed (and is restored at once if it
 //!   was), `advise` is planned and shown but never applied.
@@ -17,7 +20,7 @@
 //! not change while it lives in a job); allocations are read every epoch, because
 //! Slurm may resize a job.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
@@ -95,6 +98,10 @@ struct Known {
     pass: u64,
     /// Problems not yet reported (a wish that is no mode), each once.
     problems: Vec<String>,
+    /// Outsiders the CPUs no job holds cannot hold, left to the kernel while the
+    /// jobs' CPUs stay `parked_beside`.
+    parked: HashSet<ProcessKey>,
+    parked_beside: BTreeSet<CpuId>,
 }
 
 /// The job table shared by the scan filter (which drops `off` jobs) and the engine
@@ -145,6 +152,9 @@ pub struct Confined {
     pub step_of: HashMap<ProcessKey, JobStep>,
     /// Processes of `advise` jobs: planned, not applied.
     pub advise: BTreeSet<u32>,
+    /// Outsiders that cannot be kept off the jobs' CPUs: taken out of the snapshot,
+    /// to be released (restored) and left to the kernel as if unmanaged.
+    pub park: Vec<ProcessKey>,
     pub views: Vec<JobView>,
 }
 
@@ -265,6 +275,12 @@ impl Jobs {
         Ok(())
     }
 
+    /// Whether `key` is an outsider left to the kernel beside the jobs (see
+    /// [`Confined::park`]); the scan filter keeps it out until the jobs change.
+    pub fn parked(&self, key: ProcessKey) -> bool {
+        lock(&self.known).parked.contains(&key)
+    }
+
     /// Problems found since the last call (each reported once).
     pub fn take_problems(&self) -> Vec<String> {
         std::mem::take(&mut lock(&self.known).problems)
@@ -301,6 +317,14 @@ impl Jobs {
             .flat_map(|a| a.cpus.iter().copied())
             .collect();
         let mut out = Confined::default();
+        {
+            // Jobs began or ended: what was left to the kernel is looked at again.
+            let mut k = lock(&self.known);
+            if k.parked_beside != taken {
+                k.parked.clear();
+                k.parked_beside = taken.clone();
+            }
+        }
         if steps.is_empty() && taken.is_empty() {
             return out; // no Slurm job on this machine: nothing to confine
         }
@@ -317,8 +341,12 @@ impl Jobs {
                     .copied()
                     .filter(|c| !taken.contains(c))
                     .collect();
-                if free.len() >= p.slots() && free.len() < allowed.len() {
-                    p.allowed_cpus = Some(free);
+                if free.len() < allowed.len() {
+                    if free.len() >= p.slots() {
+                        p.allowed_cpus = Some(free);
+                    } else {
+                        out.park.push(p.key());
+                    }
                 }
                 continue;
             };
@@ -355,6 +383,11 @@ impl Jobs {
                     p.allowed_mems = Some(nodes);
                 }
             }
+        }
+        if !out.park.is_empty() {
+            let park: HashSet<ProcessKey> = out.park.iter().copied().collect();
+            snapshot.processes.retain(|p| !park.contains(&p.key()));
+            lock(&self.known).parked.extend(park);
         }
         // A step whose only process seen is its step daemon has nothing to show.
         out.views = steps
@@ -556,7 +589,7 @@ mod tests {
     }
 
     #[test]
-    fn an_outsider_the_free_cpus_cannot_hold_is_not_squeezed_onto_them() {
+    fn an_outsider_the_free_cpus_cannot_hold_is_left_to_the_kernel() {
         // Jobs hold 6 of 8 CPUs; a 3-CPU outsider would be throttled on the other 2.
         let f = fake(
             &[
@@ -575,17 +608,28 @@ mod tests {
         s.processes[0].threads = 3;
         s.processes[1].cpu_demand = 2.0;
         s.processes[1].threads = 2;
-        f.jobs.confine(&mut s);
-        assert_eq!(s.processes[0].allowed_cpus, None, "shares, as unmanaged");
+        let c = f.jobs.confine(&mut s);
+        assert_eq!(c.park, vec![key(81)], "left to the kernel, as unmanaged");
+        assert_eq!(s.processes.len(), 1);
+        assert_eq!(s.processes[0].pid, 82);
         assert_eq!(
-            s.processes[1].allowed_cpus,
+            s.processes[0].allowed_cpus,
             Some(vec![6, 7]),
             "fits: kept off"
         );
+        assert!(f.jobs.parked(key(81)) && !f.jobs.parked(key(82)));
+        // Still parked while the jobs hold the same CPUs; looked at again when not.
+        f.jobs.confine(&mut snapshot(&[82]));
+        assert!(f.jobs.parked(key(81)));
+        std::fs::remove_dir_all(f._dir.path().join("cg/cpuset/slurm_n/uid_0/job_1")).expect("rm");
+        std::fs::remove_dir_all(f._dir.path().join("proc/80")).expect("rm");
+        f.jobs.begin_pass();
+        f.jobs.confine(&mut snapshot(&[82]));
+        assert!(!f.jobs.parked(key(81)), "the job ended");
     }
 
     #[test]
-    fn a_job_holding_every_cpu_leaves_outsiders_as_they_were() {
+    fn a_job_holding_every_cpu_leaves_outsiders_to_the_kernel() {
         let f = fake(
             &[(30, Some(&format!("{JOB1}/task_0")), ""), (31, None, "")],
             &[(JOB1, "0-7", "0-1")],
@@ -594,10 +638,15 @@ mod tests {
         f.jobs.mode(key(30), "t");
         f.jobs.mode(key(31), "t");
         let mut s = snapshot(&[30, 31]);
-        f.jobs.confine(&mut s);
+        let c = f.jobs.confine(&mut s);
         assert_eq!(s.processes[0].allowed_cpus, None, "the whole machine");
         assert_eq!(s.processes[0].allowed_mems, None);
-        assert_eq!(s.processes[1].allowed_cpus, None);
+        assert_eq!(
+            c.park,
+            vec![key(31)],
+            "nowhere to keep it off: left to the kernel"
+        );
+        assert_eq!(s.processes.len(), 1);
     }
 
     #[test]

@@ -171,8 +171,9 @@ impl Tree {
     }
 }
 
-/// The scan filter: identity every pass, thresholds for newcomers only, and a Slurm
-/// job's opt-out (see [`super::jobs`]) before either.
+/// The scan filter: identity every pass, thresholds for newcomers only, and before
+/// either a Slurm job's opt-out and outsiders left to the kernel beside the jobs (see
+/// [`super::jobs`]).
 pub fn filter(
     selector: Selector,
     managed: Managed,
@@ -184,8 +185,10 @@ pub fn filter(
             pid: c.stat.pid,
             start_time: c.stat.start_time,
         };
-        if jobs.as_ref().and_then(|j| j.mode(key, &c.stat.comm)) == Some(JobMode::Off) {
-            return false;
+        if let Some(j) = &jobs {
+            if j.mode(key, &c.stat.comm) == Some(JobMode::Off) || j.parked(key) {
+                return false;
+            }
         }
         let in_tree = tree.as_ref().map(|t| {
             t.lock()

@@ -1,7 +1,8 @@
 //! When to re-plan. N-MASS re-plans when a process's MPKI moves by more than 20% from
 //! the previous epoch (Majo & Gross, ISMM 2011); numasched also re-plans when managed
-//! processes arrive or leave, and when a process's memory moved to another node (its
-//! home changed, so what "local" means changed).
+//! processes arrive or leave, when a process's memory moved to another node (its
+//! home changed, so what "local" means changed), and when the CPUs it may use changed
+//! (a Slurm job began or ended beside it, someone re-pinned it).
 //!
 //! Hysteresis, so nothing thrashes: the MPKI baseline is the value *at the last plan*,
 //! not the previous epoch, so a slow drift is noticed but noise around a level is not;
@@ -21,7 +22,7 @@ use std::collections::HashMap;
 
 use crate::policy::granularity::IDLE_DEMAND;
 use crate::policy::Snapshot;
-use crate::topology::NodeId;
+use crate::topology::{CpuId, NodeId};
 
 use crate::policy::ProcessKey;
 
@@ -36,7 +37,7 @@ pub struct TriggerParams {
     pub min_interval: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 struct Baseline {
     mpki: Option<f64>,
     home: Option<NodeId>,
@@ -44,6 +45,16 @@ struct Baseline {
     slots: usize,
     /// Too idle to be placed at all (see [`IDLE_DEMAND`]).
     idle: bool,
+    /// Where it was allowed to run (sorted; `None`: everywhere).
+    allowed: Option<Vec<CpuId>>,
+}
+
+fn sorted(v: Option<&Vec<CpuId>>) -> Option<Vec<CpuId>> {
+    v.map(|v| {
+        let mut v = v.clone();
+        v.sort_unstable();
+        v
+    })
 }
 
 /// What was true at the last plan.
@@ -103,6 +114,7 @@ impl Trigger {
                         home: p.home_node(),
                         slots: p.slots(),
                         idle: p.cpu_demand < IDLE_DEMAND,
+                        allowed: sorted(p.allowed_cpus.as_ref()),
                     },
                 )
             })
@@ -151,6 +163,22 @@ impl Trigger {
                     proc.pid,
                     show(b.mpki),
                     show(proc.mpki)
+                ));
+            }
+            // Its limits moved (a Slurm job started or ended beside it, someone
+            // re-pinned it): the plan may have it where it may no longer be.
+            let allowed = sorted(proc.allowed_cpus.as_ref());
+            if allowed != b.allowed {
+                let show = |a: &Option<Vec<CpuId>>| {
+                    a.as_ref().map_or("every CPU".into(), |v| {
+                        format!("CPUs {}", crate::topology::cpulist::format(v))
+                    })
+                };
+                out.push(format!(
+                    "pid {} may use {} (was {})",
+                    proc.pid,
+                    show(&allowed),
+                    show(&b.allowed)
                 ));
             }
             let home = proc.home_node();
@@ -274,6 +302,27 @@ mod tests {
             panic!("moved memory must re-plan")
         };
         assert_eq!(r, vec!["pid 1 memory moved to node 1"]);
+    }
+
+    #[test]
+    fn a_change_of_the_allowed_cpus_re_plans() {
+        let mut t = Trigger::default();
+        let s = snap(&[(1, Some(10.0), 0)]);
+        t.planned(&s, 100.0);
+        let mut fenced = s.clone();
+        fenced.processes[0].allowed_cpus = Some(vec![3, 2]);
+        let Decision::Replan(r) = t.decide(&fenced, 110.0, &P, vec![]) else {
+            panic!("a new limit must re-plan")
+        };
+        assert_eq!(r, vec!["pid 1 may use CPUs 2-3 (was every CPU)"]);
+        t.planned(&fenced, 110.0);
+        let mut same = fenced.clone();
+        same.processes[0].allowed_cpus = Some(vec![2, 3]);
+        assert_eq!(
+            t.decide(&same, 120.0, &P, vec![]),
+            Decision::Quiet,
+            "same set"
+        );
     }
 
     #[test]
