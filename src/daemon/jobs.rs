@@ -9,7 +9,7 @@
 //! - a process outside every job is kept off the CPUs allocated to jobs when the CPUs
 //!   left can hold it, so numasched never crowds a job with work Slurm did not put
 //!   there. One they cannot hold is released and left to the kernel until the jobs
-//!   change: pinned anywhere, it would crowd a job (the policy does not see the load
+//!   change or a few epochs have passed: pinned anywhere, it would crowd a job (the policy does not see the load
 //!   of job tasks numasched does not manage), and squeezed onto the free CPUs it would
 //!   run slower than unmanaged;
 //! - the job decides how it is treated (`NUMASCHED=off|advise|manage`, see
@@ -45,6 +45,15 @@ struct Member {
     /// a task.
     stepd: bool,
 }
+
+/// Passes an outsider stays left to the kernel before it is looked at again: its
+/// demand, which decided it, may have been a start-up burst.
+const PARKED_PASSES: u64 = 10;
+
+/// Passes in a row an outsider must not fit beside the jobs before it is left to the
+/// kernel: a process first seen young is sized for all its threads until one epoch
+/// is measured, which alone must not decide.
+const UNFIT_PASSES: u32 = 2;
 
 /// The command name of Slurm's step daemon.
 const STEPD: &str = "slurmstepd";
@@ -98,9 +107,13 @@ struct Known {
     pass: u64,
     /// Problems not yet reported (a wish that is no mode), each once.
     problems: Vec<String>,
-    /// Outsiders the CPUs no job holds cannot hold, left to the kernel while the
-    /// jobs' CPUs stay `parked_beside`.
-    parked: HashSet<ProcessKey>,
+    /// Outsiders the CPUs no job holds cannot hold, left to the kernel (with the pass
+    /// they were left in) while the jobs' CPUs stay `parked_beside`, for at most
+    /// [`PARKED_PASSES`].
+    parked: HashMap<ProcessKey, u64>,
+    /// Outsiders that did not fit beside the jobs in the last pass(es), and how many
+    /// passes in a row: one pass is not enough to park (see [`UNFIT_PASSES`]).
+    unfit: HashMap<ProcessKey, u32>,
     parked_beside: BTreeSet<CpuId>,
 }
 
@@ -183,6 +196,7 @@ impl Jobs {
         k.members.retain(|key, (m, seen, _)| {
             *seen + FORGET_AFTER > pass && (m.is_none() || reader.exists(key.pid))
         });
+        k.parked.retain(|_, at| *at + PARKED_PASSES > pass);
     }
 
     /// The wish of `pid`'s job (`off` for Slurm's own step daemon); `None` outside
@@ -278,7 +292,10 @@ impl Jobs {
     /// Whether `key` is an outsider left to the kernel beside the jobs (see
     /// [`Confined::park`]); the scan filter keeps it out until the jobs change.
     pub fn parked(&self, key: ProcessKey) -> bool {
-        lock(&self.known).parked.contains(&key)
+        let k = lock(&self.known);
+        k.parked
+            .get(&key)
+            .is_some_and(|at| *at + PARKED_PASSES > k.pass)
     }
 
     /// Problems found since the last call (each reported once).
@@ -330,6 +347,8 @@ impl Jobs {
         }
         let machine: Vec<CpuId> = snapshot.topology.cpus().iter().map(|c| c.id).collect();
         let mut managed: BTreeMap<JobStep, usize> = BTreeMap::new();
+        let mut unfit = std::mem::take(&mut lock(&self.known).unfit);
+        let mut unfit_now = HashMap::new();
         for p in &mut snapshot.processes {
             let allowed = p.allowed_cpus.clone().unwrap_or_else(|| machine.clone());
             let Some(m) = members.get(&p.key()) else {
@@ -345,7 +364,12 @@ impl Jobs {
                     if free.len() >= p.slots() {
                         p.allowed_cpus = Some(free);
                     } else {
-                        out.park.push(p.key());
+                        let n = unfit.remove(&p.key()).unwrap_or(0) + 1;
+                        if n >= UNFIT_PASSES {
+                            out.park.push(p.key());
+                        } else {
+                            unfit_now.insert(p.key(), n);
+                        }
                     }
                 }
                 continue;
@@ -384,10 +408,13 @@ impl Jobs {
                 }
             }
         }
+        lock(&self.known).unfit = unfit_now;
         if !out.park.is_empty() {
             let park: HashSet<ProcessKey> = out.park.iter().copied().collect();
             snapshot.processes.retain(|p| !park.contains(&p.key()));
-            lock(&self.known).parked.extend(park);
+            let mut k = lock(&self.known);
+            let pass = k.pass;
+            k.parked.extend(park.into_iter().map(|key| (key, pass)));
         }
         // A step whose only process seen is its step daemon has nothing to show.
         out.views = steps
@@ -590,6 +617,18 @@ mod tests {
 
     #[test]
     fn an_outsider_the_free_cpus_cannot_hold_is_left_to_the_kernel() {
+        // 81 keeps 3 CPUs busy, 82 two.
+        fn s2(f: &Fake) -> Snapshot {
+            for p in [80, 81, 82] {
+                f.jobs.mode(key(p), "t");
+            }
+            let mut s = snapshot(&[81, 82]);
+            s.processes[0].cpu_demand = 3.0;
+            s.processes[0].threads = 3;
+            s.processes[1].cpu_demand = 2.0;
+            s.processes[1].threads = 2;
+            s
+        }
         // Jobs hold 6 of 8 CPUs; a 3-CPU outsider would be throttled on the other 2.
         let f = fake(
             &[
@@ -600,14 +639,12 @@ mod tests {
             &[(JOB1, "0-5", "0-1")],
         );
         f.jobs.begin_pass();
-        for p in [80, 81, 82] {
-            f.jobs.mode(key(p), "t");
-        }
-        let mut s = snapshot(&[81, 82]);
-        s.processes[0].cpu_demand = 3.0;
-        s.processes[0].threads = 3;
-        s.processes[1].cpu_demand = 2.0;
-        s.processes[1].threads = 2;
+        let mut s = s2(&f);
+        let c = f.jobs.confine(&mut s);
+        assert!(c.park.is_empty(), "one pass does not decide");
+        assert_eq!(s.processes[0].allowed_cpus, None, "meanwhile it shares");
+        f.jobs.begin_pass();
+        let mut s = s2(&f);
         let c = f.jobs.confine(&mut s);
         assert_eq!(c.park, vec![key(81)], "left to the kernel, as unmanaged");
         assert_eq!(s.processes.len(), 1);
@@ -618,9 +655,20 @@ mod tests {
             "fits: kept off"
         );
         assert!(f.jobs.parked(key(81)) && !f.jobs.parked(key(82)));
-        // Still parked while the jobs hold the same CPUs; looked at again when not.
+        // Still parked while the jobs hold the same CPUs, for a while; looked at again
+        // when the jobs change or the while is over.
         f.jobs.confine(&mut snapshot(&[82]));
         assert!(f.jobs.parked(key(81)));
+        for _ in 0..PARKED_PASSES {
+            f.jobs.begin_pass();
+        }
+        assert!(!f.jobs.parked(key(81)), "a while is over");
+        f.jobs.confine(&mut s2(&f));
+        f.jobs.confine(&mut s2(&f));
+        assert!(
+            f.jobs.parked(key(81)),
+            "parked again: it still does not fit"
+        );
         std::fs::remove_dir_all(f._dir.path().join("cg/cpuset/slurm_n/uid_0/job_1")).expect("rm");
         std::fs::remove_dir_all(f._dir.path().join("proc/80")).expect("rm");
         f.jobs.begin_pass();
@@ -637,6 +685,7 @@ mod tests {
         f.jobs.begin_pass();
         f.jobs.mode(key(30), "t");
         f.jobs.mode(key(31), "t");
+        f.jobs.confine(&mut snapshot(&[30, 31]));
         let mut s = snapshot(&[30, 31]);
         let c = f.jobs.confine(&mut s);
         assert_eq!(s.processes[0].allowed_cpus, None, "the whole machine");

@@ -342,8 +342,8 @@ if [[ $after == "$ALL" ]] && [[ ! -e $DIR/journal.json ]]; then
 else
     bad "after: the outsider is on $after after the stop (machine $ALL), journal left: $(ls "$DIR"/journal.json 2>/dev/null)"
 fi
-grep -E "failed=[1-9]| failed:" "$DIR/ns.log" >/dev/null &&
-    bad "numasched logged failed placements: $(grep -E 'failed=[1-9]| failed:' "$DIR/ns.log" | head -2)" ||
+grep -iE "failed=[1-9]| failed:" "$DIR/ns.log" >/dev/null &&
+    bad "numasched logged failed placements: $(grep -iE 'failed=[1-9]| failed:' "$DIR/ns.log" | head -2)" ||
     ok "numasched logged no failed placement"
 
 # --- 7. Slurm without numasched ----------------------------------------------------------

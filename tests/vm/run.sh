@@ -20,6 +20,10 @@
 #   NUMASCHED_VM_NOHARM_ROUNDS  rounds of the noharm scenario (3; 9 for the figure in
 #                        docs/vm.md, with a scenario limit of 900)
 #
+# When the scenario list names `slurm`, Debian's Slurm and munge are installed on the
+# host (if missing) and carried into the guests (one more cached initramfs archive, see
+# ensure_slurm_initramfs).
+#
 # Runs as root on a Debian-like host (installs what it needs with apt).
 set -eu
 set -o pipefail
@@ -35,7 +39,7 @@ noharm_rounds=${NUMASCHED_VM_NOHARM_ROUNDS:-3}
 case $noharm_rounds in ''|*[!0-9]*|0) echo "NUMASCHED_VM_NOHARM_ROUNDS: '$noharm_rounds' is not a whole number of rounds (1 or more)" >&2; exit 2 ;; esac
 bin=${NUMASCHED_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/numasched}
 # Set but empty: boot and power off only (measures boot time).
-scenarios=${NUMASCHED_VM_SCENARIOS-topo placement restore noharm pinned migrate mems numad}
+scenarios=${NUMASCHED_VM_SCENARIOS-topo placement restore noharm pinned migrate mems numad slurm}
 
 log() { printf '== %s\n' "$*"; }
 die() { printf 'run.sh: %s\n' "$*" >&2; exit 2; }
@@ -45,10 +49,14 @@ die() { printf 'run.sh: %s\n' "$*" >&2; exit 2; }
 # Installs the Debian packages that are missing; `apt-get update` at most once.
 # busybox-static (not the dynamic busybox) is what the initramfs needs; binutils gives
 # strip; util-linux gives taskset.
+# The slurm scenario adds Slurm and munge. A temporary policy-rc.d keeps the packages'
+# init scripts from starting system-wide daemons (munged, slurmd...), as
+# tests/slurm/cluster.sh does.
 ensure_packages() {
-  local need=() pkg
-  for pkg in qemu-system-x86 busybox-static numactl numad stress-ng cpio util-linux \
-             binutils gzip; do
+  local need=() pkg pkgs="qemu-system-x86 busybox-static numactl numad stress-ng cpio \
+    util-linux binutils gzip" policy=""
+  if wants_slurm; then pkgs="$pkgs slurmctld slurmd slurm-client munge"; fi
+  for pkg in $pkgs; do
     [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" = 'install ok installed' ] ||
       need+=("$pkg")
   done
@@ -58,9 +66,16 @@ ensure_packages() {
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt_updated=1
-    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d &&
+        policy=1
+    fi
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null || {
+      [ -z "$policy" ] || rm -f /usr/sbin/policy-rc.d; die "apt-get install ${need[*]} failed"; }
+    [ -z "$policy" ] || rm -f /usr/sbin/policy-rc.d
   fi
 }
+wants_slurm() { case " $scenarios " in *" slurm "*) return 0 ;; esac; return 1; }
 
 # --- kernel -----------------------------------------------------------------------------
 
@@ -143,6 +158,51 @@ ensure_base_initramfs() {
   rm -rf "$root"
 }
 
+# Slurm for the slurm scenario (cached like the base, keyed on the packages' versions
+# and this function's text): munged, slurmctld, slurmd, slurmstepd and the client
+# commands at their host paths (slurmd runs /usr/sbin/slurmstepd), the plugins a
+# one-node cluster with cgroup v1 loads (dlopen'd: ldd of the binaries does not list
+# them), every library ldd lists for all of these, and the passwd, group and
+# nsswitch entries they look up. The guest writes slurm.conf itself (its hostname,
+# its CPUs as `slurmd -C` reports them).
+slurm_plugins="accounting_storage_none acct_gather_energy_none acct_gather_filesystem_none
+  acct_gather_interconnect_none acct_gather_profile_none auth_munge cgroup_v1 cli_filter_none
+  core_spec_none cred_munge ext_sensors_none hash_k12 job_container_none jobacct_gather_none
+  jobcomp_none launch_slurm mcs_none mpi_none power_none preempt_none priority_basic
+  prep_script proctrack_cgroup route_default sched_builtin select_cons_tres
+  site_factor_none switch_none task_affinity task_cgroup topology_none"
+ensure_slurm_initramfs() {
+  local key
+  key=$( (declare -f ensure_slurm_initramfs copy_with_libs; echo "$slurm_plugins") | md5sum | cut -c1-12
+    for t in slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libmunge2 libc6; do
+    dpkg-query -W -f='${Package}=${Version} ' "$t" 2>/dev/null || true; done)
+  if [ -s "$cache/slurm.cpio.gz" ] && [ "$(cat "$cache/slurm.key" 2>/dev/null)" = "$key" ]; then
+    return
+  fi
+  log "building the Slurm initramfs (munged, slurmctld, slurmd, srun, plugins)"
+  local root="$cache/slurm-root" tool plugdir=/usr/lib/x86_64-linux-gnu/slurm-wlm p
+  rm -rf "$root"
+  mkdir -p "$root/etc" "$root$plugdir"
+  for tool in /usr/sbin/slurmctld /usr/sbin/slurmd /usr/sbin/slurmstepd /usr/sbin/munged \
+              /usr/bin/srun /usr/bin/sbatch /usr/bin/sinfo /usr/bin/squeue /usr/bin/scancel \
+              /usr/bin/scontrol /usr/bin/munge /usr/bin/unmunge; do
+    [ -x "$tool" ] || die "$tool missing (is Slurm installed?)"
+    copy_with_libs "$root" "$tool"
+  done
+  for p in $slurm_plugins; do
+    [ -e "$plugdir/$p.so" ] || die "Slurm plugin $plugdir/$p.so missing"
+    copy_with_libs "$root" "$plugdir/$p.so"
+  done
+  printf '%s\n' 'root:x:0:0:root:/root:/bin/sh' \
+    'nobody:x:65534:65534:nobody:/nonexistent:/bin/false' >"$root/etc/passwd"
+  printf '%s\n' 'root:x:0:' 'nogroup:x:65534:' >"$root/etc/group"
+  printf '%s\n' 'passwd: files' 'group: files' 'hosts: files' >"$root/etc/nsswitch.conf"
+  (cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$cache/slurm.cpio.gz.tmp"
+  mv "$cache/slurm.cpio.gz.tmp" "$cache/slurm.cpio.gz"
+  echo "$key" >"$cache/slurm.key"
+  rm -rf "$root"
+}
+
 # The part rebuilt on every run: numasched (stripped: the release build carries debug
 # info that would only slow the boot), its libraries, /init and the scenario script.
 # The kernel unpacks concatenated gzip'd cpio archives in order, later files on top.
@@ -216,7 +276,9 @@ run_guest() {
   printf 'TOPO=%s\n%s\nSCENARIOS="%s"\nSCENARIO_LIMIT=%s\nNOHARM_ROUNDS=%s\n' "$name" "$expect" \
     "$scenarios" "$scenario_limit" "$noharm_rounds" >"$conf_root/etc/nstest.conf"
   (cd "$conf_root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/conf-$name.cpio.gz"
-  cat "$cache/base.cpio.gz" "$out/app.cpio.gz" "$out/conf-$name.cpio.gz" >"$out/initrd-$name.gz"
+  local extra=()
+  if wants_slurm; then extra=("$cache/slurm.cpio.gz"); fi
+  cat "$cache/base.cpio.gz" "${extra[@]}" "$out/app.cpio.gz" "$out/conf-$name.cpio.gz" >"$out/initrd-$name.gz"
   rm -rf "$conf_root" "$out/conf-$name.cpio.gz"
 
   log "guest $name: qemu ${qemu_args[*]}"
@@ -253,6 +315,7 @@ main() {
   mkdir -p "$cache" "$out"
   ensure_kernel
   ensure_base_initramfs
+  if wants_slurm; then ensure_slurm_initramfs; fi
   build_app_initramfs
 
   for name in $topos; do

@@ -725,6 +725,339 @@ load_progress() {
 }
 nullable() { if [ "$1" = - ] || [ -z "$1" ]; then echo null; else echo "$1"; fi; }
 
+# ---------------------------------------------------------------- slurm
+# slurm: numasched beside a real one-node Slurm (munged, slurmctld, slurmd from Debian,
+# carried in by tests/vm/run.sh; cgroup v1, proctrack/cgroup, task/cgroup with
+# ConstrainCores, task/affinity), run with --pin cpu so every placement shows in the
+# affinity. Checked from /proc and the cgroup tree, in three steps:
+#  1. a job with NUMASCHED=off gets node 0's CPUs: a process outside every job must
+#     leave them (CPUs are free elsewhere);
+#  2. the next job's step gets node 1's CPUs, its stream load's memory is on node 0 and
+#     the step's cpuset.mems only node 0: the task stays inside the step's CPUs and is
+#     placed there, no page of it arrives on a node outside the step's mems, the
+#     opted-out task keeps its whole step, `status` shows both steps;
+#  3. the opted-out job is cancelled: the outsider must be off the managed job's CPUs.
+# And the daemon logs no failed placement or page move.
+SLURM_DIR=/run/slurm
+SLURM_NODE=nsvm
+SLURM_PIDS=""
+CG=/sys/fs/cgroup
+
+# "a b c" within "x y z" (word lists of CPUs)?
+within() { for w in $1; do case " $2 " in *" $w "*) ;; *) return 1 ;; esac; done; return 0; }
+disjoint() { for w in $1; do case " $2 " in *" $w "*) return 1 ;; esac; done; return 0; }
+count_words() { echo $1 | wc -w; }
+
+# cgroup v1 cpuset and freezer at /sys/fs/cgroup/<name>, as Slurm's cgroup/v1 expects.
+# The mems scenario leaves cgroup v2 mounted there with cpuset enabled: cpuset is
+# released from it and a tmpfs mounted on top, both undone by slurm_cgroups_down.
+slurm_cgroups_up() {
+  local c i
+  V2_CPUSET=""
+  if grep -q " $CG cgroup2 " /proc/mounts && grep -qw cpuset "$CG/cgroup.subtree_control"; then
+    echo -cpuset >"$CG/cgroup.subtree_control" && V2_CPUSET=1
+  fi
+  mount -t tmpfs -o mode=755 cgroup_root "$CG" || return 1
+  for c in cpuset freezer; do
+    mkdir -p "$CG/$c"
+    i=0
+    # A controller just released by cgroup v2 may stay busy for a moment.
+    until mount -t cgroup -o "$c" "$c" "$CG/$c" 2>/dev/null; do
+      i=$((i + 1)); [ $i -lt 40 ] || return 1; sleep 0.25
+    done
+  done
+}
+slurm_cgroups_down() {
+  local c i
+  for c in cpuset freezer; do
+    grep -q " $CG/$c cgroup " /proc/mounts || continue
+    # A v1 hierarchy goes (and its controller back to v2) only if it has no cgroup left
+    # at umount; Slurm's are removable once their last task has exited.
+    i=0
+    while [ -n "$(find "$CG/$c" -mindepth 1 -type d | head -n 1)" ] && [ $i -lt 40 ]; do
+      find "$CG/$c" -mindepth 1 -depth -type d -exec rmdir {} \; 2>/dev/null
+      sleep 0.25; i=$((i + 1))
+    done
+    umount "$CG/$c"
+  done
+  grep -q "^cgroup_root $CG tmpfs " /proc/mounts && umount "$CG"
+  if [ -n "$V2_CPUSET" ]; then
+    # The hierarchy is released in the background: cpuset may take a moment to return.
+    i=0
+    until echo +cpuset 2>/dev/null >"$CG/cgroup.subtree_control" || [ $i -ge 40 ]; do
+      sleep 0.25; i=$((i + 1))
+    done
+  fi
+  true
+}
+
+# Starts munged, slurmctld and slurmd (pids in SLURM_PIDS), waits until the node is idle.
+slurm_up() {
+  local d=$SLURM_DIR i topo state
+  hostname "$SLURM_NODE"
+  ifconfig lo 127.0.0.1 up
+  # Slurm resolves its listening address with AI_ADDRCONFIG, which finds nothing on a
+  # machine whose only IPv4 address is 127.0.0.1 (the guest has no network card).
+  ip addr add 10.0.2.15/32 dev lo 2>/dev/null
+  echo "127.0.0.1 localhost $SLURM_NODE" >/etc/hosts
+  rm -rf "$d"
+  mkdir -p "$d/etc" "$d/state" "$d/spool" "$d/log" "$d/munge"
+  chmod 755 "$d"; chmod 711 "$d/munge"
+  head -c 1024 /dev/urandom >"$d/munge/munge.key"; chmod 400 "$d/munge/munge.key"
+  /usr/sbin/munged -F --key-file="$d/munge/munge.key" --socket="$d/munge/sock" \
+    --pid-file="$d/munge/munged.pid" --log-file="$d/log/munged.log" \
+    --seed-file="$d/munge/seed" </dev/null >"$d/log/munged.out" 2>&1 &
+  SLURM_PIDS="$!"
+  i=0; while [ ! -S "$d/munge/sock" ] && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
+  [ -S "$d/munge/sock" ] || { SLURM_ERR="munged did not start: $(tail -n 3 "$d/log/munged.out" "$d/log/munged.log" 2>/dev/null)"; return 1; }
+  # The node as slurmd itself sees it, so it does not refuse a config that differs.
+  topo=$(SLURM_CONF=/nonexistent /usr/sbin/slurmd -C 2>/dev/null | head -n 1 |
+    grep -oE '(Boards|SocketsPerBoard|CoresPerSocket|ThreadsPerCore)=[0-9]+' | tr '\n' ' ')
+  cat >"$d/etc/slurm.conf" <<CONF
+ClusterName=nsvm
+SlurmctldHost=$SLURM_NODE(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$d/munge/sock
+StateSaveLocation=$d/state
+SlurmdSpoolDir=$d/spool
+SlurmctldPidFile=$d/slurmctld.pid
+SlurmdPidFile=$d/slurmd.pid
+SlurmctldLogFile=$d/log/slurmctld.log
+SlurmdLogFile=$d/log/slurmd.log
+PlugStackConfig=$d/etc/plugstack.conf
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup,task/affinity
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/builtin
+MpiDefault=none
+ReturnToService=2
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+MessageTimeout=20
+SlurmctldTimeout=60
+SlurmdTimeout=60
+InactiveLimit=0
+KillWait=2
+MinJobAge=5
+WaitTime=0
+NodeName=$SLURM_NODE NodeAddr=127.0.0.1 CPUs=$(count_words "$(all_cpus)") ${topo}RealMemory=512 State=UNKNOWN
+PartitionName=debug Nodes=$SLURM_NODE Default=YES MaxTime=INFINITE State=UP
+CONF
+  printf '%s\n' CgroupPlugin=cgroup/v1 CgroupMountpoint=$CG ConstrainCores=yes \
+    ConstrainRAMSpace=no ConstrainDevices=no >"$d/etc/cgroup.conf"
+  : >"$d/etc/plugstack.conf"
+  export SLURM_CONF=$d/etc/slurm.conf
+  /usr/sbin/slurmctld -D -i -c </dev/null >"$d/log/slurmctld.out" 2>&1 &
+  SLURM_PIDS="$SLURM_PIDS $!"
+  /usr/sbin/slurmd -D -N "$SLURM_NODE" </dev/null >"$d/log/slurmd.out" 2>&1 &
+  SLURM_PIDS="$SLURM_PIDS $!"
+  i=0 state=""
+  while [ $i -lt 240 ]; do
+    state=$(sinfo -h -n "$SLURM_NODE" -o %T 2>/dev/null | head -n 1)
+    [ "$state" = idle ] && return 0
+    for p in $SLURM_PIDS; do
+      [ -d "/proc/$p" ] || { SLURM_ERR="a Slurm daemon (pid $p) exited: $(tail -n 4 "$d"/log/*.log "$d"/log/*.out 2>/dev/null | tr '\n' ' ')"; return 1; }
+    done
+    sleep 0.25; i=$((i + 1))
+  done
+  SLURM_ERR="node not idle after 60 s (state '${state:-no answer}'): $(tail -n 4 "$d"/log/slurmd.log "$d"/log/slurmctld.log 2>/dev/null | tr '\n' ' ')"
+  return 1
+}
+
+# Cancels the jobs, stops slurmd, slurmctld and munged by pid (last started first), and
+# any step daemon left in the freezer tree.
+slurm_down() {
+  local jobs p order="" i
+  jobs=$(squeue -h -o %i 2>/dev/null)
+  [ -z "$jobs" ] || scancel $jobs 2>/dev/null
+  i=0; while [ -n "$(squeue -h -o %i 2>/dev/null)" ] && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
+  for p in $SLURM_PIDS; do order="$p $order"; done
+  for p in $order; do stop_pids "$p"; done
+  for p in $(find "$CG/freezer" -name cgroup.procs -exec cat {} + 2>/dev/null); do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = slurmstepd ] && kill -9 "$p"
+  done
+  SLURM_PIDS=""
+  unset SLURM_CONF
+}
+
+# A process named $1 in a Slurm job step other than cgroup $2: sets TASK (its pid) and
+# STEP_CG (its step's cgroup, e.g. /slurm_nsvm/uid_0/job_2/step_0). Shell builtins only:
+# a fork per process would take seconds under TCG.
+find_task() {
+  local d c cs
+  for d in /proc/[0-9]*; do
+    read -r c 2>/dev/null <"$d/comm" || continue
+    [ "$c" = "$1" ] || continue
+    read -r cs 2>/dev/null <"$d/cpuset" || continue
+    case $cs in */job_*/step_*) ;; *) continue ;; esac
+    while case ${cs##*/} in step_*) false ;; *) true ;; esac; do cs=${cs%/*}; done
+    [ "$cs" = "$2" ] && continue
+    TASK=${d#/proc/} STEP_CG=$cs
+    return 0
+  done
+  return 1
+}
+# find_task, retried for up to 60 s.
+wait_task() {
+  local i=0
+  TASK="" STEP_CG=""
+  while [ $i -lt 240 ]; do
+    find_task "$@" && return 0
+    sleep 0.25; i=$((i + 1))
+  done
+  return 1
+}
+cg_cpus() { expand_list "$(cat "$CG/cpuset$1/cpuset.cpus" 2>/dev/null)"; }
+cg_mems() { expand_list "$(cat "$CG/cpuset$1/cpuset.mems" 2>/dev/null)"; }
+# "12.0" for a step's cgroup path.
+step_name() { echo "$1" | sed 's#.*/job_\([0-9]*\)/step_\(.*\)#\1.\2#'; }
+# The step's line of `numasched status`: "<step> <mode> <cpus> <mems> <tasks> <managed>"
+# (compared as strings: step 1.0 is not pid 1).
+step_status() { numasched status --socket "$SOCK" 2>/dev/null | awk -v s="$1" '($1 "") == s'; }
+# Whole seconds since uptime $1.
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { print int(b - a) }'; }
+
+scenario_slurm() {
+  local why="" t0 t n0 n1 c0 c1 all off main off_task off_cg main_task main_cg off_cpus \
+    main_cpus main_mems i narrowed=0 samples=0 outsider before after grown off_line="" \
+    main_line="" s s_off s_main
+  [ -x /usr/sbin/slurmd ] || { echo "SKIP slurm: no Slurm in this initramfs (tests/vm/run.sh carries it in when the scenario list names slurm)"; return; }
+  set -- $(cpu_nodes)
+  [ $# -ge 2 ] || { echo "SKIP slurm: needs two nodes with CPUs"; return; }
+  n0=$1 n1=$2
+  eval "c0=\$CPUS_$n0; c1=\$CPUS_$n1"
+  all=$(all_cpus)
+  t0=$(now)
+  balancing 0   # page moves are numasched's alone
+  trail "slurm: cgroups and daemons"
+  slurm_cgroups_up || { echo "FAIL slurm: cannot mount cgroup v1 cpuset and freezer at $CG"; slurm_cgroups_down; return; }
+  if ! slurm_up; then
+    echo "FAIL slurm: $SLURM_ERR"; slurm_down; slurm_cgroups_down; return
+  fi
+  say "Slurm up after $(since "$t0") s: node $(sinfo -h -N -o '%N %T, %c CPUs (sockets:cores:threads %z)' | head -n 1)"
+  ln -sf /usr/bin/numasched /usr/bin/jobload
+  ln -sf /usr/bin/numasched /usr/bin/outsider
+  numasched profile set jobload --mpki 20 --numa-penalty 1.4 --db "$PROFILE_DB" >/dev/null
+  outsider workload cpu --seconds 300 --report-interval 60 >>/tmp/loads.log 2>&1 &
+  outsider=$!
+  start_daemon --pin cpu --include-comm jobload --include-comm outsider \
+    --migrate-pages --migrate-rate 64 --policy auto --db "$PROFILE_DB"
+  [ -S "$SOCK" ] || { echo "FAIL slurm: daemon did not open $SOCK: $(tail -n 3 $DAEMON_LOG)"; stop_pids $outsider; slurm_down; slurm_cgroups_down; return; }
+
+  # 1. A job that opts out gets node 0's CPUs; the outsider must leave them.
+  trail "slurm: opted-out job"
+  NUMASCHED=off srun -J nsoff -n1 -c "$(count_words "$c0")" --cpu-bind=none \
+    jobload workload cpu --seconds 300 --report-interval 60 >/tmp/slurm-off.out 2>&1 &
+  off=$!
+  if ! wait_task jobload ""; then
+    echo "FAIL slurm: the NUMASCHED=off job never ran a task: $(tail -n 2 /tmp/slurm-off.out | tr '\n' ' ')"
+    stop_daemon; stop_pids $outsider $off; slurm_down; slurm_cgroups_down; balancing "$BALANCING_AT_BOOT"; return
+  fi
+  off_task=$TASK off_cg=$STEP_CG off_cpus=$(cg_cpus "$STEP_CG") s_off=$(step_name "$STEP_CG")
+  say "job $s_off (NUMASCHED=off): task $off_task, step cpuset cpus [$off_cpus] mems [$(cg_mems "$off_cg")]"
+  t=$(now)
+  while ! disjoint "$(affinity "$outsider")" "$off_cpus" && [ "$(since "$t")" -lt 10 ]; do sleep 0.5; done
+  disjoint "$(affinity "$outsider")" "$off_cpus" &&
+    say "outsider moved off the job's CPUs within $(since "$t") s: on [$(affinity "$outsider")]" ||
+    why="$why outsider still on [$(affinity "$outsider")] 10 s after job $s_off took [$off_cpus] (CPUs were free);"
+
+  # 2. The next job gets node 1's CPUs; its load's memory is placed on node 0. Slurm
+  # 22.05 gives every step its parent's cpuset.mems (all nodes), so no page move could
+  # leave them: before the load starts, the step's mems are narrowed here to node 0, as
+  # a site confining memory would (the task waits in a shell for /tmp/slurm-go, then
+  # execs the load). numasched must run the task inside the step's CPUs and leave its
+  # pages on node 0, though the task runs on node 1.
+  trail "slurm: managed job"
+  rm -f /tmp/slurm-go
+  srun -J nsmain -n1 -c "$(count_words "$c1")" --cpu-bind=none sh -c "while [ ! -e /tmp/slurm-go ]; do sleep 0.2; done
+    exec jobload workload stream --touch-node $n0 --size 64M --seconds 300 --report-interval 60" >/tmp/slurm-main.out 2>&1 &
+  main=$!
+  if ! wait_task sh "$off_cg"; then
+    echo "FAIL slurm: the managed job never ran a task: $(tail -n 2 /tmp/slurm-main.out | tr '\n' ' ')"
+    stop_daemon; stop_pids $outsider $off $main; slurm_down; slurm_cgroups_down; balancing "$BALANCING_AT_BOOT"; return
+  fi
+  main_task=$TASK main_cg=$STEP_CG main_cpus=$(cg_cpus "$STEP_CG") s_main=$(step_name "$STEP_CG")
+  say "job $s_main: task $main_task, step cpuset cpus [$main_cpus] mems [$(cg_mems "$main_cg")] as Slurm set them"
+  echo "$n0" >"$CG/cpuset$main_cg/cpuset.mems" || why="$why could not narrow $main_cg's cpuset.mems to $n0;"
+  main_mems=$(cg_mems "$main_cg")
+  touch /tmp/slurm-go
+  [ "$off_cpus" = "$c0" ] || say "(Slurm did not give the first job node $n0's CPUs [$c0])"
+  [ "$main_cpus" = "$c1" ] || say "(Slurm did not give the second job node $n1's CPUs [$c1])"
+  wait_touched "$main_task" 64 || why="$why the managed job's load never touched its 64M;"
+  before=$(anon_pages_by_node "$main_task" | tr '\n' ' ')
+  trail "slurm: both jobs running"
+  t=$(now)
+  while [ "$(since "$t")" -lt 10 ]; do
+    for s in $(thread_affinities "$main_task"); do
+      s=$(echo "$s" | tr ',' ' ')
+      within "$s" "$main_cpus" || why="$why managed task $main_task had a thread on [$s], outside its step's [$main_cpus];"
+      [ "$(count_words "$s")" -lt "$(count_words "$main_cpus")" ] && narrowed=$((narrowed + 1))
+    done
+    for s in $(thread_affinities "$off_task"); do
+      [ "$s" = "$(commas "$off_cpus")" ] || why="$why opted-out task $off_task had a thread on [$s], not its step's [$off_cpus];"
+    done
+    samples=$((samples + 1))
+    [ -n "$off_line" ] || off_line=$(step_status "$s_off" | awk '$2 == "off"')
+    [ -n "$main_line" ] || main_line=$(step_status "$s_main" | awk '$2 == "manage" && $6 >= 1')
+    sleep 0.5
+  done
+  say "$samples samples: managed task on [$(affinity "$main_task")] ($narrowed thread samples narrowed inside its step); opted-out task on [$(affinity "$off_task")]; outsider on [$(affinity "$outsider")]"
+  say "status: ${off_line:-no line of step $s_off in mode off}; ${main_line:-no line of step $s_main with a managed task}"
+  [ "$narrowed" -gt 0 ] || why="$why numasched never placed the managed task inside its step (--pin cpu);"
+  [ -n "$off_line" ] || why="$why status never showed step $s_off in mode off;"
+  [ -n "$main_line" ] || why="$why status never showed step $s_main managed;"
+  # Were a CPU left beside both jobs (4n), the outsider must be there already.
+  if [ "$(count_words "$all")" -gt "$(count_words "$off_cpus $main_cpus")" ]; then
+    disjoint "$(affinity "$outsider")" "$off_cpus $main_cpus" ||
+      why="$why outsider on [$(affinity "$outsider")] while CPUs outside both jobs were free;"
+  fi
+
+  # 3. The opted-out job ends: CPUs are free again, the outsider must leave the managed
+  # job's (where it may have been left while the jobs held every CPU).
+  trail "slurm: opted-out job cancelled"
+  s=$(affinity "$outsider")
+  scancel -n nsoff
+  t=$(now)
+  while ! disjoint "$(affinity "$outsider")" "$main_cpus" && [ "$(since "$t")" -lt 10 ]; do sleep 0.5; done
+  if ! disjoint "$(affinity "$outsider")" "$main_cpus"; then
+    why="$why outsider still on [$(affinity "$outsider")] 10 s after CPUs outside job $s_main [$main_cpus] became free;"
+  elif disjoint "$s" "$main_cpus"; then
+    say "job $s_off cancelled: outsider on [$(affinity "$outsider")] (it was not on job $s_main's CPUs: nothing to check)"
+  else
+    say "job $s_off cancelled: outsider moved from [$s] to [$(affinity "$outsider")] within $(since "$t") s"
+  fi
+  for s in $(thread_affinities "$main_task"); do
+    within "$(echo "$s" | tr ',' ' ')" "$main_cpus" || why="$why managed task $main_task had a thread on [$s] at the end;"
+  done
+  after=$(anon_pages_by_node "$main_task" | tr '\n' ' ')
+  say "managed task's anonymous pages per node before: $before after: $after (step mems [$main_mems]); policies in numa_maps: $(awk '{ print $2 }' "/proc/$main_task/numa_maps" | sort | uniq -c | tr -s ' \n' '  ')"
+  grown=$(echo "$before|$after" | awk -F'|' -v m=" $main_mems " '{ n = split($1, b, " "); split($2, a, " ")
+      for (i = 1; i < n; i += 2) if (index(m, " " b[i] " ") == 0 && a[i + 1] > b[i + 1]) g += a[i + 1] - b[i + 1]; print g + 0 }')
+  [ "$grown" = 0 ] || why="$why $grown page(s) of the managed task arrived on nodes outside its step's mems [$main_mems];"
+  say "daemon: $(grep -E "pid $main_task (affinity|pages)" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 2 | tr '\n' ';')"
+
+  trail "slurm: stopping"
+  scancel -n nsmain
+  stop_daemon || why="$why the daemon did not stop on SIGTERM;"
+  grep -qiE "failed=[1-9]| failed:" "$DAEMON_LOG" &&
+    why="$why the daemon logged failures: $(grep -iE 'failed=[1-9]| failed:' "$DAEMON_LOG" | head -n 2 | sed -r 's/^.*(INFO|WARN) //' | tr '\n' ';');"
+  [ "$(affinity "$outsider")" = "$all" ] || why="$why outsider on [$(affinity "$outsider")] after the daemon stopped, not all CPUs;"
+  stop_pids $outsider $off $main
+  slurm_down
+  slurm_cgroups_down
+  balancing "$BALANCING_AT_BOOT"
+  say "scenario took $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
+  if [ -z "$why" ]; then echo "PASS slurm"; else
+    grep -E "pid ($main_task|$off_task|$outsider) |re-planned" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 12 | sed 's/^/    /'
+    echo "FAIL slurm:$why"
+  fi
+}
+
 # Each scenario runs under a watchdog: one that hangs (a wait on a process stuck in
 # the kernel, a manager that never exits) says FAIL with where it was and what ran,
 # and the next scenario still runs, instead of the host's timeout losing the guest.
@@ -755,7 +1088,7 @@ watchdog() {
       "$(cat "$d/wchan" 2>/dev/null)" "$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null | cut -c1-60)"
   done | grep -E ' (ns|numa|unshare)' || true
   kill -9 "$job" 2>/dev/null
-  kill_named nsload nscpu numad numasched
+  kill_named nsload nscpu numad numasched jobload outsider srun slurmstepd slurmd slurmctld munged
   balancing "$BALANCING_AT_BOOT"
 }
 # `restore` goes on from the daemon and loads `placement` left running, so the two
@@ -776,7 +1109,7 @@ while [ $# -gt 0 ]; do
   ) &
   watchdog "$job" $!
   wait 2>/dev/null
-  kill_named nsload nscpu numad numasched
+  kill_named nsload nscpu numad numasched jobload outsider srun slurmstepd slurmd slurmctld munged
   balancing "$BALANCING_AT_BOOT"
 done
 true
