@@ -359,3 +359,52 @@ fn objective_is_the_average_slowdown() {
     fn send_sync<T: Send + Sync>(_: &T) {}
     send_sync(&f);
 }
+
+/// A die's bus controller takes its cores' requests in turn, as the FSB takes its
+/// controllers': beside a stream on the same die, a task that alone draws half of what
+/// the stream draws keeps more than a third of the die's traffic (Tudu et al. measured
+/// the stream at 67%). One first-come-first-served queue per die, the model before
+/// 2026-11-26, served them by misses in flight and left the light task 18%.
+#[test]
+fn a_die_takes_its_cores_requests_in_turn() {
+    let t = topology::machine("xeon-e5345").unwrap();
+    let p = params_for(&t);
+    assert_eq!(t.cpus()[0].llc, t.cpus()[1].llc, "CPUs 0 and 1 share a die");
+    let stream = builtin("stream");
+    let solo = |prof: &Profile| {
+        simulate(&t, &p, &[sp(prof.clone(), 0, vec![0])]).processes[0].bandwidth_gbps
+    };
+    let full = solo(&stream);
+    let (mut lo, mut hi) = (0.0, 1.0);
+    let mut light = stream.clone();
+    for _ in 0..40 {
+        let mid = (lo + hi) / 2.0;
+        light.mpki = stream.mpki * mid;
+        if solo(&light) < full / 2.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let both = simulate(
+        &t,
+        &p,
+        &[
+            sp(stream.clone(), 0, vec![0]),
+            sp(light.clone(), 0, vec![1]),
+        ],
+    );
+    let (heavy, light_bw) = (
+        both.processes[0].bandwidth_gbps,
+        both.processes[1].bandwidth_gbps,
+    );
+    let share = light_bw / (heavy + light_bw);
+    assert!(
+        share > 1.0 / 3.0,
+        "the light task's share of the die: {share:.3}"
+    );
+    assert!(
+        heavy >= light_bw,
+        "the stream still draws more: {heavy:.2} < {light_bw:.2}"
+    );
+}

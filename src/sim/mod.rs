@@ -10,6 +10,7 @@
 
 pub mod eval;
 pub mod fidelity;
+mod lru;
 pub mod machine;
 mod model;
 mod network;

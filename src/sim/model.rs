@@ -12,6 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::lru;
 use super::machine::{MachineParams, MAX_UTILISATION};
 use super::network::{self, Network, ResourceKind};
 use super::profiles::{Derived, Profile};
@@ -203,12 +204,37 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
     }
     // Per thread: stall cycles per ns of latency (mpi · stall_per_latency · f).
     let mut stall_per_ns = vec![0.0; nt];
-    let mut insert = vec![0.0; net.occupants.len()];
-    let mut llc_insert = vec![0.0; net.llc_bytes.len()];
+    // Per occupant: instructions per ns, unloaded (step 3).
+    let mut instr_rate = vec![0.0; net.occupants.len()];
+    let mut target = vec![0.0; net.occupants.len()];
+    let mut on_llc: Vec<usize> = Vec::new();
+    let mut sharing = Vec::new();
+    // Each occupant's fill curve, for the caches it shares (src/sim/lru.rs).
+    let mut owner = vec![None; net.occupants.len()];
+    for th in &net.threads {
+        owner[th.occupant] = Some(th.process);
+    }
+    let curves: Vec<Option<lru::FillCurve>> = net
+        .occupants
+        .iter()
+        .zip(&owner)
+        .map(|(o, p)| {
+            let p = (*p)?;
+            if per_llc[o.llc] < 2 {
+                return None;
+            }
+            let profile = &procs[p].profile;
+            lru::FillCurve::new(net.llc_bytes[o.llc], |c| {
+                profile.misses_per_instruction(c / o.concurrency)
+            })
+        })
+        .collect();
     let mut prev_cpi = vec![0.0; nt];
     let mut scratch: Vec<(f64, f64, f64)> = Vec::new();
     let mut others: Vec<f64> = Vec::new();
     let mut mva: Vec<MvaUser> = Vec::new();
+    let mut cores: Vec<usize> = Vec::new();
+    let mut picked: Vec<(usize, usize)> = Vec::new();
     let line = params.line_bytes;
     // Per thread and resource on its path: the queueing delay its misses see there
     // (the same for every user of a FIFO queue; per user at a bus controller).
@@ -275,36 +301,72 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
                 };
                 let raw = net.buses[bus].capacity;
                 let whole = raw / (1.0 + switching * params.bus_turnaround_ns * raw / line);
-                // A miss that finds its controller idle waits only for the transfer in
-                // progress for another controller: the residual of one line.
-                let busy = (others.iter().sum::<f64>() / whole).min(1.0);
-                let residual = busy * line / whole / 2.0;
+                // A miss that finds its core's turn idle waits only for the transfer in
+                // progress for another agent (controller or core): the residual of one line.
+                let fsb_others: f64 = others.iter().sum();
                 let c = fair_share(whole, &mut others);
                 s.capacity[r] = c;
-                mva.clear();
-                for &(t, u) in users {
-                    let th = &net.threads[t];
-                    let us = th.uses[u];
-                    let g = stall_per_ns[t] * us.latency_weight;
-                    let mlp = derived[th.process].stall_per_latency;
-                    mva.push(MvaUser {
-                        mu: th.run_share * f * s.mpi[t],
-                        a: s.cpi[t] - g * wait[t][u],
-                        g,
-                        population: if mlp > 0.0 { th.run_share / mlp } else { 0.0 },
-                        service: us.bytes_per_miss / c,
-                        unloaded: us.bytes_per_miss / res.capacity,
-                        arbitration: residual,
-                    });
+                // The controller takes its cores' requests in turn too: each core may
+                // use its max-min fair share of the controller's, and its own threads
+                // (time-sharing it) queue first come, first served.
+                let draws: Vec<f64> = users
+                    .iter()
+                    .map(|&(t, u)| {
+                        let th = &net.threads[t];
+                        th.run_share * f * s.mpi[t] * th.uses[u].bytes_per_miss / s.cpi[t]
+                    })
+                    .collect();
+                cores.clear();
+                for &(t, _) in users {
+                    let k = net.threads[t].core;
+                    if !cores.contains(&k) {
+                        cores.push(k);
+                    }
                 }
-                let waits = solve_finite_source(&mva);
                 let (mut num, mut den) = (0.0, 0.0);
-                for (&(t, u), (&w, m)) in users.iter().zip(waits.iter().zip(&mva)) {
-                    s.cpi[t] += m.g * (w - wait[t][u]);
-                    wait[t][u] = w;
-                    let x = m.mu / (m.a + m.g * w);
-                    num += x * w;
-                    den += x;
+                for &k in &cores {
+                    let mut siblings = Vec::new();
+                    for &other in &cores {
+                        if other != k {
+                            siblings.push(
+                                users
+                                    .iter()
+                                    .zip(&draws)
+                                    .filter(|(&(t, _), _)| net.threads[t].core == other)
+                                    .map(|(_, &x)| x)
+                                    .sum::<f64>(),
+                            );
+                        }
+                    }
+                    let busy = ((fsb_others + siblings.iter().sum::<f64>()) / whole).min(1.0);
+                    let residual = busy * line / whole / 2.0;
+                    let ck = fair_share(c, &mut siblings);
+                    mva.clear();
+                    picked.clear();
+                    for &(t, u) in users.iter().filter(|&&(t, _)| net.threads[t].core == k) {
+                        let th = &net.threads[t];
+                        let us = th.uses[u];
+                        let g = stall_per_ns[t] * us.latency_weight;
+                        let mlp = derived[th.process].stall_per_latency;
+                        picked.push((t, u));
+                        mva.push(MvaUser {
+                            mu: th.run_share * f * s.mpi[t],
+                            a: s.cpi[t] - g * wait[t][u],
+                            g,
+                            population: if mlp > 0.0 { th.run_share / mlp } else { 0.0 },
+                            service: us.bytes_per_miss / ck,
+                            unloaded: us.bytes_per_miss / res.capacity,
+                            arbitration: residual,
+                        });
+                    }
+                    let waits = solve_finite_source(&mva);
+                    for (&(t, u), (&w, m)) in picked.iter().zip(waits.iter().zip(&mva)) {
+                        s.cpi[t] += m.g * (w - wait[t][u]);
+                        wait[t][u] = w;
+                        let x = m.mu / (m.a + m.g * w);
+                        num += x * w;
+                        den += x;
+                    }
                 }
                 s.delay[r] = if den > 0.0 { num / den } else { 0.0 };
                 continue;
@@ -332,31 +394,37 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
                 s.delay[r] = new;
             }
         }
-        // 3. Cache shares follow insertion (miss) rates: under LRU-like replacement
-        //    each line evicted belongs to an occupant in proportion to its occupancy, so
-        //    occupancy settles where it is proportional to the rate of insertions. The
+        // 3. Cache shares: each occupant holds its LRU footprint (Che's characteristic
+        //    time, src/sim/lru.rs), from its miss curve at its instruction rate. The
         //    rate is taken without queueing and SMT stretch (CPU time share and own
         //    cache share included): otherwise a newcomer that slows a cache-thrashing
         //    neighbour would hand its cache to the others, and a co-runner could make a
         //    program faster — a second-order effect we leave out on purpose.
-        insert.iter_mut().for_each(|x| *x = 0.0);
-        llc_insert.iter_mut().for_each(|x| *x = 0.0);
+        instr_rate.iter_mut().for_each(|x| *x = 0.0);
         for (t, th) in net.threads.iter().enumerate() {
             s.rate[t] = th.run_share * f / s.cpi[t];
             let d = &derived[th.process];
             let unloaded_cpi = d.core_cpi + stall_per_ns[t] * th.base_latency;
-            let m = th.run_share * f / unloaded_cpi * s.mpi[t];
-            insert[th.occupant] += m;
-            llc_insert[th.llc] += m;
+            instr_rate[th.occupant] += th.run_share * f / unloaded_cpi;
+        }
+        for (l, &bytes) in net.llc_bytes.iter().enumerate() {
+            on_llc.clear();
+            on_llc.extend((0..net.occupants.len()).filter(|&o| net.occupants[o].llc == l));
+            if on_llc.len() < 2 {
+                for &o in &on_llc {
+                    target[o] = 1.0;
+                }
+                continue;
+            }
+            sharing.clear();
+            sharing.extend(on_llc.iter().map(|&o| (curves[o].as_ref(), instr_rate[o])));
+            for (&o, x) in on_llc.iter().zip(lru::shares(bytes, &sharing)) {
+                target[o] = x;
+            }
         }
         let mut moved: f64 = 0.0;
-        for (o, occ) in net.occupants.iter().enumerate() {
-            let target = if llc_insert[occ.llc] > 0.0 {
-                insert[o] / llc_insert[occ.llc]
-            } else {
-                1.0 / per_llc[occ.llc] as f64
-            };
-            let next = (1.0 - SHARE_DAMPING) * share[o] + SHARE_DAMPING * target;
+        for o in 0..net.occupants.len() {
+            let next = (1.0 - SHARE_DAMPING) * share[o] + SHARE_DAMPING * target[o];
             moved = moved.max((next - share[o]).abs() / share[o].max(1e-12));
             share[o] = next;
         }
@@ -514,7 +582,7 @@ fn solve_delay(users: &[(f64, f64, f64)], capacity: f64, scale: f64) -> f64 {
 /// The root of `f` in a bracket where `f(lo) > 0 > f(hi)`, by false position with the
 /// Illinois modification (the stale end's value is halved when the same end moves
 /// twice, so convergence stays superlinear); `done(f(w), w, lo, hi)` ends the search.
-fn false_position(
+pub(super) fn false_position(
     f: &impl Fn(f64) -> f64,
     (mut lo, mut f_lo): (f64, f64),
     (mut hi, mut f_hi): (f64, f64),

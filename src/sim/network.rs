@@ -25,8 +25,9 @@ pub enum ResourceKind {
     /// controllers together.
     PackageBus { package: u32 },
     /// One LLC domain's bus controller, the agent through which its cores reach the
-    /// package bus (LLC index). Its cores queue at it first come, first served; the bus
-    /// serves the controllers in turn (round robin), so each gets a max-min fair share.
+    /// package bus (LLC index). The bus serves the controllers in turn (round robin), so
+    /// each gets a max-min fair share, and a controller its cores the same way; only
+    /// threads time-sharing one core queue behind each other, first come, first served.
     BusController { llc: usize },
 }
 
@@ -68,6 +69,8 @@ pub(crate) struct Use {
 pub(crate) struct Thread {
     pub process: usize,
     pub llc: usize,
+    /// The core it runs on: a die's bus controller takes its cores' requests in turn.
+    pub core: usize,
     /// Fraction of the time it holds its CPU (1/k with k threads on the CPU).
     pub run_share: f64,
     /// Factor on core CPI from busy SMT siblings (≥ 1).
@@ -207,6 +210,27 @@ fn memory_map(topo: &Topology, memory: &[(usize, f64)]) -> Vec<(usize, f64)> {
     map
 }
 
+/// The occupant of process `pi` on LLC `llc`, created on its first thread there.
+fn occupant_for(
+    occupants: &mut Vec<Occupant>,
+    occupant_of: &mut Vec<(usize, usize, usize)>,
+    pi: usize,
+    llc: usize,
+) -> usize {
+    if let Some(&(_, _, o)) = occupant_of
+        .iter()
+        .find(|(op, ol, _)| *op == pi && *ol == llc)
+    {
+        return o;
+    }
+    occupants.push(Occupant {
+        llc,
+        concurrency: 0.0,
+    });
+    occupant_of.push((pi, llc, occupants.len() - 1));
+    occupants.len() - 1
+}
+
 pub(crate) fn build(topo: &Topology, params: &MachineParams, procs: &[SimProcess]) -> Network {
     let mut b = Builder {
         topo,
@@ -292,24 +316,12 @@ pub(crate) fn build(topo: &Topology, params: &MachineParams, procs: &[SimProcess
                 let r = b.bus_agent(cpu.llc, package, gbps);
                 add_use(&mut uses, r, (1.0 + wb) * line, 1.0);
             }
-            let occupant = match occupant_of
-                .iter()
-                .find(|(op, ol, _)| *op == pi && *ol == cpu.llc)
-            {
-                Some(&(_, _, o)) => o,
-                None => {
-                    occupants.push(Occupant {
-                        llc: cpu.llc,
-                        concurrency: 0.0,
-                    });
-                    occupant_of.push((pi, cpu.llc, occupants.len() - 1));
-                    occupants.len() - 1
-                }
-            };
+            let occupant = occupant_for(&mut occupants, &mut occupant_of, pi, cpu.llc);
             occupants[occupant].concurrency += run_share;
             threads.push(Thread {
                 process: pi,
                 llc: cpu.llc,
+                core: cpu.core,
                 run_share,
                 smt_stretch,
                 base_latency,
