@@ -381,9 +381,15 @@ fn eval_writes_json_csv_table_and_html() {
     for p in ["linux", "autonuma", "membus", "auto", "oracle"] {
         assert!(header.contains(p), "{header}");
     }
+    let cases = table.split_once('\n').map_or("", |(_, rest)| rest).trim();
     assert!(
-        verbose.contains(table.trim_end()),
+        verbose.contains(cases),
         "table.txt is the table --verbose prints"
+    );
+    assert_eq!(
+        verbose.matches(map_note).count(),
+        1,
+        "the map note is said once: {verbose}"
     );
     let html = std::fs::read_to_string(out_dir.join("report.html")).expect("report.html");
     assert!(
@@ -460,7 +466,7 @@ fn unknown_names_are_one_line_errors() {
     fails(
         &sim_args(&["--programs", "mcf", "--homes", "0", "--policy", "nosuchpol"]),
         1,
-        &["unknown policy", "nosuchpol"],
+        &["unknown policy", "nosuchpol", "numad, oracle)"],
     );
     fails(
         &["eval", "--suite", "membus", "--policies", "linux,nosuchpol"],

@@ -149,7 +149,11 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let elapsed = started.elapsed().as_secs_f64();
     let table = report::table(&rows);
     if args.verbose {
-        println!("{table}");
+        // The summary below ends with the map note; say it once.
+        let cases = table
+            .strip_prefix(report::MAP_NOTE)
+            .map_or(table.as_str(), |t| t.trim_start_matches('\n'));
+        println!("{cases}");
     }
     print!("{}", report::summary_table(&rows, colour()));
     println!(

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::policy::alloc::{self, Occupancy};
 use crate::policy::{linux::Linux, Placement, Plan, Policy, Snapshot};
-use crate::sim::eval::runner::{effective, with_current, Runner, ROTATION};
+use crate::sim::eval::runner::{effective, with_current, Runner, ORACLE, ROTATION};
 use crate::sim::eval::{bridge, suites};
 use crate::sim::{self, ProfileSet};
 use crate::topology::{cpulist, CpuId, NodeId, Topology};
@@ -308,7 +308,14 @@ fn by_policy(
         );
     }
     let runner = Runner::new(bridge::time_model(params.clone(), profiles.clone(), None));
-    let pol = runner.policy(name)?;
+    // `sim` shows the oracle's placement too, so the list of what it knows says so.
+    let pol = runner.policy(name).map_err(|e| {
+        anyhow::anyhow!(
+            "unknown policy '{}' (known: {}, {ORACLE})",
+            e.0,
+            crate::policy::NAMES.join(", ")
+        )
+    })?;
     let snap = if pol.uses_current_placement() {
         with_current(s, &Linux.plan(s))
     } else {

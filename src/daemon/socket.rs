@@ -195,10 +195,12 @@ fn answer(
                 )),
             },
         },
-        line if line.starts_with("job-task ") => job_task(jobs, &line["job-task ".len()..]),
-        other => error_json(&format!(
-            "unknown request {other:?} (known: status, job-task)"
-        )),
+        other => match other.strip_prefix("job-task ") {
+            Some(event) => job_task(jobs, event),
+            None => error_json(&format!(
+                "unknown request {other:?} (known: status, job-task)"
+            )),
+        },
     };
     writeln!(w, "{reply}")
 }
