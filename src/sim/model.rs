@@ -161,12 +161,31 @@ struct State {
     converged: bool,
 }
 
+impl State {
+    /// Nothing moving yet: every resource at its full capacity.
+    fn new(net: &Network, clock_ghz: f64) -> State {
+        let (nt, nr) = (net.threads.len(), net.resources.len());
+        State {
+            rate: vec![0.0; nt],
+            cpi: vec![0.0; nt],
+            mpi: vec![0.0; nt],
+            latency: vec![0.0; nt],
+            cache: vec![0.0; nt],
+            delay: vec![0.0; nr],
+            traffic: vec![0.0; nr],
+            capacity: net.resources.iter().map(|r| r.capacity).collect(),
+            clock_ghz,
+            sweeps: 0,
+            converged: false,
+        }
+    }
+}
+
 fn queue_delay(scale: f64, rho: f64) -> f64 {
     let rho = rho.clamp(0.0, MAX_UTILISATION);
     scale * rho / (1.0 - rho)
 }
 
-#[allow(clippy::too_many_lines)] // longer than the rest: to be split (issue 15)
 fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
     let f = params.clock_ghz;
     let nt = net.threads.len();
@@ -182,19 +201,7 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
         .iter()
         .map(|o| 1.0 / per_llc[o.llc] as f64)
         .collect();
-    let mut s = State {
-        rate: vec![0.0; nt],
-        cpi: vec![0.0; nt],
-        mpi: vec![0.0; nt],
-        latency: vec![0.0; nt],
-        cache: vec![0.0; nt],
-        delay: vec![0.0; nr],
-        traffic: vec![0.0; nr],
-        capacity: net.resources.iter().map(|r| r.capacity).collect(),
-        clock_ghz: f,
-        sweeps: 0,
-        converged: false,
-    };
+    let mut s = State::new(net, f);
     // Per resource, the threads that cross it and the use on their path.
     let mut crossing: Vec<Vec<(usize, usize)>> = vec![Vec::new(); nr];
     for (t, th) in net.threads.iter().enumerate() {
@@ -202,40 +209,22 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
             crossing[us.resource].push((t, u));
         }
     }
+    let sweep = Sweep {
+        net,
+        params,
+        derived: &derived,
+        crossing: &crossing,
+    };
     // Per thread: stall cycles per ns of latency (mpi · stall_per_latency · f).
     let mut stall_per_ns = vec![0.0; nt];
     // Per occupant: instructions per ns, unloaded (step 3).
     let mut instr_rate = vec![0.0; net.occupants.len()];
     let mut target = vec![0.0; net.occupants.len()];
     let mut on_llc: Vec<usize> = Vec::new();
-    let mut sharing = Vec::new();
-    // Each occupant's fill curve, for the caches it shares (src/sim/lru.rs).
-    let mut owner = vec![None; net.occupants.len()];
-    for th in &net.threads {
-        owner[th.occupant] = Some(th.process);
-    }
-    let curves: Vec<Option<lru::FillCurve>> = net
-        .occupants
-        .iter()
-        .zip(&owner)
-        .map(|(o, p)| {
-            let p = (*p)?;
-            if per_llc[o.llc] < 2 {
-                return None;
-            }
-            let profile = &procs[p].profile;
-            lru::FillCurve::new(net.llc_bytes[o.llc], |c| {
-                profile.misses_per_instruction(c / o.concurrency)
-            })
-        })
-        .collect();
+    let curves = fill_curves(net, procs, &per_llc);
     let mut prev_cpi = vec![0.0; nt];
     let mut scratch: Vec<(f64, f64, f64)> = Vec::new();
-    let mut others: Vec<f64> = Vec::new();
-    let mut mva: Vec<MvaUser> = Vec::new();
-    let mut cores: Vec<usize> = Vec::new();
-    let mut picked: Vec<(usize, usize)> = Vec::new();
-    let line = params.line_bytes;
+    let mut buf = BusScratch::default();
     // Per thread and resource on its path: the queueing delay its misses see there
     // (the same for every user of a FIFO queue; per user at a bus controller).
     let mut wait: Vec<Vec<f64>> = net
@@ -263,136 +252,12 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
         }
         // 2. Each resource's delay, solved with the others held: the traffic it sees
         //    falls as its own delay rises, so the fixed point is unique.
-        for (r, users) in crossing.iter().enumerate() {
-            let res = &net.resources[r];
-            if let Some(bus) = res.bus {
-                // Round-robin arbitration: this controller may use what the others
-                // leave of the bus, and at least an equal share (max-min fairness).
-                others.clear();
-                for &o in &net.buses[bus].agents {
-                    if o != r {
-                        others.push(
-                            crossing[o]
-                                .iter()
-                                .map(|&(t, u)| {
-                                    let th = &net.threads[t];
-                                    th.run_share * f * s.mpi[t] * th.uses[u].bytes_per_miss
-                                        / s.cpi[t]
-                                })
-                                .sum(),
-                        );
-                    }
-                }
-                // Every change of owner costs a turnaround: with round robin, a share
-                // 2·(total − largest)/total of the transfers change owner.
-                let mine: f64 = users
-                    .iter()
-                    .map(|&(t, u)| {
-                        let th = &net.threads[t];
-                        th.run_share * f * s.mpi[t] * th.uses[u].bytes_per_miss / s.cpi[t]
-                    })
-                    .sum();
-                let total = mine + others.iter().sum::<f64>();
-                let largest = others.iter().copied().fold(mine, f64::max);
-                let switching = if total > 0.0 {
-                    (2.0 * (total - largest) / total).min(1.0)
-                } else {
-                    0.0
-                };
-                let raw = net.buses[bus].capacity;
-                let whole = raw / (1.0 + switching * params.bus_turnaround_ns * raw / line);
-                // A miss that finds its core's turn idle waits only for the transfer in
-                // progress for another agent (controller or core): the residual of one line.
-                let fsb_others: f64 = others.iter().sum();
-                let c = fair_share(whole, &mut others);
-                s.capacity[r] = c;
-                // The controller takes its cores' requests in turn too: each core may
-                // use its max-min fair share of the controller's, and its own threads
-                // (time-sharing it) queue first come, first served.
-                let draws: Vec<f64> = users
-                    .iter()
-                    .map(|&(t, u)| {
-                        let th = &net.threads[t];
-                        th.run_share * f * s.mpi[t] * th.uses[u].bytes_per_miss / s.cpi[t]
-                    })
-                    .collect();
-                cores.clear();
-                for &(t, _) in users {
-                    let k = net.threads[t].core;
-                    if !cores.contains(&k) {
-                        cores.push(k);
-                    }
-                }
-                let (mut num, mut den) = (0.0, 0.0);
-                for &k in &cores {
-                    let mut siblings = Vec::new();
-                    for &other in &cores {
-                        if other != k {
-                            siblings.push(
-                                users
-                                    .iter()
-                                    .zip(&draws)
-                                    .filter(|(&(t, _), _)| net.threads[t].core == other)
-                                    .map(|(_, &x)| x)
-                                    .sum::<f64>(),
-                            );
-                        }
-                    }
-                    let busy = ((fsb_others + siblings.iter().sum::<f64>()) / whole).min(1.0);
-                    let residual = busy * line / whole / 2.0;
-                    let ck = fair_share(c, &mut siblings);
-                    mva.clear();
-                    picked.clear();
-                    for &(t, u) in users.iter().filter(|&&(t, _)| net.threads[t].core == k) {
-                        let th = &net.threads[t];
-                        let us = th.uses[u];
-                        let g = stall_per_ns[t] * us.latency_weight;
-                        let mlp = derived[th.process].stall_per_latency;
-                        picked.push((t, u));
-                        mva.push(MvaUser {
-                            mu: th.run_share * f * s.mpi[t],
-                            a: s.cpi[t] - g * wait[t][u],
-                            g,
-                            population: if mlp > 0.0 { th.run_share / mlp } else { 0.0 },
-                            service: us.bytes_per_miss / ck,
-                            unloaded: us.bytes_per_miss / res.capacity,
-                            arbitration: residual,
-                        });
-                    }
-                    let waits = solve_finite_source(&mva);
-                    for (&(t, u), (&w, m)) in picked.iter().zip(waits.iter().zip(&mva)) {
-                        s.cpi[t] += m.g * (w - wait[t][u]);
-                        wait[t][u] = w;
-                        let x = m.mu / (m.a + m.g * w);
-                        num += x * w;
-                        den += x;
-                    }
-                }
-                s.delay[r] = if den > 0.0 { num / den } else { 0.0 };
+        for r in 0..crossing.len() {
+            if let Some(bus) = net.resources[r].bus {
+                bus_turns(&sweep, r, bus, &stall_per_ns, &mut s, &mut wait, &mut buf);
                 continue;
             }
-            scratch.clear();
-            for &(t, u) in users {
-                let th = &net.threads[t];
-                let us = th.uses[u];
-                let g = stall_per_ns[t] * us.latency_weight;
-                let a = s.cpi[t] - g * s.delay[r];
-                // Traffic (GB/s) = run · f / CPI · mpi · bytes/miss.
-                let k = th.run_share * f * s.mpi[t] * us.bytes_per_miss;
-                if k > 0.0 {
-                    scratch.push((k, a, g));
-                }
-            }
-            let old = s.delay[r];
-            let new = solve_delay(&scratch, res.capacity, res.delay_scale);
-            if new != old {
-                for &(t, u) in users {
-                    let g = stall_per_ns[t] * net.threads[t].uses[u].latency_weight;
-                    s.cpi[t] += g * (new - old);
-                    wait[t][u] = new;
-                }
-                s.delay[r] = new;
-            }
+            open_queue(&sweep, r, &stall_per_ns, &mut s, &mut wait, &mut scratch);
         }
         // 3. Cache shares: each occupant holds its LRU footprint (Che's characteristic
         //    time, src/sim/lru.rs), from its miss curve at its instruction rate. The
@@ -407,21 +272,7 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
             let unloaded_cpi = d.core_cpi + stall_per_ns[t] * th.base_latency;
             instr_rate[th.occupant] += th.run_share * f / unloaded_cpi;
         }
-        for (l, &bytes) in net.llc_bytes.iter().enumerate() {
-            on_llc.clear();
-            on_llc.extend((0..net.occupants.len()).filter(|&o| net.occupants[o].llc == l));
-            if on_llc.len() < 2 {
-                for &o in &on_llc {
-                    target[o] = 1.0;
-                }
-                continue;
-            }
-            sharing.clear();
-            sharing.extend(on_llc.iter().map(|&o| (curves[o].as_ref(), instr_rate[o])));
-            for (&o, x) in on_llc.iter().zip(lru::shares(bytes, &sharing)) {
-                target[o] = x;
-            }
-        }
+        lru_targets(net, &curves, &instr_rate, &mut on_llc, &mut target);
         let mut moved: f64 = 0.0;
         for o in 0..net.occupants.len() {
             let next = (1.0 - SHARE_DAMPING) * share[o] + SHARE_DAMPING * target[o];
@@ -447,6 +298,240 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
             .sum();
     }
     s
+}
+
+/// Each occupant's fill curve, for the caches it shares with another (src/sim/lru.rs);
+/// `None` for a cache's only occupant, which holds all of it.
+fn fill_curves(
+    net: &Network,
+    procs: &[SimProcess],
+    per_llc: &[usize],
+) -> Vec<Option<lru::FillCurve>> {
+    let mut owner = vec![None; net.occupants.len()];
+    for th in &net.threads {
+        owner[th.occupant] = Some(th.process);
+    }
+    net.occupants
+        .iter()
+        .zip(&owner)
+        .map(|(o, p)| {
+            let p = (*p)?;
+            if per_llc[o.llc] < 2 {
+                return None;
+            }
+            let profile = &procs[p].profile;
+            lru::FillCurve::new(net.llc_bytes[o.llc], |c| {
+                profile.misses_per_instruction(c / o.concurrency)
+            })
+        })
+        .collect()
+}
+
+/// Step 3: the share of its LLC each occupant would hold at its instruction rate.
+fn lru_targets(
+    net: &Network,
+    curves: &[Option<lru::FillCurve>],
+    instr_rate: &[f64],
+    on_llc: &mut Vec<usize>,
+    target: &mut [f64],
+) {
+    for (l, &bytes) in net.llc_bytes.iter().enumerate() {
+        on_llc.clear();
+        on_llc.extend((0..net.occupants.len()).filter(|&o| net.occupants[o].llc == l));
+        if on_llc.len() < 2 {
+            for &o in on_llc.iter() {
+                target[o] = 1.0;
+            }
+            continue;
+        }
+        let sharing: Vec<_> = on_llc
+            .iter()
+            .map(|&o| (curves[o].as_ref(), instr_rate[o]))
+            .collect();
+        for (&o, x) in on_llc.iter().zip(lru::shares(bytes, &sharing)) {
+            target[o] = x;
+        }
+    }
+}
+
+/// What every sweep of `solve` reads and none changes.
+struct Sweep<'a> {
+    net: &'a Network,
+    params: &'a MachineParams,
+    derived: &'a [Derived],
+    /// Per resource, the threads that cross it and the use on their path.
+    crossing: &'a [Vec<(usize, usize)>],
+}
+
+/// Buffers the bus step reuses from sweep to sweep.
+#[derive(Default)]
+struct BusScratch {
+    others: Vec<f64>,
+    mva: Vec<MvaUser>,
+    cores: Vec<usize>,
+    picked: Vec<(usize, usize)>,
+}
+
+/// Step 2 at an open queue (a memory controller, a link, an LLC port): its delay with
+/// the others held, and every crossing thread's CPI moved by the change.
+fn open_queue(
+    sweep: &Sweep,
+    r: usize,
+    stall_per_ns: &[f64],
+    s: &mut State,
+    wait: &mut [Vec<f64>],
+    scratch: &mut Vec<(f64, f64, f64)>,
+) {
+    let (net, f) = (sweep.net, sweep.params.clock_ghz);
+    let res = &net.resources[r];
+    let users = &sweep.crossing[r];
+    scratch.clear();
+    for &(t, u) in users {
+        let th = &net.threads[t];
+        let us = th.uses[u];
+        let g = stall_per_ns[t] * us.latency_weight;
+        let a = s.cpi[t] - g * s.delay[r];
+        // Traffic (GB/s) = run · f / CPI · mpi · bytes/miss.
+        let k = th.run_share * f * s.mpi[t] * us.bytes_per_miss;
+        if k > 0.0 {
+            scratch.push((k, a, g));
+        }
+    }
+    let old = s.delay[r];
+    let new = solve_delay(scratch, res.capacity, res.delay_scale);
+    if new != old {
+        for &(t, u) in users {
+            let g = stall_per_ns[t] * net.threads[t].uses[u].latency_weight;
+            s.cpi[t] += g * (new - old);
+            wait[t][u] = new;
+        }
+        s.delay[r] = new;
+    }
+}
+
+/// Step 2 at bus controller `r`, an agent of package bus `bus`: its share of the bus
+/// given what the other controllers draw, each core's share of that, and the waits of
+/// the threads at each core's turn.
+fn bus_turns(
+    sweep: &Sweep,
+    r: usize,
+    bus: usize,
+    stall_per_ns: &[f64],
+    s: &mut State,
+    wait: &mut [Vec<f64>],
+    buf: &mut BusScratch,
+) {
+    let Sweep {
+        net,
+        params,
+        derived,
+        crossing,
+    } = *sweep;
+    let (f, line) = (params.clock_ghz, params.line_bytes);
+    let res = &net.resources[r];
+    let users = &crossing[r];
+    // Round-robin arbitration: this controller may use what the others
+    // leave of the bus, and at least an equal share (max-min fairness).
+    buf.others.clear();
+    for &o in &net.buses[bus].agents {
+        if o != r {
+            buf.others.push(
+                crossing[o]
+                    .iter()
+                    .map(|&(t, u)| {
+                        let th = &net.threads[t];
+                        th.run_share * f * s.mpi[t] * th.uses[u].bytes_per_miss / s.cpi[t]
+                    })
+                    .sum(),
+            );
+        }
+    }
+    // Every change of owner costs a turnaround: with round robin, a share
+    // 2·(total − largest)/total of the transfers change owner.
+    let mine: f64 = users
+        .iter()
+        .map(|&(t, u)| {
+            let th = &net.threads[t];
+            th.run_share * f * s.mpi[t] * th.uses[u].bytes_per_miss / s.cpi[t]
+        })
+        .sum();
+    let total = mine + buf.others.iter().sum::<f64>();
+    let largest = buf.others.iter().copied().fold(mine, f64::max);
+    let switching = if total > 0.0 {
+        (2.0 * (total - largest) / total).min(1.0)
+    } else {
+        0.0
+    };
+    let raw = net.buses[bus].capacity;
+    let whole = raw / (1.0 + switching * params.bus_turnaround_ns * raw / line);
+    // A miss that finds its core's turn idle waits only for the transfer in
+    // progress for another agent (controller or core): the residual of one line.
+    let fsb_others: f64 = buf.others.iter().sum();
+    let c = fair_share(whole, &mut buf.others);
+    s.capacity[r] = c;
+    // The controller takes its cores' requests in turn too: each core may
+    // use its max-min fair share of the controller's, and its own threads
+    // (time-sharing it) queue first come, first served.
+    let draws: Vec<f64> = users
+        .iter()
+        .map(|&(t, u)| {
+            let th = &net.threads[t];
+            th.run_share * f * s.mpi[t] * th.uses[u].bytes_per_miss / s.cpi[t]
+        })
+        .collect();
+    buf.cores.clear();
+    for &(t, _) in users {
+        let k = net.threads[t].core;
+        if !buf.cores.contains(&k) {
+            buf.cores.push(k);
+        }
+    }
+    let (mut num, mut den) = (0.0, 0.0);
+    for &k in &buf.cores {
+        let mut siblings = Vec::new();
+        for &other in &buf.cores {
+            if other != k {
+                siblings.push(
+                    users
+                        .iter()
+                        .zip(&draws)
+                        .filter(|(&(t, _), _)| net.threads[t].core == other)
+                        .map(|(_, &x)| x)
+                        .sum::<f64>(),
+                );
+            }
+        }
+        let busy = ((fsb_others + siblings.iter().sum::<f64>()) / whole).min(1.0);
+        let residual = busy * line / whole / 2.0;
+        let ck = fair_share(c, &mut siblings);
+        buf.mva.clear();
+        buf.picked.clear();
+        for &(t, u) in users.iter().filter(|&&(t, _)| net.threads[t].core == k) {
+            let th = &net.threads[t];
+            let us = th.uses[u];
+            let g = stall_per_ns[t] * us.latency_weight;
+            let mlp = derived[th.process].stall_per_latency;
+            buf.picked.push((t, u));
+            buf.mva.push(MvaUser {
+                mu: th.run_share * f * s.mpi[t],
+                a: s.cpi[t] - g * wait[t][u],
+                g,
+                population: if mlp > 0.0 { th.run_share / mlp } else { 0.0 },
+                service: us.bytes_per_miss / ck,
+                unloaded: us.bytes_per_miss / res.capacity,
+                arbitration: residual,
+            });
+        }
+        let waits = solve_finite_source(&buf.mva);
+        for (&(t, u), (&w, m)) in buf.picked.iter().zip(waits.iter().zip(&buf.mva)) {
+            s.cpi[t] += m.g * (w - wait[t][u]);
+            wait[t][u] = w;
+            let x = m.mu / (m.a + m.g * w);
+            num += x * w;
+            den += x;
+        }
+    }
+    s.delay[r] = if den > 0.0 { num / den } else { 0.0 };
 }
 
 /// One thread at a finite-source queue (a bus controller): its miss rate is
