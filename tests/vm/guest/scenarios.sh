@@ -298,10 +298,21 @@ scenario_placement() {
   bad=$(wait_plan_applied /tmp/plan.txt $LOAD_PIDS) || why="$why$bad"
   sleep 1.5   # a few more epochs: the placement must also stay
   while read -r pid n; do
-    have=$(affinity "$pid")
-    for t in $(thread_affinities "$pid"); do
-      [ "$t" = "$(commas "$have")" ] || why="$why load $pid threads differ ($t vs $have);"
+    # The daemon sets a process's threads one at a time, so a re-plan in progress (a
+    # load found to need more CPUs than planned) can be read half done: read again
+    # until the threads agree, for up to 2 s. Threads that never agree still fail.
+    tries=0
+    while :; do
+      have=$(affinity "$pid")
+      split=""
+      for t in $(thread_affinities "$pid"); do
+        [ "$t" = "$(commas "$have")" ] || split="$split load $pid threads differ ($t vs $have);"
+      done
+      if [ -z "$split" ] || [ "$tries" -ge 10 ]; then break; fi
+      tries=$((tries + 1))
+      sleep 0.2
     done
+    why="$why$split"
     eval "home=\$CPUS_$n"
     if [ -n "$home" ] && [ "$(nodes_of_cpus "$have")" != "$n" ]; then
       why="$why load $pid (memory on node $n) runs on [$have], not node $n [$home];"
