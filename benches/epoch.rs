@@ -14,9 +14,10 @@ use numasched::daemon::config::Selection;
 use numasched::daemon::select::Selector;
 use numasched::daemon::trigger::TriggerParams;
 use numasched::daemon::{Engine, EngineConfig, Stages};
+use numasched::model::{Process, Snapshot};
 use numasched::observe::fakeproc::{FakeProc, FakeProcess};
 use numasched::observe::{ScanConfig, Scanner};
-use numasched::policy::{self, Process, Snapshot};
+use numasched::policy;
 use numasched::topology::{self, Topology};
 
 fn engine(n: usize, dir: &std::path::Path) -> Engine<FakeKernel> {

@@ -4,7 +4,8 @@
 //! the target is 512 processes in under 1 ms.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
-use numasched::policy::{self, Process, Snapshot};
+use numasched::model::{Process, Snapshot};
+use numasched::policy;
 use numasched::topology;
 
 /// A deterministic mix: a third memory-bound (MPKI 5–35), the rest compute-bound,

@@ -13,8 +13,8 @@ use std::process::Command;
 use numasched::apply::{
     Action, Actuator, ActuatorConfig, Identity, Kernel, KernelError, LinuxKernel, Restored,
 };
-use numasched::policy::plan::{Placement, Plan};
-use numasched::policy::snapshot::{Process, Snapshot};
+use numasched::model::plan::{Placement, Plan};
+use numasched::model::snapshot::{Process, Snapshot};
 use numasched::topology::{self, CpuId, NodeId};
 
 use common::live::{allowed, allowed_of, two_cpus, wait_for, Guard};
@@ -215,7 +215,7 @@ fn a_chunked_move_walks_a_real_childs_regions() {
         },
     );
     let mut p = plan(pid, &[]);
-    p.page_moves.push(numasched::policy::plan::PageMove {
+    p.page_moves.push(numasched::model::plan::PageMove {
         pid,
         from_node: 0,
         to_node: 0,

@@ -185,7 +185,7 @@ fn export_then_import_round_trips() {
     assert_eq!(code, 0, "{err}");
     let file = dir.path().join("stdout.json");
     std::fs::write(&file, out).unwrap();
-    let set = numasched::sim::profiles::ProfileSet::load(&file).expect("loads");
+    let set = numasched::model::profile::ProfileSet::load(&file).expect("loads");
     assert_eq!(set.len(), 3);
 }
 

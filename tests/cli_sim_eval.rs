@@ -1079,7 +1079,7 @@ fn exported_profiles_load_into_eval() {
         let (code, _, err) =
             numasched(&["profile", "--db", db, "export", exported.to_str().unwrap()]);
         assert_eq!(code, 0, "{err}");
-        let set = numasched::sim::profiles::ProfileSet::load(&exported).expect("loads");
+        let set = numasched::model::profile::ProfileSet::load(&exported).expect("loads");
         let p = set.get("myapp").expect("myapp exported");
         assert!((p.streaming_fraction - 0.6).abs() < 1e-12, "{p:?}");
         let file = dir.path().join(format!("with-{ext}.toml"));

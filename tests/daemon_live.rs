@@ -302,7 +302,7 @@ fn plan_on_this_machine_is_valid_names_the_missing_sensors_and_replays() {
         .filter_map(|m| m["sensor"].as_str())
         .collect();
     assert!(missing.contains(&"hardware_counters"), "{missing:?}");
-    let plan: numasched::policy::Plan =
+    let plan: numasched::model::Plan =
         serde_json::from_value(v["plan"].clone()).expect("a valid plan");
     assert_eq!(plan.placements.len(), 1);
     assert_eq!(plan.placements[0].pid, p.pid());
@@ -321,7 +321,7 @@ fn plan_on_this_machine_is_valid_names_the_missing_sensors_and_replays() {
         &snap.display().to_string(),
     ]);
     assert_eq!(code, 0, "{err}");
-    let replay: numasched::policy::Plan = serde_json::from_str(&out).expect("plan");
+    let replay: numasched::model::Plan = serde_json::from_str(&out).expect("plan");
     assert_eq!(replay.placements, plan.placements);
 }
 
@@ -356,7 +356,7 @@ fn plan_and_status_say_which_processes_matched_a_profile_by_name() {
             .unwrap_or_else(|| panic!("no row for pid {pid}: {out}"));
         line.split_whitespace().map(String::from).collect()
     };
-    let legend = numasched::characterise::PenaltySource::LEGEND;
+    let legend = numasched::model::character::PenaltySource::LEGEND;
 
     let select = ["--db", db.as_str(), "--include-comm", "nsd_prof"];
     let mut args = vec!["plan", "--min-cpu", "0"];

@@ -1,54 +1,70 @@
-//! The pipeline's layering, checked on the source until the build can enforce it with
-//! crates (docs/architecture.md): which module may name which, and that policies stay
-//! pure functions (no files, clocks, environment, processes or global state), which
-//! is what lets the daemon, `plan`, the simulator and the tests share one
-//! implementation.
+//! The pipeline's layering (docs/architecture.md). Between crates the build enforces
+//! it: `numasched-model` (the shared vocabulary) names nothing above it, and
+//! `numasched-policy` names only the model. These tests keep it so: each lower crate's
+//! manifest may list only the dependencies below, so a policy that gains procfs, a
+//! kernel call or a database fails here; the policies' source stays pure (no files,
+//! clocks, environment, processes or global state, which is what lets the daemon,
+//! `plan`, the simulator and the tests share one implementation); and inside the
+//! `numasched` crate, which stage module may name which (`crate::<module>`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+/// What each lower crate may depend on. Anything from the Linux side (procfs, nix,
+/// perf-event2, rusqlite, the `numasched` crate itself) is missing on purpose.
+const CRATE_DEPS: &[(&str, &[&str])] = &[
+    (
+        "crates/model",
+        &[
+            "libc",
+            "proptest",
+            "serde",
+            "serde_json",
+            "serde_path_to_error",
+            "thiserror",
+            "toml",
+        ],
+    ),
+    ("crates/policy", &["numasched-model", "serde", "thiserror"]),
+];
+
+/// The stage modules of the `numasched` crate, and the names it gives the crates below
+/// (`crate::model`, `crate::topology`, `crate::files`, `crate::policy`).
 const MODULES: &[&str] = &[
-    "topology",
     "observe",
     "characterise",
-    "policy",
     "apply",
     "daemon",
     "sim",
     "cli",
     "workload",
+    "model",
+    "topology",
     "files",
+    "policy",
 ];
 
-/// What each module may name (`crate::<module>`). Edges marked as debt point the wrong
-/// way and are listed in docs/architecture.md; a new one fails here.
+/// What each stage module may name (`crate::<module>`): the model everywhere, and the
+/// stages before it in the pipeline. Edges marked as debt point the wrong way and are
+/// listed in docs/architecture.md; a new one fails here.
 const ALLOWED: &[(&str, &[&str])] = &[
-    ("topology", &[]),
-    ("files", &[]),
+    ("observe", &["model", "topology", "files"]),
+    ("characterise", &["model", "topology", "files", "observe"]),
+    // apply opens a process's procfs entries through observe's handles.
+    ("apply", &["model", "topology", "observe"]),
+    ("sim", &["model", "topology", "files", "policy"]),
     // Debt: its arguments are cli's types.
     ("workload", &["topology", "cli"]),
-    // Debt: `Character` lives in characterise; snapshot files are read with `files`.
-    ("policy", &["topology", "characterise", "files"]),
-    // Debt: the profile interchange format is the simulator's, and its regression is
-    // characterise's.
-    ("sim", &["topology", "policy", "characterise", "files"]),
-    // Debt: `Snapshot` and `Process` live in policy.
-    ("observe", &["topology", "policy", "files"]),
-    (
-        "characterise",
-        &["topology", "observe", "policy", "sim", "files"],
-    ),
-    // Debt: apply reads procfs through observe's handles.
-    ("apply", &["topology", "observe", "policy"]),
     (
         "daemon",
         &[
+            "model",
             "topology",
+            "files",
             "observe",
             "characterise",
             "policy",
             "apply",
-            "files",
             "workload",
         ],
     ),
@@ -68,7 +84,9 @@ const IMPURE: &[&str] = &[
     "thread_local",
     "OnceLock",
     "Mutex",
-    "unsafe",
+    "unsafe {",
+    "unsafe fn",
+    "unsafe impl",
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -85,8 +103,12 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
 fn files_of(module: &str) -> Vec<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = repo().join("src");
     let mut out = Vec::new();
     let file = src.join(format!("{module}.rs"));
     if file.is_file() {
@@ -133,7 +155,15 @@ fn every_module_names_only_what_it_may() {
 #[test]
 fn policies_are_pure() {
     let mut bad = Vec::new();
-    for f in files_of("policy") {
+    let mut files = Vec::new();
+    sources(&repo().join("crates/policy/src"), &mut files);
+    assert!(!files.is_empty(), "no policy source found");
+    let root = std::fs::read_to_string(repo().join("crates/policy/src/lib.rs")).expect("lib.rs");
+    assert!(
+        root.contains("#![forbid(unsafe_code)]"),
+        "policy crate allows unsafe"
+    );
+    for f in files {
         let text = std::fs::read_to_string(&f).expect("source readable");
         for word in IMPURE {
             if text.contains(word) {
@@ -148,8 +178,90 @@ fn policies_are_pure() {
     );
 }
 
+/// The `[dependencies]` a manifest lists (not its dev-dependencies: test doubles).
+fn dependencies(manifest: &str) -> BTreeSet<String> {
+    let doc: toml::Table = manifest.parse().expect("manifest is TOML");
+    doc.get("dependencies")
+        .and_then(|d| d.as_table())
+        .map(|t| t.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn lower_crates_depend_only_on_what_is_below_them() {
+    let mut bad = Vec::new();
+    for (dir, allowed) in CRATE_DEPS {
+        let path = repo().join(dir).join("Cargo.toml");
+        let text = std::fs::read_to_string(&path).expect("manifest readable");
+        for dep in dependencies(&text) {
+            if !allowed.contains(&dep.as_str()) {
+                bad.push(format!("{} depends on {dep}", path.display()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "a lower crate reaches up:\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn the_workspace_builds_and_tests_every_layer() {
+    let text = std::fs::read_to_string(repo().join("Cargo.toml")).expect("manifest readable");
+    let doc: toml::Table = text.parse().expect("manifest is TOML");
+    let list = |key: &str| -> Vec<String> {
+        doc["workspace"][key]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for (dir, _) in CRATE_DEPS {
+        assert!(
+            list("members").iter().any(|m| m == dir),
+            "{dir} not a member"
+        );
+        // Without this, `cargo test` at the top would skip the crate's own tests.
+        assert!(
+            list("default-members").iter().any(|m| m == dir),
+            "{dir} not a default member"
+        );
+    }
+}
+
+/// Clippy reads the nearest clippy.toml only: the policy crate's own (which forbids
+/// I/O and clocks) must carry the workspace's limits too.
+#[test]
+fn the_policy_crate_keeps_the_workspace_limits() {
+    let read = |p: &str| std::fs::read_to_string(repo().join(p)).expect("clippy.toml readable");
+    let (top, policy) = (read("clippy.toml"), read("crates/policy/clippy.toml"));
+    for line in top
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains('='))
+    {
+        assert!(
+            policy.lines().any(|l| l == line),
+            "policy clippy.toml lacks {line:?}"
+        );
+    }
+    for must in [
+        "disallowed-methods",
+        "std::fs::read",
+        "std::time::Instant::now",
+    ] {
+        assert!(policy.contains(must), "policy clippy.toml lacks {must}");
+    }
+}
+
 #[test]
 fn the_checks_can_fail() {
+    let grown = "[dependencies]\nnumasched-model = { path = \"../model\" }\nprocfs = \"0.18\"\n\n[dev-dependencies]\nproptest = \"1\"\n";
+    let deps: Vec<String> = dependencies(grown).into_iter().collect();
+    assert_eq!(deps, ["numasched-model", "procfs"]);
     let text = "use crate::daemon::Engine;\nlet x = crate::topology::machine(\"a\");";
     let got: Vec<String> = named(text).into_iter().collect();
     assert_eq!(got, ["daemon", "topology"]);

@@ -14,9 +14,9 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use numasched::daemon::config::FileConfig;
+use numasched::model::Snapshot;
 use numasched::observe::resctrl::Resctrl;
 use numasched::observe::{numa_maps, proc::parse_stat, sched, status};
-use numasched::policy::Snapshot;
 use numasched::sim::ProfileSet;
 use numasched::topology::{cpulist, sysfs};
 

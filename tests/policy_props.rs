@@ -2,7 +2,8 @@
 //! only CPUs that exist and that the process is allowed on, no panic, determinism, and
 //! no needless sharing of a CPU while others sit idle.
 
-use numasched::policy::{self, Process, Snapshot};
+use numasched::model::{Process, Snapshot};
+use numasched::policy;
 use numasched::topology::{self, Topology};
 use proptest::prelude::*;
 

@@ -2,7 +2,7 @@
 //! faster on an idle machine, bandwidth saturates; plus determinism, time-sharing, the
 //! snapshot bridge, and the WL9 finding of Majo & Gross emerging from the physics.
 
-use numasched::policy::{PageMove, Placement, Plan, Process, Snapshot};
+use numasched::model::{PageMove, Placement, Plan, Process, Snapshot};
 use numasched::sim::{
     from_snapshot, objective, params_for, simulate, Profile, ProfileSet, ResourceKind, SimError,
     SimProcess,

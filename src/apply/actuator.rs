@@ -17,8 +17,8 @@ use super::kernel::{Kernel, KernelError};
 use super::migrate::{Migration, Migrations, STEP_SECONDS};
 use super::report::{Action, ApplyReport, Line, Subject};
 use super::undo::{self, Restored};
-use crate::policy::plan::{PageMove, Placement, Plan};
-use crate::policy::snapshot::{Process, ProcessKey, Snapshot};
+use crate::model::plan::{PageMove, Placement, Plan};
+use crate::model::snapshot::{Process, ProcessKey, Snapshot};
 use crate::topology::{cpulist, CpuId, NodeId};
 
 /// Rounds of "list threads, set the new ones" per process and pass: enough for a

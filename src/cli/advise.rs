@@ -20,7 +20,8 @@ use super::manage::SelectArgs;
 use crate::daemon::assemble::{self, Use};
 use crate::daemon::config::parse_policy;
 use crate::daemon::{logging, nodes};
-use crate::policy::{Policy, Process, Snapshot};
+use crate::model::{Process, Snapshot};
+use crate::policy::Policy;
 use crate::topology::{cpulist, CpuId, NodeId};
 
 /// The hypothetical job's pid: no real process has it (pids stay below 2^22).

@@ -11,11 +11,12 @@ use anyhow::Context;
 use clap::Args;
 
 use super::manage::SelectArgs;
-use crate::characterise::PenaltySource;
 use crate::daemon::assemble::{self, Use};
 use crate::daemon::config::parse_policy;
 use crate::daemon::logging;
-use crate::policy::{self, Policy as _, Process, Snapshot};
+use crate::model::character::PenaltySource;
+use crate::model::{Process, Snapshot};
+use crate::policy::{self, Policy as _};
 use crate::sim::eval::{bridge, runner::Runner};
 use crate::sim::{self, ProfileSet};
 use crate::topology::cpulist;
@@ -140,7 +141,7 @@ fn sensors_line(s: &crate::observe::Sensors) -> String {
 /// The plan as a table; `source` says where a process's NUMA penalty came from.
 fn print_plan(
     snapshot: &Snapshot,
-    plan: &crate::policy::Plan,
+    plan: &crate::model::Plan,
     source: &dyn Fn(&Process) -> PenaltySource,
 ) {
     println!(

@@ -8,8 +8,9 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde::Serialize;
 
+use crate::model::{Placement, Plan, Snapshot};
 use crate::policy::alloc::{self, Occupancy};
-use crate::policy::{linux::Linux, Placement, Plan, Policy, Snapshot};
+use crate::policy::{linux::Linux, Policy};
 use crate::sim::eval::runner::{effective, with_current, Runner, ORACLE, ROTATION};
 use crate::sim::eval::{bridge, suites};
 use crate::sim::{self, ProfileSet};

@@ -17,12 +17,12 @@ use super::trigger::TriggerParams;
 use crate::apply::{Actuator, ActuatorConfig, LinuxKernel};
 use crate::characterise::live::{Live, LiveConfig};
 use crate::characterise::store::Store;
+use crate::model::{Plan, Snapshot};
 use crate::observe::resctrl::Resctrl;
 use crate::observe::sensors::Roots;
 use crate::observe::slurm::SlurmReader;
 use crate::observe::{PerfCounters, ScanConfig, Scanner, Sensors};
 use crate::policy;
-use crate::policy::{Plan, Snapshot};
 use crate::topology::sysfs;
 
 /// Where the live system is read; tests and the QEMU bed may point elsewhere.

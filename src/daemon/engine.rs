@@ -22,9 +22,10 @@ use super::status::{Decision, ProcessView, Status};
 use super::trigger::{self, Trigger, TriggerParams};
 use crate::apply::{Action, Actuator, ApplyReport, Journal, Kernel, Restored};
 use crate::characterise::live::{Characterised, Live};
-use crate::characterise::PenaltySource;
+use crate::model::character::PenaltySource;
+use crate::model::{Placement, Plan, Process, ProcessKey, Snapshot};
 use crate::observe::{Observation, ObserveError, ProcDir, Scanner};
-use crate::policy::{Placement, Plan, Policy, Process, ProcessKey, Snapshot};
+use crate::policy::Policy;
 use crate::topology::{CpuId, Topology};
 
 /// Decisions kept for `status`.

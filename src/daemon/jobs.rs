@@ -25,8 +25,8 @@ use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::{ProcessKey, Snapshot};
 use crate::observe::slurm::{Allocation, JobMode, JobStep, SlurmReader};
-use crate::policy::{ProcessKey, Snapshot};
 use crate::topology::{CpuId, NodeId};
 
 /// Scan passes after which a process not looked up is forgotten: longer than the scan
@@ -440,7 +440,7 @@ impl Jobs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Process;
+    use crate::model::Process;
     use crate::topology::presets;
     use std::path::Path;
 

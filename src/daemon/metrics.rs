@@ -468,9 +468,9 @@ fn job_families(o: &mut Out, jobs: &[super::jobs::JobView]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::characterise::PenaltySource;
     use crate::daemon::nodes::NodeView;
     use crate::daemon::status::ProcessView;
+    use crate::model::character::PenaltySource;
     use crate::observe::Sensors;
     use std::collections::BTreeMap;
     use std::io::Read;

@@ -25,11 +25,11 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use crate::model::snapshot::SLOT_SLACK;
 use crate::observe::schedstat::{waiting_threads, RunDelay};
 use crate::policy::granularity::IDLE_DEMAND;
-use crate::policy::snapshot::SLOT_SLACK;
 
-use crate::policy::ProcessKey;
+use crate::model::ProcessKey;
 
 /// Epochs of demand the peak is taken over: a load busy 1 s in 2 keeps its CPUs at
 /// 1 s epochs, and a process that really quietened returns them within this many.
@@ -196,7 +196,7 @@ impl Needs {
     }
 }
 
-/// CPUs a demand keeps busy, as [`Process::slots`](crate::policy::Process::slots)
+/// CPUs a demand keeps busy, as [`Process::slots`](crate::model::Process::slots)
 /// counts them.
 fn slots(demand: f64) -> usize {
     (demand - SLOT_SLACK).ceil().max(1.0) as usize

@@ -88,7 +88,7 @@ pub fn memory_used(sys: &std::path::Path, node: NodeId) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::characterise::PenaltySource;
+    use crate::model::character::PenaltySource;
     use std::collections::BTreeMap;
 
     fn view(cpus: &[CpuId], home: NodeId, mpki: f64, np: f64) -> ProcessView {

@@ -9,7 +9,7 @@
 //! was there before numasched: the journaled original affinity.
 
 use crate::apply::Journal;
-use crate::policy::Snapshot;
+use crate::model::Snapshot;
 use crate::topology::CpuId;
 
 fn sorted(v: &[CpuId]) -> Vec<CpuId> {
@@ -53,7 +53,7 @@ pub fn unpin_own(snapshot: &mut Snapshot, journal: &Journal) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Process;
+    use crate::model::Process;
 
     fn snap() -> Snapshot {
         let mut a = Process::new(100, "placed");

@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::config::Selection;
 use super::glob::{any_match, Glob};
 use super::jobs::Jobs;
+use crate::model::ProcessKey;
 use crate::observe::slurm::JobMode;
 use crate::observe::{Candidate, Filter};
-use crate::policy::ProcessKey;
 
 /// The set of managed processes, shared between the daemon and the scan filter.
 pub type Managed = Arc<Mutex<HashSet<ProcessKey>>>;

@@ -311,7 +311,7 @@ mod tests {
         let start = r#"job-task {"event":"start","job":12,"step":"0","pid":4242,"mode":"off","cpus":"0-1"}"#;
         assert_eq!(ask(&path, start), serde_json::json!({ "ok": true }));
         jobs.begin_pass();
-        let key = crate::policy::ProcessKey {
+        let key = crate::model::ProcessKey {
             pid: 4242,
             start_time: 1,
         };

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use crate::policy::Plan;
+use crate::model::Plan;
 use crate::topology::{cpulist, CpuId, Topology};
 
 fn llcs(topo: &Topology, cpus: &[CpuId]) -> Option<BTreeSet<usize>> {
@@ -90,7 +90,7 @@ pub fn stabilise(plan: &mut Plan, applied: &HashMap<u32, Vec<CpuId>>, topo: &Top
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Placement;
+    use crate::model::Placement;
     use proptest::prelude::*;
 
     fn topo() -> Topology {

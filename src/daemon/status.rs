@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::characterise::PenaltySource;
+use crate::model::character::PenaltySource;
 use crate::observe::Sensors;
 use crate::topology::{cpulist, CpuId, NodeId};
 

@@ -20,11 +20,11 @@
 
 use std::collections::HashMap;
 
+use crate::model::Snapshot;
 use crate::policy::granularity::IDLE_DEMAND;
-use crate::policy::Snapshot;
 use crate::topology::{CpuId, NodeId};
 
-use crate::policy::ProcessKey;
+use crate::model::ProcessKey;
 
 /// MPKI changes smaller than this (absolute) never trigger a re-plan.
 pub const MPKI_FLOOR: f64 = 1.0;
@@ -230,7 +230,7 @@ pub fn mpki_moved(old: Option<f64>, new: Option<f64>, rel: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Process;
+    use crate::model::Process;
 
     fn snap(procs: &[(u32, Option<f64>, NodeId)]) -> Snapshot {
         Snapshot {

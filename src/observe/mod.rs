@@ -1,5 +1,5 @@
 //! Observe: the first stage of the live pipeline. It reads what the machine
-//! says about its processes and turns it into the [`Snapshot`](crate::policy::Snapshot)
+//! says about its processes and turns it into the [`Snapshot`](crate::model::Snapshot)
 //! policies consume; it never changes anything.
 //!
 //! Small modules with one job each:

@@ -15,7 +15,7 @@ use super::cache::{Cache, Cached, Entry, Tally};
 use super::error::ObserveError;
 use super::pids::PidLister;
 use super::proc::{assemble, read_stat_by_path, ProcDir, ProcInfo, ReadOptions, Stat};
-use crate::policy::{Process, Snapshot};
+use crate::model::{Process, Snapshot};
 use crate::topology::{CpuId, NodeId, Topology};
 
 /// What the filter sees: everything known after stat, before the costly reads.

@@ -10,7 +10,7 @@
 use super::machine::{params_for, MachineParams};
 use super::model::{simulate, Outcome, SimProcess};
 use super::network::ResourceKind;
-use super::profiles::{Profile, ProfileSet};
+use crate::model::profile::{Profile, ProfileSet};
 use crate::topology::{self, Topology};
 
 /// One published result against the model.

@@ -14,7 +14,6 @@ mod lru;
 pub mod machine;
 mod model;
 mod network;
-pub mod profiles;
 mod snapshot;
 
 pub use machine::{params_for, MachineParams};
@@ -22,5 +21,7 @@ pub use model::{
     simulate, simulate_with_solo, solo_rate, Outcome, ProcessOutcome, ResourceLoad, SimProcess,
 };
 pub use network::ResourceKind;
-pub use profiles::{Class, Profile, ProfileError, ProfileSet};
+// Program profiles are model vocabulary (the profile store reads and writes them too);
+// what `simulate` takes, so they are named here as well.
+pub use crate::model::profile::{Class, Profile, ProfileError, ProfileSet};
 pub use snapshot::{from_snapshot, objective, SimError};

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::lru;
 use super::machine::{MachineParams, MAX_UTILISATION};
 use super::network::{self, Network, ResourceKind};
-use super::profiles::{Derived, Profile};
+use crate::model::profile::{Derived, Profile};
 use crate::topology::Topology;
 
 /// One program as the simulator runs it.

@@ -21,10 +21,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use super::store::{LearnParams, Quantity, Store, StoreError};
-use super::{resolve, Evidence, PenaltySource};
+use crate::model::character::{resolve, Evidence, PenaltySource};
+use crate::model::{Process, ProcessKey, Snapshot};
 use crate::observe::resctrl::{bandwidth_by_process, Resctrl};
 use crate::observe::{CounterError, CounterSource, Observation, ProcInfo};
-use crate::policy::{Process, ProcessKey, Snapshot};
 
 /// Epochs of one program kept while the store cannot be written (a full disk, a
 /// filesystem remounted read-only). Ten minutes at the default one-second interval:

@@ -29,7 +29,7 @@ use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use crate::files::one_line;
-use crate::sim::profiles::{Profile, ProfileError, ProfileSet};
+use crate::model::profile::{Profile, ProfileError, ProfileSet};
 
 mod files;
 mod schema;
@@ -236,17 +236,17 @@ impl StoredProgram {
 
     /// The store's share of the evidence for [`super::resolve`]; the caller adds what it
     /// measured on this run.
-    pub fn evidence(&self) -> super::Evidence {
+    pub fn evidence(&self) -> crate::model::character::Evidence {
         let v = |k: &Known, o: Origin| match o {
             Origin::Given => k.given.map(|f| f.value),
             Origin::Learned => k.learned.map(|f| f.value),
         };
-        super::Evidence {
+        crate::model::character::Evidence {
             learned_mpki: v(&self.mpki, Origin::Learned),
             learned_np: v(&self.numa_penalty, Origin::Learned),
             profile_mpki: v(&self.mpki, Origin::Given),
             profile_np: v(&self.numa_penalty, Origin::Given),
-            ..super::Evidence::default()
+            ..crate::model::character::Evidence::default()
         }
     }
 
@@ -417,7 +417,7 @@ impl ProfileFile {
     pub fn read(file: &Path) -> Result<ProfileFile, StoreError> {
         let text = crate::files::read_text(
             file,
-            crate::sim::profiles::MAX_PROFILE_BYTES,
+            crate::model::profile::MAX_PROFILE_BYTES,
             "profile file",
         )
         .map_err(|e| ProfileError::Io {

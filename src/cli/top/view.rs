@@ -448,7 +448,7 @@ pub fn buffer_lines(buf: &ratatui::buffer::Buffer) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::characterise::PenaltySource;
+    use crate::model::character::PenaltySource;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
 

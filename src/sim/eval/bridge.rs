@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::policy::{Plan, Snapshot};
+use crate::model::{Plan, Snapshot};
 use crate::sim::{
     from_snapshot, simulate_with_solo, solo_rate, MachineParams, Profile, ProfileSet, SimProcess,
 };
@@ -186,7 +186,7 @@ pub fn facts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{follow_memory, Placement};
+    use crate::model::{follow_memory, Placement};
     use crate::sim::eval::suites::case;
     use crate::sim::params_for;
     use crate::topology;

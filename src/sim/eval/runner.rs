@@ -15,12 +15,11 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::model::{follow_memory, PageMove, Placement, Plan, Snapshot};
 use crate::policy::autonuma::{self, AutoNumaParams};
 use crate::policy::linux::balanced_schedules;
 use crate::policy::oracle::Oracle;
-use crate::policy::{
-    self, follow_memory, Granular, PageMove, Pin, Placement, Plan, Policy, Snapshot, UnknownPolicy,
-};
+use crate::policy::{self, Granular, Pin, Policy, UnknownPolicy};
 use crate::topology::{CpuId, NodeId, Topology};
 
 /// Per-process run time, normalised to running alone and local on the idle machine
@@ -635,7 +634,7 @@ fn row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Process;
+    use crate::model::Process;
     use crate::topology;
 
     /// Toy model: a program is 30% slower remote and 10% slower per co-runner on its

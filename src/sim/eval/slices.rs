@@ -12,9 +12,10 @@
 
 use std::collections::HashMap;
 
+use crate::model::{Placement, Plan, Snapshot};
 use crate::policy::membus::{Class, MemBus, MemBusParams};
 use crate::policy::rotation::{buses, Rotation};
-use crate::policy::{Placement, Plan, Policy, Snapshot};
+use crate::policy::Policy;
 use crate::topology::CpuId;
 
 use super::runner::{Measured, TimeModel, ROTATION};
@@ -100,7 +101,7 @@ fn run_slice(model: &TimeModel, snapshot: &Snapshot, slice: &[(usize, CpuId)]) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Process;
+    use crate::model::Process;
     use crate::topology;
 
     /// A model where a task runs at full speed alone on its bus and at half speed

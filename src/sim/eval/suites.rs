@@ -6,7 +6,7 @@
 //! the held-out evaluation: cases drawn from a seed on machines and mixes no
 //! policy was designed on, optionally with characterisation noise.
 
-use crate::policy::{Process, Snapshot};
+use crate::model::{Process, Snapshot};
 use crate::topology::{self, Topology};
 
 use super::runner::Case;

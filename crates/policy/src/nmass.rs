@@ -25,11 +25,11 @@
 //! - every accepted move strictly lowers the variance, so the loop terminates; a cap on
 //!   moves guards against floating-point ties.
 
-use crate::policy::alloc::AllowedMask;
-use crate::policy::maxlocal::{self, Layout};
-use crate::policy::plan::Plan;
-use crate::policy::snapshot::Snapshot;
-use crate::policy::Policy;
+use crate::alloc::AllowedMask;
+use crate::maxlocal::{self, Layout};
+use crate::Policy;
+use numasched_model::plan::Plan;
+use numasched_model::snapshot::Snapshot;
 
 /// THRESHOLD of the paper: LLC pressure (Σ MPKI) above which the Nehalem's cross-chip
 /// interconnect saturated.
@@ -258,9 +258,9 @@ fn free_in_llc(layout: &Layout, mask: &AllowedMask, llc: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::maxlocal::MaxLocal;
-    use crate::policy::testkit::{nehalem_workload, node_of_plan, proc_on};
-    use crate::topology;
+    use crate::maxlocal::MaxLocal;
+    use numasched_model::testkit::{nehalem_workload, node_of_plan, proc_on};
+    use numasched_model::topology;
 
     fn nmass() -> Nmass {
         Nmass::default()

@@ -14,8 +14,8 @@
 //! process, so only the simulator runs it (the `membus-rr` row of the `membus` suite,
 //! which reproduces the published setup of 8 tasks on 4 cores).
 
-use crate::policy::membus::Class;
-use crate::topology::{CpuId, Topology};
+use crate::membus::Class;
+use numasched_model::topology::{CpuId, Topology};
 
 /// The round-robin list of tasks (indices), head first.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,7 +106,7 @@ pub fn buses(topo: &Topology) -> Vec<Vec<CpuId>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology;
+    use numasched_model::topology;
     use Class::{High, Low};
 
     /// lbm, soplex (high) and gromacs, hmmer (low), two of each, interleaved.

@@ -29,7 +29,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::{Placement, Plan, Policy, Process, Snapshot};
-use crate::topology::{cpulist, CpuId, Topology};
+use numasched_model::topology::{cpulist, CpuId, Topology};
 
 /// CPUs' worth of demand below which a process counts as idle and is not placed.
 /// One tenth of a CPU: a shell, a sleeping server, a monitoring agent.
@@ -272,8 +272,8 @@ pub fn widen(topo: &Topology, p: &Process, pl: &Placement, pin: Pin) -> Placemen
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::by_name;
-    use crate::topology;
+    use crate::by_name;
+    use numasched_model::topology;
 
     fn snap(spec: &str, procs: Vec<Process>) -> Snapshot {
         Snapshot {
@@ -304,7 +304,7 @@ mod tests {
             "1n:1l:2c:1t",
             vec![busy(10, 1.0, 0), busy(11, 1.0, 0), busy(12, 1.0, 0)],
         );
-        for name in crate::policy::NAMES {
+        for name in crate::NAMES {
             let g = Granular::new(by_name(name).expect("policy"), Pin::Llc);
             let plan = g.plan(&s);
             for pl in &plan.placements {

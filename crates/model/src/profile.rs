@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::characterise::regression;
+use crate::character::regression;
 use crate::files::one_line;
 
 /// Reference machine of the built-in numbers: Xeon E5520, 2.26 GHz, 8 MiB L3, ~50 ns

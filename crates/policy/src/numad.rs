@@ -34,9 +34,9 @@
 //! detection, no 5-minute re-evaluation delay, SMT siblings count as whole CPUs (numad
 //! counts them as 20%), memory-only nodes are never chosen, since a plan binds CPUs.
 
-use crate::policy::alloc;
-use crate::policy::{PageMove, Placement, Plan, Policy, Process, Snapshot};
-use crate::topology::Topology;
+use crate::alloc;
+use crate::{PageMove, Placement, Plan, Policy, Process, Snapshot};
+use numasched_model::topology::Topology;
 
 const MIB: f64 = (1u64 << 20) as f64;
 /// numad keeps this much memory (MiB) free on a node it allocates from.
@@ -531,8 +531,8 @@ impl Policy for Numad {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testkit;
-    use crate::topology;
+    use numasched_model::testkit;
+    use numasched_model::topology;
     use proptest::prelude::*;
 
     const GIB: u64 = 1 << 30;

@@ -1,8 +1,12 @@
 //! Placement policies: pure functions from a [`Snapshot`] to a [`Plan`].
 //!
 //! No policy reads a file, a clock or a global; that is what lets the daemon, `plan`, the
-//! simulator and the tests run the very same code. Each policy module's doc names the
-//! algorithm and where it comes from.
+//! simulator and the tests run the very same code. The build holds this crate to it: it
+//! depends on the model alone (`tests/layering.rs` checks the manifest), and the
+//! `clippy.toml` beside it forbids files, clocks, the environment and processes. Each
+//! policy module's doc names the algorithm and where it comes from.
+
+#![forbid(unsafe_code)]
 
 pub mod alloc;
 pub mod auto;
@@ -16,15 +20,12 @@ pub mod membus;
 pub mod nmass;
 pub mod numad;
 pub mod oracle;
-pub mod plan;
 pub mod rotation;
-pub mod snapshot;
-#[cfg(test)]
-pub(crate) mod testkit;
 
 pub use granularity::{Granular, Pin};
-pub use plan::{follow_memory, PageMove, Placement, Plan};
-pub use snapshot::{Process, ProcessKey, Snapshot, SnapshotError};
+// What `Policy::plan` takes and returns, so that a caller of a policy needs no second
+// import.
+pub use numasched_model::{follow_memory, PageMove, Placement, Plan, Process, Snapshot};
 
 /// A placement policy. Implementations hold only their parameters.
 pub trait Policy: Send + Sync {

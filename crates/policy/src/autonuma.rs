@@ -51,12 +51,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::policy::alloc::{self, AllowedMask, Occupancy};
-use crate::policy::linux::Linux;
-use crate::policy::plan::{PageMove, Placement, Plan};
-use crate::policy::snapshot::Snapshot;
-use crate::policy::Policy;
-use crate::topology::{CpuId, NodeId, Topology};
+use crate::alloc::{self, AllowedMask, Occupancy};
+use crate::linux::Linux;
+use crate::Policy;
+use numasched_model::plan::{PageMove, Placement, Plan};
+use numasched_model::snapshot::Snapshot;
+use numasched_model::topology::{CpuId, NodeId, Topology};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AutoNumaParams {
@@ -641,7 +641,7 @@ impl Policy for AutoNuma {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testkit::nehalem_workload;
+    use numasched_model::testkit::nehalem_workload;
 
     fn placed(map: &str, cpus: &[u32]) -> Snapshot {
         let programs = vec!["mcf"; map.len()];
@@ -741,7 +741,7 @@ mod tests {
     #[test]
     fn one_node_machines_are_left_alone() {
         let mut s = placed("0", &[0]);
-        s.topology = crate::topology::machine("1n:2l:2c:1t").unwrap();
+        s.topology = numasched_model::topology::machine("1n:2l:2c:1t").unwrap();
         let t = trajectory(&s, &AutoNumaParams::default());
         assert_eq!(t.phases.len(), 1);
         assert!(t.copies.is_empty() && t.moves.is_empty());

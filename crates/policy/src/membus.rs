@@ -36,9 +36,9 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use crate::policy::alloc::{self, Occupancy};
-use crate::policy::{Placement, Plan, Policy, Process, Snapshot};
-use crate::topology::Topology;
+use crate::alloc::{self, Occupancy};
+use crate::{Placement, Plan, Policy, Process, Snapshot};
+use numasched_model::topology::Topology;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemBusParams {
@@ -284,8 +284,8 @@ fn place(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testkit;
-    use crate::topology;
+    use numasched_model::testkit;
+    use numasched_model::topology;
     use proptest::prelude::*;
 
     fn proc_bw(pid: u32, name: &str, bw: f64) -> Process {

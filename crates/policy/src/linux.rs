@@ -9,10 +9,10 @@
 //! the simulator. As a live policy, [`Linux`] produces one balanced schedule: each
 //! process, in pid order, goes to the least loaded node, then LLC, then CPU.
 
-use crate::policy::alloc::{self, Occupancy};
-use crate::policy::plan::{Placement, Plan};
-use crate::policy::snapshot::Snapshot;
-use crate::policy::Policy;
+use crate::alloc::{self, Occupancy};
+use crate::Policy;
+use numasched_model::plan::{Placement, Plan};
+use numasched_model::snapshot::Snapshot;
 
 #[derive(Debug, Clone, Default)]
 pub struct Linux;
@@ -287,7 +287,7 @@ impl SplitMix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testkit::{nehalem_workload, node_of_plan};
+    use numasched_model::testkit::{nehalem_workload, node_of_plan};
     use std::collections::BTreeSet;
 
     #[test]

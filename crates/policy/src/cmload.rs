@@ -34,9 +34,9 @@
 //!   Near-ties are not ties: at α = 0 a node with slightly less memory load wins however
 //!   busy its CPUs are, which is the paper's rule.
 
-use crate::policy::alloc;
-use crate::policy::{Placement, Plan, Policy, Process, Snapshot};
-use crate::topology::Topology;
+use crate::alloc;
+use crate::{Placement, Plan, Policy, Process, Snapshot};
+use numasched_model::topology::Topology;
 
 /// Intensities of one process (or of the share of it that runs on one core).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -420,8 +420,8 @@ fn placement_order(procs: &[Process], current: &[Vec<usize>]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testkit;
-    use crate::topology;
+    use numasched_model::testkit;
+    use numasched_model::topology;
     use proptest::prelude::*;
 
     const GIB: u64 = 1 << 30;

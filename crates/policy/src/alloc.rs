@@ -5,8 +5,8 @@
 //! SMT sibling of a busy core, which beats a loaded CPU; ties go to the lowest CPU
 //! number so plans are deterministic.
 
-use crate::policy::snapshot::Process;
-use crate::topology::Topology;
+use numasched_model::snapshot::Process;
+use numasched_model::topology::Topology;
 
 /// Load below which a CPU counts as free.
 const FREE: f64 = 1e-9;
@@ -246,7 +246,7 @@ pub fn ids(topo: &Topology, cpus: &[usize]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology;
+    use numasched_model::topology;
 
     #[test]
     fn idle_cores_before_smt_siblings() {

@@ -10,10 +10,10 @@
 //! The objective is a parameter (lower is better): the simulator passes its
 //! performance model, tests pass toy ones.
 
-use crate::policy::alloc::{self, Occupancy};
-use crate::policy::plan::{Placement, Plan};
-use crate::policy::snapshot::Snapshot;
-use crate::policy::{linux::Linux, maxlocal::MaxLocal, nmass::Nmass, Policy};
+use crate::alloc::{self, Occupancy};
+use crate::{linux::Linux, maxlocal::MaxLocal, nmass::Nmass, Policy};
+use numasched_model::plan::{Placement, Plan};
+use numasched_model::snapshot::Snapshot;
 
 /// Cost of a plan for a snapshot; lower is better.
 pub type Objective = dyn Fn(&Snapshot, &Plan) -> f64 + Send + Sync;
@@ -301,7 +301,7 @@ impl<'s> Space<'s> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testkit::{nehalem_workload, node_of_plan};
+    use numasched_model::testkit::{nehalem_workload, node_of_plan};
 
     /// Toy objective: how many processes run away from their home node.
     fn remote_count(s: &Snapshot, p: &Plan) -> f64 {

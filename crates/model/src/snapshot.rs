@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::characterise::Character;
+use crate::character::Character;
 use crate::topology::{CpuId, NodeId, Topology};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

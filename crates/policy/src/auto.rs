@@ -37,13 +37,13 @@
 //! in the snapshot (MPKI, penalty, cache reuse, SLIT distances, LLC domains), none of it
 //! from the simulator.
 
-use crate::policy::alloc::{AllowedMask, SMT_SLOWDOWN};
-use crate::policy::locality::remote_factor;
-use crate::policy::maxlocal::{self, Layout};
-use crate::policy::nmass::THRESHOLD_MPKI;
-use crate::policy::plan::{follow_memory, Plan};
-use crate::policy::snapshot::Snapshot;
-use crate::policy::Policy;
+use crate::alloc::{AllowedMask, SMT_SLOWDOWN};
+use crate::locality::remote_factor;
+use crate::maxlocal::{self, Layout};
+use crate::nmass::THRESHOLD_MPKI;
+use crate::Policy;
+use numasched_model::plan::{follow_memory, Plan};
+use numasched_model::snapshot::Snapshot;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AutoParams {
@@ -158,8 +158,8 @@ impl Policy for Auto {
 /// on: the part of an `auto-migrate` reason that placement on a memory-free snapshot
 /// cannot know.
 fn memory_phrase(
-    p: &crate::policy::snapshot::Process,
-    placed: &[crate::topology::NodeId],
+    p: &numasched_model::snapshot::Process,
+    placed: &[numasched_model::topology::NodeId],
     notes: &[String],
 ) -> String {
     let total = p.rss_bytes();
@@ -676,7 +676,7 @@ fn relocate(layout: &mut Layout, masks: &[AllowedMask], moves: &[(usize, usize)]
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testkit::{nehalem_workload, node_of_plan};
+    use numasched_model::testkit::{nehalem_workload, node_of_plan};
 
     #[test]
     fn keeps_the_published_wl9_decision() {
@@ -693,11 +693,11 @@ mod tests {
     /// them 2% of remote execution and frees a core for each: two of them go.
     #[test]
     fn processes_do_not_share_cores_while_whole_cores_idle() {
-        let topo = crate::topology::spec::parse("2n:1l:2c:2t").expect("spec");
+        let topo = numasched_model::topology::spec::parse("2n:1l:2c:2t").expect("spec");
         let s = Snapshot {
             topology: topo.clone(),
             processes: (0..4)
-                .map(|k| crate::policy::testkit::proc_on(100 + k, "perlbench", 0, 0.5, 1.02))
+                .map(|k| numasched_model::testkit::proc_on(100 + k, "perlbench", 0, 0.5, 1.02))
                 .collect(),
         };
         let plan = Auto::default().plan(&s);
@@ -728,16 +728,16 @@ mod tests {
     /// `8n:2l:1c:2t`: six idle cores while four pairs shared one each).
     #[test]
     fn an_idle_core_is_found_past_quiet_full_caches() {
-        let topo = crate::topology::spec::parse("8n:1l:1c:2t").expect("spec");
+        let topo = numasched_model::topology::spec::parse("8n:1l:1c:2t").expect("spec");
         let mut processes = Vec::new();
         for node in 0..4 {
-            let mut p = crate::policy::testkit::proc_on(100 + node, "compute", node, 0.0, 1.0);
+            let mut p = numasched_model::testkit::proc_on(100 + node, "compute", node, 0.0, 1.0);
             p.threads = 2;
             p.cpu_demand = 2.0;
             processes.push(p);
         }
         for k in 0..4 {
-            processes.push(crate::policy::testkit::proc_on(
+            processes.push(numasched_model::testkit::proc_on(
                 200 + k,
                 "perlbench",
                 7,

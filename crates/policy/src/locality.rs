@@ -8,8 +8,8 @@
 //! On a two-node machine with all memory on one node this is exactly `np` when remote and
 //! 1 when local, i.e. the published model.
 
-use crate::policy::snapshot::Process;
-use crate::topology::{Topology, LOCAL_DISTANCE};
+use numasched_model::snapshot::Process;
+use numasched_model::topology::{Topology, LOCAL_DISTANCE};
 
 /// Slowdown factor (≥ 1) for `p` running on node index `at`.
 pub fn remote_factor(topo: &Topology, p: &Process, np: f64, at: usize) -> f64 {
@@ -44,7 +44,7 @@ pub fn local_fraction(topo: &Topology, p: &Process, at: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology;
+    use numasched_model::topology;
 
     #[test]
     fn two_nodes_reduce_to_the_published_penalty() {

@@ -19,12 +19,12 @@
 
 use std::fmt::Write;
 
-use crate::policy::alloc::{self, AllowedMask, Occupancy};
-use crate::policy::locality::remote_factor;
-use crate::policy::plan::{Placement, Plan};
-use crate::policy::snapshot::{Process, Snapshot};
-use crate::policy::Policy;
-use crate::topology::Topology;
+use crate::alloc::{self, AllowedMask, Occupancy};
+use crate::locality::remote_factor;
+use crate::Policy;
+use numasched_model::plan::{Placement, Plan};
+use numasched_model::snapshot::{Process, Snapshot};
+use numasched_model::topology::Topology;
 
 /// Where the maximum-local step put everyone, in a form the refinement step can edit.
 #[derive(Debug, Clone)]
@@ -380,8 +380,8 @@ impl Policy for MaxLocal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testkit::{nehalem_workload, node_of_plan, proc_on};
-    use crate::topology;
+    use numasched_model::testkit::{nehalem_workload, node_of_plan, proc_on};
+    use numasched_model::topology;
 
     #[test]
     fn everyone_local_when_homes_are_balanced() {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::snapshot::Snapshot;
+use crate::snapshot::Snapshot;
 use crate::topology::{CpuId, NodeId, Topology};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,7 +108,7 @@ pub fn follow_memory(snapshot: &Snapshot, plan: &Plan) -> Vec<PageMove> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::testkit::nehalem_workload;
+    use crate::testkit::nehalem_workload;
 
     #[test]
     fn memory_follows_only_processes_placed_away_from_it() {

@@ -61,7 +61,7 @@ pub fn parse(spec: &str) -> Result<Topology, TopologyError> {
 }
 
 /// Builds the description of a regular machine; presets reuse it and adjust sizes.
-pub(crate) fn build(
+pub fn build(
     nodes: u32,
     llcs: u32,
     cores: u32,

@@ -1,12 +1,14 @@
-//! Test helpers shared by the policy modules: snapshots of the published evaluation on
-//! the Nehalem machine, and random valid snapshots for property tests (small spec-string
-//! machines, optionally with sparse node ids and a memory-only node, and processes with
-//! every optional field exercised: pins, parents, multi-threading, memory on any node).
+//! Test doubles for the crates above (the policies' unit tests use them), built only
+//! for tests or under the `testing` feature: snapshots of the published evaluation on
+//! the Nehalem machine, and random valid snapshots for property tests (small
+//! spec-string machines, optionally with sparse node ids and a memory-only node, and
+//! processes with every optional field exercised: pins, parents, multi-threading,
+//! memory on any node).
 
 use proptest::prelude::*;
 
-use crate::policy::plan::Plan;
-use crate::policy::snapshot::{Process, Snapshot};
+use crate::plan::Plan;
+use crate::snapshot::{Process, Snapshot};
 use crate::topology::{self, spec, NodeDesc, NodeId, Topology};
 /// MPKI and NUMA penalty of the programs used in policy tests (Majo & Gross's table).
 fn spec_cpu2006(program: &str) -> (f64, f64) {
