@@ -21,7 +21,6 @@ pub mod characterise;
 pub mod cli;
 pub mod daemon;
 pub mod observe;
-pub mod sim;
 pub mod workload;
 
 // The layers below, as crates of their own (docs/architecture.md), under the names the
@@ -29,3 +28,4 @@ pub mod workload;
 pub use numasched_model as model;
 pub use numasched_model::{files, topology};
 pub use numasched_policy as policy;
+pub use numasched_sim as sim;

@@ -6,8 +6,8 @@
 //! the held-out evaluation: cases drawn from a seed on machines and mixes no
 //! policy was designed on, optionally with characterisation noise.
 
-use crate::model::{Process, Snapshot};
-use crate::topology::{self, Topology};
+use numasched_model::topology::{self, Topology};
+use numasched_model::{Process, Snapshot};
 
 use super::runner::Case;
 

@@ -10,8 +10,8 @@
 use super::machine::{params_for, MachineParams};
 use super::model::{simulate, Outcome, SimProcess};
 use super::network::ResourceKind;
-use crate::model::profile::{Profile, ProfileSet};
-use crate::topology::{self, Topology};
+use numasched_model::profile::{Profile, ProfileSet};
+use numasched_model::topology::{self, Topology};
 
 /// One published result against the model.
 #[derive(Debug, Clone, PartialEq)]

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use super::lru;
 use super::machine::{MachineParams, MAX_UTILISATION};
 use super::network::{self, Network, ResourceKind};
-use crate::model::profile::{Derived, Profile};
-use crate::topology::Topology;
+use numasched_model::profile::{Derived, Profile};
+use numasched_model::topology::Topology;
 
 /// One program as the simulator runs it.
 #[derive(Debug, Clone, PartialEq)]
@@ -260,7 +260,7 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
             open_queue(&sweep, r, &stall_per_ns, &mut s, &mut wait, &mut scratch);
         }
         // 3. Cache shares: each occupant holds its LRU footprint (Che's characteristic
-        //    time, src/sim/lru.rs), from its miss curve at its instruction rate. The
+        //    time, lru.rs), from its miss curve at its instruction rate. The
         //    rate is taken without queueing and SMT stretch (CPU time share and own
         //    cache share included): otherwise a newcomer that slows a cache-thrashing
         //    neighbour would hand its cache to the others, and a co-runner could make a
@@ -300,7 +300,7 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
     s
 }
 
-/// Each occupant's fill curve, for the caches it shares with another (src/sim/lru.rs);
+/// Each occupant's fill curve, for the caches it shares with another (lru.rs);
 /// `None` for a cache's only occupant, which holds all of it.
 fn fill_curves(
     net: &Network,

@@ -15,12 +15,12 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::model::{follow_memory, PageMove, Placement, Plan, Snapshot};
-use crate::policy::autonuma::{self, AutoNumaParams};
-use crate::policy::linux::balanced_schedules;
-use crate::policy::oracle::Oracle;
-use crate::policy::{self, Granular, Pin, Policy, UnknownPolicy};
-use crate::topology::{CpuId, NodeId, Topology};
+use numasched_model::topology::{CpuId, NodeId, Topology};
+use numasched_model::{follow_memory, PageMove, Placement, Plan, Snapshot};
+use numasched_policy::autonuma::{self, AutoNumaParams};
+use numasched_policy::linux::balanced_schedules;
+use numasched_policy::oracle::Oracle;
+use numasched_policy::{self as policy, Granular, Pin, Policy, UnknownPolicy};
 
 /// Per-process run time, normalised to running alone and local on the idle machine
 /// (1.0 = no slowdown), for a snapshot run under a plan. Deterministic.
@@ -75,13 +75,13 @@ pub struct Row {
 
 /// The policy names that the runner treats specially.
 pub const LINUX: &str = "linux";
-pub const ORACLE: &str = crate::policy::EVAL_ONLY[0];
+pub const ORACLE: &str = numasched_policy::EVAL_ONLY[0];
 pub const AUTONUMA: &str = "autonuma";
 /// Tudu et al.'s round-robin time-sharing, scored slice by slice ([`super::slices`]):
 /// a schedule, not a placement, so the simulator's alone.
-pub const ROTATION: &str = crate::policy::EVAL_ONLY[1];
-/// Names the runner knows beside [`crate::policy::NAMES`].
-pub const EVAL_ONLY: &[&str] = &crate::policy::EVAL_ONLY;
+pub const ROTATION: &str = numasched_policy::EVAL_ONLY[1];
+/// Names the runner knows beside [`numasched_policy::NAMES`].
+pub const EVAL_ONLY: &[&str] = &numasched_policy::EVAL_ONLY;
 
 /// Per-process run times memoised by what the model's answer depends on.
 type PhaseKey = (Vec<Vec<CpuId>>, Vec<Vec<(NodeId, u64)>>);
@@ -634,8 +634,8 @@ fn row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Process;
-    use crate::topology;
+    use numasched_model::topology;
+    use numasched_model::Process;
 
     /// Toy model: a program is 30% slower remote and 10% slower per co-runner on its
     /// LLC. Enough to check the bookkeeping, not the physics.

@@ -1,5 +1,5 @@
 //! Scores a schedule that changes every slice: Tudu et al.'s round-robin time-sharing
-//! ([`crate::policy::rotation`]), which no single placement can express, because what
+//! ([`numasched_policy::rotation`]), which no single placement can express, because what
 //! matters is which tasks share a bus *at the same time*.
 //!
 //! Each slice runs the chosen tasks one per CPU on the model, with the tasks that wait
@@ -12,11 +12,11 @@
 
 use std::collections::HashMap;
 
-use crate::model::{Placement, Plan, Snapshot};
-use crate::policy::membus::{Class, MemBus, MemBusParams};
-use crate::policy::rotation::{buses, Rotation};
-use crate::policy::Policy;
-use crate::topology::CpuId;
+use numasched_model::topology::CpuId;
+use numasched_model::{Placement, Plan, Snapshot};
+use numasched_policy::membus::{Class, MemBus, MemBusParams};
+use numasched_policy::rotation::{buses, Rotation};
+use numasched_policy::Policy;
 
 use super::runner::{Measured, TimeModel, ROTATION};
 
@@ -101,8 +101,8 @@ fn run_slice(model: &TimeModel, snapshot: &Snapshot, slice: &[(usize, CpuId)]) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Process;
-    use crate::topology;
+    use numasched_model::topology;
+    use numasched_model::Process;
 
     /// A model where a task runs at full speed alone on its bus and at half speed
     /// beside another high-bandwidth task.
@@ -127,7 +127,7 @@ mod tests {
 
     fn four_cores_of_e5345(bw: &[f64]) -> Snapshot {
         let full = topology::machine("xeon-e5345").unwrap();
-        let topology = crate::sim::eval::suites::one_core_per_llc(&full).unwrap();
+        let topology = crate::eval::suites::one_core_per_llc(&full).unwrap();
         let processes = bw
             .iter()
             .enumerate()

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::topology::{Topology, LOCAL_DISTANCE};
+use numasched_model::topology::{Topology, LOCAL_DISTANCE};
 
 /// Physical parameters of a machine's memory system.
 ///
@@ -290,7 +290,7 @@ fn nodes_per_package(t: &Topology) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology;
+    use numasched_model::topology;
 
     #[test]
     fn presets_get_their_own_numbers_and_all_validate() {

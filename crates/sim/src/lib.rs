@@ -1,12 +1,18 @@
 //! The simulator's performance model of a NUMA multicore machine.
 //!
-//! Given a machine ([`Topology`](crate::topology::Topology) + [`MachineParams`]), program
-//! [`Profile`]s, where each program's memory lives and where its threads run, it computes
-//! every program's steady-state speed and its slowdown against running alone and local.
+//! Given a machine ([`Topology`](numasched_model::topology::Topology) +
+//! [`MachineParams`]), program [`Profile`]s, where each program's memory lives and where
+//! its threads run, it computes every program's steady-state speed and its slowdown
+//! against running alone and local.
 //! It is the objective the oracle minimises and the ground truth of `sim`/`eval`, so its
 //! gains must come from physics: LLC capacity sharing, queueing at memory controllers,
 //! interconnect links and buses, remote latency, and time-sharing. The equations and where
 //! every number comes from are in `docs/model.md`.
+//!
+//! A crate of its own on the model and the policies alone: it runs the very policies
+//! the daemon runs, and nothing in it can reach the live machine.
+
+#![forbid(unsafe_code)]
 
 pub mod eval;
 pub mod fidelity;
@@ -23,5 +29,5 @@ pub use model::{
 pub use network::ResourceKind;
 // Program profiles are model vocabulary (the profile store reads and writes them too);
 // what `simulate` takes, so they are named here as well.
-pub use crate::model::profile::{Class, Profile, ProfileError, ProfileSet};
+pub use numasched_model::profile::{Class, Profile, ProfileError, ProfileSet};
 pub use snapshot::{from_snapshot, objective, SimError};

@@ -3,11 +3,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::model::{Plan, Snapshot};
-use crate::sim::{
+use crate::{
     from_snapshot, simulate_with_solo, solo_rate, MachineParams, Profile, ProfileSet, SimProcess,
 };
-use crate::topology::Topology;
+use numasched_model::topology::Topology;
+use numasched_model::{Plan, Snapshot};
 
 use super::runner::{Runner, TimeModel};
 use super::suites::{ProgramFacts, Suite};
@@ -67,7 +67,7 @@ pub fn time_model(
 }
 
 /// [`time_model`] for cases on any machine: each snapshot is run with its own
-/// machine's parameters ([`crate::sim::params_for`]), as the `random` suite needs.
+/// machine's parameters ([`crate::params_for`]), as the `random` suite needs.
 pub fn time_model_per_machine(
     profiles: ProfileSet,
     migration: Option<MigrationCost>,
@@ -84,7 +84,7 @@ pub fn time_model_per_machine(
                 Some((_, m)) => Arc::clone(m),
                 None => {
                     let m = time_model(
-                        crate::sim::params_for(&snapshot.topology),
+                        crate::params_for(&snapshot.topology),
                         profiles.clone(),
                         migration,
                     );
@@ -153,7 +153,7 @@ pub fn runner_for(suite: &Suite, profiles: ProfileSet) -> Option<Runner> {
     runner.autonuma.copy_gbps = copy;
     runner.autonuma.horizon_s = MigrationCost::default().run_seconds;
     runner.copy_share =
-        Arc::new(move |t: &Topology| (copy / crate::sim::params_for(t).mc_gbps).min(1.0));
+        Arc::new(move |t: &Topology| (copy / crate::params_for(t).mc_gbps).min(1.0));
     Some(runner)
 }
 
@@ -173,7 +173,7 @@ pub fn facts(
         memory: vec![(node, 1.0)],
         cpus: vec![cpu.index],
     };
-    let out = crate::sim::simulate(topo, params, std::slice::from_ref(&solo));
+    let out = crate::simulate(topo, params, std::slice::from_ref(&solo));
     Some(ProgramFacts {
         mpki: profile.mpki,
         numa_penalty: profile.numa_penalty(),
@@ -186,10 +186,10 @@ pub fn facts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{follow_memory, Placement};
-    use crate::sim::eval::suites::case;
-    use crate::sim::params_for;
-    use crate::topology;
+    use crate::eval::suites::case;
+    use crate::params_for;
+    use numasched_model::topology;
+    use numasched_model::{follow_memory, Placement};
 
     /// With noise, the policies see a different characterisation, but the
     /// model scores the true programs: the same plan gets the same times, so Linux and
@@ -197,7 +197,7 @@ mod tests {
     /// oracle's bounded search is seeded from the characterisation on large cases.)
     #[test]
     fn noise_reaches_the_policies_and_not_the_model() {
-        use crate::sim::eval::suites::{random, RandomOptions};
+        use crate::eval::suites::{random, RandomOptions};
         let profiles = ProfileSet::builtin();
         let lookup = |t: &Topology, p: &str| facts(t, &params_for(t), &profiles, p);
         let opts = |noise_pct| RandomOptions {

@@ -5,9 +5,9 @@ use std::sync::Mutex;
 
 use super::machine::MachineParams;
 use super::model::{simulate_with_solo, solo_rate, SimProcess};
-use crate::model::profile::{Profile, ProfileSet};
-use crate::model::{Plan, Snapshot};
-use crate::topology::{CpuId, NodeId, Topology};
+use numasched_model::profile::{Profile, ProfileSet};
+use numasched_model::topology::{CpuId, NodeId, Topology};
+use numasched_model::{Plan, Snapshot};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SimError {
@@ -23,7 +23,7 @@ pub enum SimError {
 ///
 /// - CPUs: the plan's placement for the pid, or where the process runs now when the
 ///   placement is empty or missing. A process gets one thread per CPU it keeps busy
-///   ([`Process::slots`](crate::model::Process::slots)); when its set has more CPUs than
+///   ([`Process::slots`](numasched_model::Process::slots)); when its set has more CPUs than
 ///   threads, the threads go where Linux's load balancer would settle them: each, in turn,
 ///   to the least-loaded CPU of its set, preferring idle cores to busy SMT siblings, the
 ///   most constrained processes first. Deterministic.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::machine::MachineParams;
 use super::model::SimProcess;
-use crate::topology::Topology;
+use numasched_model::topology::Topology;
 
 /// A shared element that misses queue at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -31,7 +31,7 @@ use toml::Spanned;
 
 use super::runner::EVAL_ONLY;
 use super::suites::{self, Lookup, Suite, MIGRATE_POLICIES, NMASS_POLICIES};
-use crate::topology::{cpulist, NodeId, Topology, THIS};
+use numasched_model::topology::{cpulist, NodeId, Topology, THIS};
 
 /// Largest workloads file read: a real one is a few KiB.
 pub const MAX_BYTES: u64 = 1 << 20;
@@ -143,14 +143,15 @@ fn node_ids(items: &[toml::Value]) -> Result<Vec<NodeId>, String> {
 impl Workloads {
     /// Reads and checks the file at `path` (a regular file of at most [`MAX_BYTES`]).
     pub fn load(path: &Path) -> Result<Workloads, WorkloadsError> {
-        let text = crate::files::read_text(path, MAX_BYTES, "workloads file").map_err(|e| {
-            error(
-                path,
-                None,
-                "",
-                format!("cannot read the workloads file: {}", e.without_path()),
-            )
-        })?;
+        let text =
+            numasched_model::files::read_text(path, MAX_BYTES, "workloads file").map_err(|e| {
+                error(
+                    path,
+                    None,
+                    "",
+                    format!("cannot read the workloads file: {}", e.without_path()),
+                )
+            })?;
         Workloads::parse(&text, path)
     }
 
@@ -391,10 +392,10 @@ pub fn check_policies(list: &[String]) -> Result<Vec<String>, (usize, String)> {
         return Err((0, "the list is empty; leave it out for the default".into()));
     }
     for (i, p) in list.iter().enumerate() {
-        if !EVAL_ONLY.contains(&p.as_str()) && !crate::policy::NAMES.contains(&p.as_str()) {
+        if !EVAL_ONLY.contains(&p.as_str()) && !numasched_policy::NAMES.contains(&p.as_str()) {
             let known = format!(
                 "{}, {}",
-                crate::policy::NAMES.join(", "),
+                numasched_policy::NAMES.join(", "),
                 EVAL_ONLY.join(", ")
             );
             return Err((i, format!("unknown policy '{p}' (known: {known})")));
@@ -482,8 +483,8 @@ fn brief(names: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::eval::suites::ProgramFacts;
-    use crate::topology;
+    use crate::eval::suites::ProgramFacts;
+    use numasched_model::topology;
 
     fn facts(_: &Topology, p: &str) -> Option<ProgramFacts> {
         (p != "nosuch").then_some(ProgramFacts {
@@ -504,7 +505,7 @@ mod tests {
 
     #[test]
     fn the_shipped_example_parses_into_a_case_per_workload_and_map() {
-        let text = include_str!("../../../docs/workloads-example.toml");
+        let text = include_str!("../../../../docs/workloads-example.toml");
         let w = parse(text).expect("the example parses");
         assert_eq!(w.machine.as_deref(), Some("nehalem-e5520"));
         assert!(!w.migration);
@@ -678,7 +679,7 @@ mod tests {
     #[test]
     fn homes_are_node_ids_on_sparse_machines() {
         let root =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/sparse-offline");
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/sysfs/sparse-offline");
         let topo = topology::sysfs::read(&root).unwrap().with_name(THIS);
         let text = ONE.replace("[0, 1]", "[2, 3]");
         let s = parse(&text).unwrap().suite(&topo, &facts, &[]).unwrap();
