@@ -16,15 +16,13 @@
     clippy::too_many_lines
 )]
 
-pub mod apply;
-pub mod characterise;
 pub mod cli;
 pub mod daemon;
-pub mod observe;
 pub mod workload;
 
 // The layers below, as crates of their own (docs/architecture.md), under the names the
 // pipeline gives them.
+pub use numasched_linux::{apply, characterise, observe};
 pub use numasched_model as model;
 pub use numasched_model::{files, topology};
 pub use numasched_policy as policy;

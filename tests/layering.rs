@@ -11,8 +11,10 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// What each lower crate may depend on. Anything from the Linux side (procfs, nix,
-/// perf-event2, rusqlite, the `numasched` crate itself) is missing on purpose.
+/// What each lower crate may depend on. The model, the policies and the simulator lack
+/// anything from the Linux side (procfs, nix, perf-event2, rusqlite, `numasched-linux`)
+/// on purpose; the Linux side lacks the policies and the simulator, and no crate lists
+/// the `numasched` crate above them all.
 const CRATE_DEPS: &[(&str, &[&str])] = &[
     (
         "crates/model",
@@ -27,6 +29,22 @@ const CRATE_DEPS: &[(&str, &[&str])] = &[
         ],
     ),
     ("crates/policy", &["numasched-model", "serde", "thiserror"]),
+    (
+        "crates/linux",
+        &[
+            "numasched-model",
+            "libc",
+            "nix",
+            "perf-event2",
+            "procfs",
+            "rusqlite",
+            "rustix",
+            "serde",
+            "serde_json",
+            "thiserror",
+            "toml",
+        ],
+    ),
     (
         "crates/sim",
         &[
@@ -120,14 +138,16 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A stage module's sources: in the `numasched` crate or in `numasched-linux`.
 fn files_of(module: &str) -> Vec<PathBuf> {
-    let src = repo().join("src");
     let mut out = Vec::new();
-    let file = src.join(format!("{module}.rs"));
-    if file.is_file() {
-        out.push(file);
+    for src in [repo().join("src"), repo().join("crates/linux/src")] {
+        let file = src.join(format!("{module}.rs"));
+        if file.is_file() {
+            out.push(file);
+        }
+        sources(&src.join(module), &mut out);
     }
-    sources(&src.join(module), &mut out);
     assert!(!out.is_empty(), "no source for module {module}");
     out.sort();
     out
@@ -242,6 +262,51 @@ fn the_workspace_builds_and_tests_every_layer() {
         assert!(
             list("default-members").iter().any(|m| m == dir),
             "{dir} not a default member"
+        );
+    }
+}
+
+/// Test doubles (the `testing` feature of the model and the Linux side) are for tests and
+/// benchmarks: no crate's `[dependencies]` turns the feature on, so the release binary
+/// has no fake kernel in it.
+#[test]
+fn test_doubles_stay_out_of_the_release_build() {
+    let mut bad = Vec::new();
+    for dir in [
+        ".",
+        "crates/model",
+        "crates/policy",
+        "crates/sim",
+        "crates/linux",
+    ] {
+        let path = repo().join(dir).join("Cargo.toml");
+        let text = std::fs::read_to_string(&path).expect("manifest readable");
+        let doc: toml::Table = text.parse().expect("manifest is TOML");
+        let Some(deps) = doc.get("dependencies").and_then(|d| d.as_table()) else {
+            continue;
+        };
+        for (name, spec) in deps {
+            let features = spec.get("features").and_then(|f| f.as_array());
+            if features.is_some_and(|f| f.iter().any(|x| x.as_str() == Some("testing"))) {
+                bad.push(format!("{}: {name} with feature testing", path.display()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "test doubles in a release build:\n{}",
+        bad.join("\n")
+    );
+    for (file, module) in [
+        ("crates/linux/src/apply/mod.rs", "pub mod fake;"),
+        ("crates/linux/src/observe/mod.rs", "pub mod fakeproc;"),
+        ("crates/model/src/lib.rs", "pub mod testkit;"),
+    ] {
+        let text = std::fs::read_to_string(repo().join(file)).expect("source readable");
+        let gated = format!("#[cfg(any(test, feature = \"testing\"))]\n{module}");
+        assert!(
+            text.contains(&gated),
+            "{file}: {module} is not behind the testing feature"
         );
     }
 }

@@ -21,10 +21,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use super::store::{LearnParams, Quantity, Store, StoreError};
-use crate::model::character::{resolve, Evidence, PenaltySource};
-use crate::model::{Process, ProcessKey, Snapshot};
 use crate::observe::resctrl::{bandwidth_by_process, Resctrl};
 use crate::observe::{CounterError, CounterSource, Observation, ProcInfo};
+use numasched_model::character::{resolve, Evidence, PenaltySource};
+use numasched_model::{Process, ProcessKey, Snapshot};
 
 /// Epochs of one program kept while the store cannot be written (a full disk, a
 /// filesystem remounted read-only). Ten minutes at the default one-second interval:
@@ -465,7 +465,7 @@ fn failed_write(
 fn memory_source(
     p: &mut Process,
     info: &ProcInfo,
-    topo: &crate::topology::Topology,
+    topo: &numasched_model::topology::Topology,
 ) -> &'static str {
     if !p.memory_bytes.is_empty() {
         return "numa_maps";
@@ -488,7 +488,7 @@ fn memory_source(
 }
 
 /// Share of the process's threads whose last CPU is on its home node.
-fn local_fraction(p: &Process, topo: &crate::topology::Topology) -> Option<f64> {
+fn local_fraction(p: &Process, topo: &numasched_model::topology::Topology) -> Option<f64> {
     let home = p.home_node()?;
     if p.current_cpus.is_empty() {
         return None;

@@ -2,7 +2,7 @@
 //! operator sees. Those about the file on disk are in `tests_files.rs`.
 
 use super::*;
-use crate::model::character::{resolve, PenaltySource};
+use numasched_model::character::{resolve, PenaltySource};
 
 pub(super) fn temp() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")

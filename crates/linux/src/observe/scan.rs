@@ -15,8 +15,8 @@ use super::cache::{Cache, Cached, Entry, Tally};
 use super::error::ObserveError;
 use super::pids::PidLister;
 use super::proc::{assemble, read_stat_by_path, ProcDir, ProcInfo, ReadOptions, Stat};
-use crate::model::{Process, Snapshot};
-use crate::topology::{CpuId, NodeId, Topology};
+use numasched_model::topology::{CpuId, NodeId, Topology};
+use numasched_model::{Process, Snapshot};
 
 /// What the filter sees: everything known after stat, before the costly reads.
 #[derive(Debug, Clone, PartialEq)]

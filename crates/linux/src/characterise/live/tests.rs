@@ -2,7 +2,7 @@ use super::*;
 use crate::characterise::store::{Fault, NumaHistory, StoredProgram};
 use crate::observe::fakeproc::{FakeProc, FakeProcess};
 use crate::observe::{CounterSample, ScanConfig, Scanner};
-use crate::topology::Topology;
+use numasched_model::topology::Topology;
 use std::sync::{Arc, Mutex};
 
 /// Counters whose deltas the test sets per pid.
@@ -42,7 +42,7 @@ impl Scripted {
 }
 
 fn topo() -> Topology {
-    crate::topology::spec::parse("2n:1l:2c:1t").expect("spec")
+    numasched_model::topology::spec::parse("2n:1l:2c:1t").expect("spec")
 }
 
 fn scan(fake: &FakeProc) -> Observation {

@@ -188,7 +188,7 @@ pub(super) fn locate(path: &Path) -> Result<PathBuf, StoreError> {
     let real = real_dir.join(name);
     // A device or FIFO is no store, and SQLite would create its `-journal` beside it
     // (`--db /dev/null` left /dev/null-journal, world-writable, in /dev).
-    if let Err(e) = crate::files::regular_or_absent(&real) {
+    if let Err(e) = numasched_model::files::regular_or_absent(&real) {
         if !is_symlink(&real) {
             return Err(not_writable(e.to_string()));
         }

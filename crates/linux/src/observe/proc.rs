@@ -23,7 +23,7 @@ use super::error::{classify, IoOutcome, ObserveError};
 use super::numa_maps::{self, NumaMaps};
 use super::sched::{self, NumaFaults};
 use super::status::{self, Status};
-use crate::topology::{CpuId, NodeId};
+use numasched_model::topology::{CpuId, NodeId};
 
 /// `PF_KTHREAD` in include/linux/sched.h; set in the flags field of a kernel thread's stat.
 const PF_KTHREAD: u32 = 0x0020_0000;

@@ -1,5 +1,5 @@
 //! Observe: the first stage of the live pipeline. It reads what the machine
-//! says about its processes and turns it into the [`Snapshot`](crate::model::Snapshot)
+//! says about its processes and turns it into the [`Snapshot`](numasched_model::Snapshot)
 //! policies consume; it never changes anything.
 //!
 //! Small modules with one job each:
@@ -19,7 +19,7 @@
 //!   small.
 //! - [`pids`]: the procfs root's pids, listed again only when the set can have changed.
 //! - [`counters`]: per-process hardware counter deltas behind a trait, for MPKI.
-//! - [`fakeproc`]: a fake procfs tree for tests and benchmarks.
+//! - `fakeproc`: a fake procfs tree for tests and benchmarks (the `testing` feature).
 //! - [`resctrl`]: memory bandwidth per resctrl monitoring group (MBM), and per process.
 //! - [`slurm`]: a process's Slurm job step (its cgroup), the step's allocation (its
 //!   cpuset) and the job's wish (`NUMASCHED=` in its environment).
@@ -47,6 +47,7 @@
 pub mod cache;
 pub mod counters;
 pub mod error;
+#[cfg(any(test, feature = "testing"))]
 pub mod fakeproc;
 pub mod numa_maps;
 pub mod pids;

@@ -17,7 +17,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::error::ObserveError;
-use crate::topology::NodeId;
+use numasched_model::topology::NodeId;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NumaFaults {

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use super::error::ObserveError;
-use crate::topology::{cpulist, CpuId, NodeId};
+use numasched_model::topology::{cpulist, CpuId, NodeId};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Status {

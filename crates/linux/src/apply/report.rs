@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::topology::{cpulist, CpuId, NodeId};
+use numasched_model::topology::{cpulist, CpuId, NodeId};
 
 /// What happened to one placement or page move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

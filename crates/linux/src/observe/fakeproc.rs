@@ -9,7 +9,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::topology::{CpuId, NodeId};
+use numasched_model::topology::{CpuId, NodeId};
 
 /// Clock ticks per second the fake files are written in (the kernel's USER_HZ).
 pub const TICKS: u64 = 100;

@@ -17,9 +17,9 @@ use super::kernel::{Kernel, KernelError};
 use super::migrate::{Migration, Migrations, STEP_SECONDS};
 use super::report::{Action, ApplyReport, Line, Subject};
 use super::undo::{self, Restored};
-use crate::model::plan::{PageMove, Placement, Plan};
-use crate::model::snapshot::{Process, ProcessKey, Snapshot};
-use crate::topology::{cpulist, CpuId, NodeId};
+use numasched_model::plan::{PageMove, Placement, Plan};
+use numasched_model::snapshot::{Process, ProcessKey, Snapshot};
+use numasched_model::topology::{cpulist, CpuId, NodeId};
 
 /// Rounds of "list threads, set the new ones" per process and pass: enough for a
 /// process that is spawning threads while being placed to converge, bounded so a
@@ -972,7 +972,7 @@ mod tests {
     use super::*;
     use crate::apply::fake::{Call, FakeKernel, Fault};
     use crate::apply::kernel::{ErrorKind, Op};
-    use crate::topology;
+    use numasched_model::topology;
 
     /// Two CPUs (0, 1), one node; processes 100.. with start time = pid.
     fn snap(pids: &[u32]) -> Snapshot {

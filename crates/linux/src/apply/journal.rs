@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::topology::CpuId;
+use numasched_model::topology::CpuId;
 
 /// What was changed on one process.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -28,14 +28,15 @@
 //! - **One failure is one line.** The [`report`] has a line per placement and per
 //!   page move; no single process can abort a pass.
 //!
-//! Modules: [`kernel`] (the trait, typed errors, the Linux implementation), [`fake`]
-//! (the programmable fake), [`journal`], [`undo`], [`bucket`], [`actuator`],
+//! Modules: [`kernel`] (the trait, typed errors, the Linux implementation), `fake`
+//! (the programmable fake; tests only), [`journal`], [`undo`], [`bucket`], [`actuator`],
 //! [`report`], [`migrate`] (page moves in bounded chunks over epochs), [`mover`]
 //! (`move_pages` on a thread of its own, so no call holds the epoch loop) and
 //! [`regions`] (what of a process may move).
 
 pub mod actuator;
 pub mod bucket;
+#[cfg(any(test, feature = "testing"))]
 pub mod fake;
 pub mod journal;
 pub mod kernel;
@@ -47,6 +48,7 @@ pub mod undo;
 
 pub use actuator::{Actuator, ActuatorConfig};
 pub use bucket::TokenBucket;
+#[cfg(any(test, feature = "testing"))]
 pub use fake::{Call, FakeKernel, Fault};
 pub use journal::{Entry, Journal};
 pub use kernel::{ErrorKind, Identity, Kernel, KernelError, LinuxKernel, Op};

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::kernel::{ErrorKind, KernelError, Op};
-use crate::topology::NodeId;
+use numasched_model::topology::NodeId;
 
 /// The answer of a `move_pages` call that may still be running.
 #[derive(Debug, Clone, PartialEq)]

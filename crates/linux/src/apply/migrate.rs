@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::bucket::TokenBucket;
 use super::kernel::{Kernel, KernelError, Moving};
 use super::report::{Action, Line, Subject};
-use crate::topology::{cpulist, NodeId};
+use numasched_model::topology::{cpulist, NodeId};
 
 /// Bytes handed to one `move_pages` call: short enough that one call stays in the
 /// milliseconds even under software emulation (1 MiB took ~25 ms in a TCG guest).

@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
-use crate::files::one_line;
-use crate::model::profile::{Profile, ProfileError, ProfileSet};
+use numasched_model::files::one_line;
+use numasched_model::profile::{Profile, ProfileError, ProfileSet};
 
 mod files;
 mod schema;
@@ -236,17 +236,17 @@ impl StoredProgram {
 
     /// The store's share of the evidence for [`super::resolve`]; the caller adds what it
     /// measured on this run.
-    pub fn evidence(&self) -> crate::model::character::Evidence {
+    pub fn evidence(&self) -> numasched_model::character::Evidence {
         let v = |k: &Known, o: Origin| match o {
             Origin::Given => k.given.map(|f| f.value),
             Origin::Learned => k.learned.map(|f| f.value),
         };
-        crate::model::character::Evidence {
+        numasched_model::character::Evidence {
             learned_mpki: v(&self.mpki, Origin::Learned),
             learned_np: v(&self.numa_penalty, Origin::Learned),
             profile_mpki: v(&self.mpki, Origin::Given),
             profile_np: v(&self.numa_penalty, Origin::Given),
-            ..crate::model::character::Evidence::default()
+            ..numasched_model::character::Evidence::default()
         }
     }
 
@@ -415,9 +415,9 @@ pub struct ProfileFile {
 
 impl ProfileFile {
     pub fn read(file: &Path) -> Result<ProfileFile, StoreError> {
-        let text = crate::files::read_text(
+        let text = numasched_model::files::read_text(
             file,
-            crate::model::profile::MAX_PROFILE_BYTES,
+            numasched_model::profile::MAX_PROFILE_BYTES,
             "profile file",
         )
         .map_err(|e| ProfileError::Io {

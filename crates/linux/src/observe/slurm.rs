@@ -17,7 +17,7 @@ use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::topology::{cpulist, CpuId, NodeId};
+use numasched_model::topology::{cpulist, CpuId, NodeId};
 
 /// The environment variable a job sets to say how numasched treats it.
 pub const MODE_VARIABLE: &str = "NUMASCHED";
@@ -136,7 +136,8 @@ pub struct Allocation {
 
 fn read_cpuset(dir: &Path, cpus: &str, mems: &str) -> Option<Allocation> {
     let read = |name: &str| -> Option<Vec<u32>> {
-        let text = crate::files::read_text(&dir.join(name), 64 << 10, "cpuset file").ok()?;
+        let text =
+            numasched_model::files::read_text(&dir.join(name), 64 << 10, "cpuset file").ok()?;
         cpulist::parse(text.trim()).ok().filter(|v| !v.is_empty())
     };
     Some(Allocation {
@@ -170,7 +171,7 @@ impl SlurmReader {
     /// exited.
     pub fn membership(&self, pid: u32) -> Option<Membership> {
         let path = self.proc_root.join(pid.to_string()).join("cgroup");
-        let text = crate::files::read_text(&path, 64 << 10, "cgroup file").ok()?;
+        let text = numasched_model::files::read_text(&path, 64 << 10, "cgroup file").ok()?;
         membership(&text)
     }
 

@@ -2,7 +2,7 @@
 //!
 //! Everything numasched does to the system goes through [`Kernel`]: a handful of calls,
 //! each a thin wrapper over one syscall or one /proc read, so that the actuator's
-//! decisions can be tested against [`FakeKernel`](super::fake::FakeKernel) with any
+//! decisions can be tested against `FakeKernel` (module `fake`, tests only) with any
 //! fault injected between any two calls. [`LinuxKernel`] is the real thing.
 //!
 //! Errors say which operation on which pid/tid failed and sort the errno into what it
@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 pub use super::mover::Moving;
 use super::mover::{Job, Mover};
 use crate::observe::ProcDir;
-use crate::topology::{CpuId, NodeId};
+use numasched_model::topology::{CpuId, NodeId};
 
 /// Which kernel operation an error comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use super::kernel::{ErrorKind, Identity, Kernel, KernelError, Moving, Op, Region};
-use crate::topology::{CpuId, NodeId};
+use numasched_model::topology::{CpuId, NodeId};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct FakeProc {

@@ -23,7 +23,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::error::ObserveError;
-use crate::topology::NodeId;
+use numasched_model::topology::NodeId;
 
 /// Page size assumed when a line carries no `kernelpagesize_kB` (older kernels).
 const DEFAULT_PAGE_KB: u64 = 4;

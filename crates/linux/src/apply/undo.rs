@@ -89,7 +89,7 @@ pub fn restore<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal, pid: u32) 
     let (mut threads, mut foreign) = (0, 0);
     // Every thread's set now, to tell a thread re-pinned alone from a cpuset that
     // narrowed every thread alike.
-    let now_all: Vec<(u32, Vec<crate::topology::CpuId>)> = tids
+    let now_all: Vec<(u32, Vec<numasched_model::topology::CpuId>)> = tids
         .iter()
         .filter_map(|&t| kernel.affinity(pid, t).ok().map(|c| (t, c)))
         .collect();
@@ -212,9 +212,9 @@ pub fn adopt_descendants<K: Kernel + ?Sized>(
 /// a process whose threads all moved, which the caller judges as a whole.)
 pub fn re_pinned_alone(
     tid: u32,
-    now: &[crate::topology::CpuId],
-    threads: &[(u32, Vec<crate::topology::CpuId>)],
-    applied: &[crate::topology::CpuId],
+    now: &[numasched_model::topology::CpuId],
+    threads: &[(u32, Vec<numasched_model::topology::CpuId>)],
+    applied: &[numasched_model::topology::CpuId],
 ) -> bool {
     !same_set(now, applied)
         && threads
@@ -222,7 +222,10 @@ pub fn re_pinned_alone(
             .any(|(t, c)| *t != tid && same_set(c, applied))
 }
 
-fn same_set(a: &[crate::topology::CpuId], b: &[crate::topology::CpuId]) -> bool {
+fn same_set(
+    a: &[numasched_model::topology::CpuId],
+    b: &[numasched_model::topology::CpuId],
+) -> bool {
     let (mut a, mut b) = (a.to_vec(), b.to_vec());
     a.sort_unstable();
     b.sort_unstable();

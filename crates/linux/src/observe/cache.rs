@@ -470,7 +470,7 @@ mod tests {
     use super::*;
     use crate::observe::fakeproc::{FakeProc, FakeProcess, TICKS};
     use crate::observe::{Observation, Scanner};
-    use crate::topology::{self, Topology};
+    use numasched_model::topology::{self, Topology};
 
     fn machine() -> Topology {
         topology::machine("2n:1l:2c:1t").unwrap()
