@@ -71,19 +71,33 @@ fn bed(select: Selection, min_interval: f64, release_after: u32) -> Bed {
 
 /// `slurm`: Slurm jobs are looked for, their cgroups under `<dir>/sys/fs/cgroup`.
 fn bed_with(select: Selection, min_interval: f64, release_after: u32, slurm: bool) -> Bed {
+    bed_scanning(select, min_interval, release_after, slurm, true)
+}
+
+/// `every_pass`: the scanner reads every file every pass; otherwise it keeps what it
+/// read for as long as the daemon's defaults let it (status for 5 passes).
+fn bed_scanning(
+    select: Selection,
+    min_interval: f64,
+    release_after: u32,
+    slurm: bool,
+    every_pass: bool,
+) -> Bed {
     let dir = tempfile::tempdir().expect("tempdir");
     let fake = FakeProc::new(&dir.path().join("proc")).expect("fake procfs");
     let journal = dir.path().join("journal.json");
     let topology = spec::parse("2n:1l:2c:1t").expect("spec");
     let counts = Scripted::default();
-    let scanner = Scanner::new(
-        ScanConfig {
-            proc_root: fake.root().to_path_buf(),
-            exclude: Default::default(),
-            ..ScanConfig::default()
-        }
-        .every_pass(),
-    );
+    let config = ScanConfig {
+        proc_root: fake.root().to_path_buf(),
+        exclude: Default::default(),
+        ..ScanConfig::default()
+    };
+    let scanner = Scanner::new(if every_pass {
+        config.every_pass()
+    } else {
+        config
+    });
     let selector = Selector::new(&select, fake.root());
     let engine = Engine::new(
         EngineConfig {
@@ -368,6 +382,52 @@ fn a_placed_process_is_not_frozen_by_its_own_narrowed_affinity() {
         now.iter().all(|c| *c < 2),
         "followed its memory to node 0: {now:?}"
     );
+}
+
+/// The scan keeps a process's status (its allowed CPUs) for a few passes. When the
+/// daemon moves a process, the status it kept shows the set the daemon gave before;
+/// read against the journal's newer set, that looked like someone else's pin, and the
+/// next epoch planned the process back inside its old set (a two-thread load narrowed
+/// to one CPU, `tests/no_harm_live.rs`, under load). What the daemon changes is read
+/// afresh the next pass.
+#[test]
+fn a_process_the_daemon_moved_is_not_held_to_the_set_it_had_before() {
+    let mut b = bed_scanning(everyone(), 0.0, 30, false, false);
+    b.add(100, "mcf", 1, 1000);
+    b.epoch(0.0);
+    let first = b.affinity(100).expect("placed");
+    assert!(first.iter().all(|c| *c >= 2), "local on node 1: {first:?}");
+    // /proc shows what the kernel has; the process is busy (a tick every epoch), so
+    // the scan reads its status every 5 passes and keeps it in between.
+    let show = |b: &Bed, e: u64, cpus: &[CpuId], node: u32, pages: u64| {
+        let mut p = FakeProcess::new(100, "mcf").pages(&[(node, pages)]);
+        p.start_time = 1000;
+        p.cpu_ticks = 100 * e;
+        p.threads[0].cpu_ticks = 100 * e;
+        p.cpus_allowed = numasched::topology::cpulist::format(cpus);
+        b.fake.add(&p).expect("rewrite");
+    };
+    for e in 1..8 {
+        show(&b, e, &first, 1, 1000);
+        b.epoch(e as f64);
+        assert_eq!(b.affinity(100).as_ref(), Some(&first), "epoch {e}");
+    }
+    // Its memory moves to node 0 (and grows, so numa_maps is read at once): the
+    // daemon follows it, and the kernel's affinity is the new set.
+    show(&b, 8, &first, 0, 1500);
+    let r = b.epoch(8.0);
+    assert_eq!(r.replan, vec!["pid 100 memory moved to node 0"]);
+    let second = b.affinity(100).expect("alive");
+    assert!(
+        second.iter().all(|c| *c < 2),
+        "followed its memory: {second:?}"
+    );
+    for e in 9..20 {
+        show(&b, e, &second, 0, 1500);
+        let r = b.epoch(e as f64);
+        assert!(r.replan.is_empty(), "epoch {e}: {:?}", r.replan);
+        assert_eq!(b.affinity(100).as_ref(), Some(&second), "epoch {e}");
+    }
 }
 
 /// Fault injection through the observe seam (issue 7): a process whose /proc files

@@ -419,9 +419,13 @@ impl<K: Kernel> Engine<K> {
                 self.decide(unix, line.pid, line.action.word(), line.to_string());
             }
         }
-        // Pages moved without RSS changing: make the next pass re-read where they
-        // are instead of trusting its cache for up to numa_maps_max_age passes.
-        for line in report.moves.iter().filter(|l| l.action == Action::Done) {
+        // What changed here, the next pass reads afresh instead of trusting its cache:
+        // pages moved without RSS changing, and an affinity the kernel now has. A kept
+        // status would show the set this daemon gave before, which against the
+        // journal's newer one reads as someone else's pin and pulls the process back
+        // (tests/daemon_engine.rs, a process the daemon moved).
+        let changed = report.placements.iter().chain(&report.moves);
+        for line in changed.filter(|l| l.action == Action::Done) {
             self.scanner.invalidate(line.pid);
         }
         self.errors_total += report
