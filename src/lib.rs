@@ -17,11 +17,11 @@
 )]
 
 pub mod cli;
-pub mod daemon;
 pub mod workload;
 
 // The layers below, as crates of their own (docs/architecture.md), under the names the
 // pipeline gives them.
+pub use numasched_daemon as daemon;
 pub use numasched_linux::{apply, characterise, observe};
 pub use numasched_model as model;
 pub use numasched_model::{files, topology};

@@ -33,7 +33,7 @@ pub struct AdviseArgs {
     #[arg(long, allow_hyphen_values = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub cpus: u32,
     /// Memory the job needs, e.g. 4G: nodes with less free are refused.
-    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", value_parser = crate::workload::size::parse_size)]
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", value_parser = crate::model::size::parse_size)]
     pub mem: Option<u64>,
     /// Placement policy [default: the configured one, auto].
     #[arg(long, value_name = "P", value_parser = parse_policy)]

@@ -7,14 +7,14 @@
 //! every interval — as JSON Lines with `--json` — because this machine and the QEMU test
 //! beds have no hardware counters to measure it from outside (docs/vm.md).
 //!
-//! Modules: [`size`] parses `--size`, [`rate`] holds the arithmetic and report records,
-//! [`stream`] and [`cpu`] are the worker loops, [`membind`] places memory, [`stop`] turns
-//! SIGTERM/SIGINT into a clean summary.
+//! Modules: [`rate`] holds the arithmetic and report records, [`stream`] and [`cpu`]
+//! are the worker loops, [`membind`] places memory, [`stop`] turns SIGTERM/SIGINT into
+//! a clean summary. `--size` is parsed by `numasched_model::size`, which the config
+//! file shares.
 
 pub mod cpu;
 pub mod membind;
 pub mod rate;
-pub mod size;
 pub mod stop;
 pub mod stream;
 
@@ -61,7 +61,7 @@ pub struct WorkloadArgs {
     pub kind: Kind,
     /// Stream only: total bytes of the three arrays, per thread (e.g. 512M, 2G, 1048576)
     /// [default: 4 × the largest LLC, or 256M if unknown].
-    #[arg(long, allow_hyphen_values = true, value_name = "BYTES", value_parser = size::parse_size)]
+    #[arg(long, allow_hyphen_values = true, value_name = "BYTES", value_parser = crate::model::size::parse_size)]
     pub size: Option<u64>,
     /// How long to run.
     #[arg(long, allow_hyphen_values = true, value_name = "S", default_value = "10", value_parser = parse_seconds)]

@@ -15,6 +15,7 @@ pub mod character;
 pub mod files;
 pub mod plan;
 pub mod profile;
+pub mod size;
 pub mod snapshot;
 #[cfg(any(test, feature = "testing"))]
 pub mod testkit;

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::character::PenaltySource;
-use crate::observe::Sensors;
-use crate::topology::{cpulist, CpuId, NodeId};
+use numasched_linux::observe::Sensors;
+use numasched_model::character::PenaltySource;
+use numasched_model::topology::{cpulist, CpuId, NodeId};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Status {
@@ -102,7 +102,7 @@ pub struct ProcessView {
     pub job: Option<String>,
 }
 
-/// A page move in progress (see [`crate::apply::migrate`]).
+/// A page move in progress (see [`numasched_linux::apply::migrate`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MigrationView {
     pub pid: u32,

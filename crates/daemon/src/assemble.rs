@@ -14,16 +14,16 @@ use super::recovery::{self, JournalFile, JournalLock};
 use super::select::Selector;
 use super::status::Status;
 use super::trigger::TriggerParams;
-use crate::apply::{Actuator, ActuatorConfig, LinuxKernel};
-use crate::characterise::live::{Live, LiveConfig};
-use crate::characterise::store::Store;
-use crate::model::{Plan, Snapshot};
-use crate::observe::resctrl::Resctrl;
-use crate::observe::sensors::Roots;
-use crate::observe::slurm::SlurmReader;
-use crate::observe::{PerfCounters, ScanConfig, Scanner, Sensors};
-use crate::policy;
-use crate::topology::sysfs;
+use numasched_linux::apply::{Actuator, ActuatorConfig, LinuxKernel};
+use numasched_linux::characterise::live::{Live, LiveConfig};
+use numasched_linux::characterise::store::Store;
+use numasched_linux::observe::resctrl::Resctrl;
+use numasched_linux::observe::sensors::Roots;
+use numasched_linux::observe::slurm::SlurmReader;
+use numasched_linux::observe::{PerfCounters, ScanConfig, Scanner, Sensors};
+use numasched_model::topology::sysfs;
+use numasched_model::{Plan, Snapshot};
+use numasched_policy as policy;
 
 /// Where the live system is read; tests and the QEMU bed may point elsewhere.
 #[derive(Debug, Clone)]
@@ -157,7 +157,7 @@ pub fn assemble(
         selection = %serde_json::to_string(&opts.select).unwrap_or_default(),
         "processes selected by"
     );
-    let counters: Option<Box<dyn crate::observe::CounterSource + Send>> =
+    let counters: Option<Box<dyn numasched_linux::observe::CounterSource + Send>> =
         if sensors.hardware_counters.available {
             Some(Box::new(PerfCounters::new()))
         } else {
@@ -318,7 +318,7 @@ fn journal_file(
             info!(pid, "recovered: {r}");
         }
     }
-    if let Err(e) = file.save(&crate::apply::Journal::new()) {
+    if let Err(e) = file.save(&numasched_linux::apply::Journal::new()) {
         anyhow::bail!("{e}; {unsafe_hint}");
     }
     Ok(Some((file, lock)))

@@ -3,7 +3,7 @@
 //! A daemon killed with SIGKILL (or an OOM kill, a power-cut of the service manager)
 //! cannot restore anything on the way out. So the engine writes, before each pass that
 //! may change a process, the journal as it will stand after the pass
-//! ([`Actuator::intents`](crate::apply::Actuator::intents)), and after the pass the
+//! ([`Actuator::intents`](numasched_linux::apply::Actuator::intents)), and after the pass the
 //! journal as it does stand. The next start finds a non-empty file, restores every
 //! process in it that is still the same process (pid + start time), and only then
 //! begins; a clean stop removes the file.
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::apply::{undo, Journal, Kernel, Restored};
+use numasched_linux::apply::{undo, Journal, Kernel, Restored};
 
 /// Largest journal read back: about 100 bytes per thread, so room for tens of
 /// thousands of managed threads.
@@ -40,7 +40,7 @@ pub enum RecoveryError {
     #[error("{}: is a symlink; refusing to follow it for the journal", path.display())]
     Symlink { path: PathBuf },
     #[error("{}: cannot use it as the journal: {}", .0.path().display(), .0.without_path())]
-    File(crate::files::FileError),
+    File(numasched_model::files::FileError),
     #[error("{}: another numasched daemon keeps its journal here; stop it first (two schedulers would undo each other)", path.display())]
     InUse { path: PathBuf },
 }
@@ -113,7 +113,7 @@ impl JournalFile {
     /// journal is read whole, replaced by rename and removed at a clean stop, none of
     /// which may happen to a device or a FIFO.
     fn refuse_special(&self) -> Result<(), RecoveryError> {
-        crate::files::regular_or_absent(&self.path)
+        numasched_model::files::regular_or_absent(&self.path)
             .map(|_| ())
             .map_err(RecoveryError::File)
     }
@@ -156,10 +156,11 @@ impl JournalFile {
     /// The journal a previous run left, or `None` if there is no file.
     pub fn load(&self) -> Result<Option<Journal>, RecoveryError> {
         self.refuse_symlink()?;
-        let text = match crate::files::read_text(&self.path, MAX_JOURNAL_BYTES, "journal") {
+        let text = match numasched_model::files::read_text(&self.path, MAX_JOURNAL_BYTES, "journal")
+        {
             Ok(t) => t,
             Err(e) if e.is_not_found() => return Ok(None),
-            Err(crate::files::FileError::Io { err, .. }) => {
+            Err(numasched_model::files::FileError::Io { err, .. }) => {
                 return Err(RecoveryError::Read {
                     path: self.path.clone(),
                     err,
@@ -246,7 +247,7 @@ pub fn recover<K: Kernel>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apply::FakeKernel;
+    use numasched_linux::apply::FakeKernel;
     use std::os::unix::fs::PermissionsExt;
 
     fn journal_of(pid: u32, start: u64, applied: &[u32]) -> Journal {
@@ -292,9 +293,11 @@ mod tests {
         let k = FakeKernel::new(&[0, 1, 2, 3]);
         k.add(100, 7, 1, &[2]);
         k.inject_always(
-            crate::apply::Op::SetAffinity,
+            numasched_linux::apply::Op::SetAffinity,
             100,
-            crate::apply::Fault::Fail(crate::apply::ErrorKind::PermissionDenied),
+            numasched_linux::apply::Fault::Fail(
+                numasched_linux::apply::ErrorKind::PermissionDenied,
+            ),
         );
         file.save(&journal_of(100, 7, &[2])).expect("save");
         let r = recover(&k, &mut file).expect("recover");

@@ -13,7 +13,7 @@
 //!   of job tasks numasched does not manage), and squeezed onto the free CPUs it would
 //!   run slower than unmanaged;
 //! - the job decides how it is treated (`NUMASCHED=off|advise|manage`, see
-//!   [`crate::observe::slurm`]): `off` is never managed (and is restored at once if it
+//!   [`numasched_linux::observe::slurm`]): `off` is never managed (and is restored at once if it
 //!   was), `advise` is planned and shown but never applied.
 //!
 //! A process's job and wish are read once per process (its cgroup and environment do
@@ -25,9 +25,9 @@ use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ProcessKey, Snapshot};
-use crate::observe::slurm::{Allocation, JobMode, JobStep, SlurmReader};
-use crate::topology::{CpuId, NodeId};
+use numasched_linux::observe::slurm::{Allocation, JobMode, JobStep, SlurmReader};
+use numasched_model::topology::{CpuId, NodeId};
+use numasched_model::{ProcessKey, Snapshot};
 
 /// Scan passes after which a process not looked up is forgotten: longer than the scan
 /// leaves an idle process unread.
@@ -152,7 +152,11 @@ impl std::fmt::Display for JobView {
             self.tasks
         )?;
         if !self.cpus.is_empty() {
-            write!(f, " on {}", crate::topology::cpulist::format(&self.cpus))?;
+            write!(
+                f,
+                " on {}",
+                numasched_model::topology::cpulist::format(&self.cpus)
+            )?;
         }
         Ok(())
     }
@@ -261,7 +265,8 @@ impl Jobs {
             return Err(format!("{:?} is not a job step", e.step));
         }
         if let Some(list) = &e.cpus {
-            crate::topology::cpulist::parse(list).map_err(|err| format!("cpus {list:?}: {err}"))?;
+            numasched_model::topology::cpulist::parse(list)
+                .map_err(|err| format!("cpus {list:?}: {err}"))?;
         }
         let mut k = lock(&self.known);
         // Read again at the next look: what was cached came before this word.
@@ -440,8 +445,8 @@ impl Jobs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Process;
-    use crate::topology::presets;
+    use numasched_model::topology::presets;
+    use numasched_model::Process;
     use std::path::Path;
 
     struct Fake {

@@ -468,10 +468,10 @@ fn job_families(o: &mut Out, jobs: &[super::jobs::JobView]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::nodes::NodeView;
-    use crate::daemon::status::ProcessView;
-    use crate::model::character::PenaltySource;
-    use crate::observe::Sensors;
+    use crate::nodes::NodeView;
+    use crate::status::ProcessView;
+    use numasched_linux::observe::Sensors;
+    use numasched_model::character::PenaltySource;
     use std::collections::BTreeMap;
     use std::io::Read;
 
@@ -536,17 +536,17 @@ mod tests {
             ]
             .into(),
             uncharacterised: vec![101],
-            jobs: vec![crate::daemon::jobs::JobView {
+            jobs: vec![crate::jobs::JobView {
                 step: "12.0".into(),
                 job: 12,
-                mode: crate::observe::slurm::JobMode::Advise,
+                mode: numasched_linux::observe::slurm::JobMode::Advise,
                 cpus: vec![2, 3],
                 mems: vec![1],
                 tasks: 2,
                 managed: 1,
             }],
             ..Status::new(Sensors::detect_with(
-                &crate::observe::sensors::Roots {
+                &numasched_linux::observe::sensors::Roots {
                     proc: "/nonexistent".into(),
                     sys: "/nonexistent".into(),
                     probe_pid: 1,

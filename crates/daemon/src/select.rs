@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::config::Selection;
 use super::glob::{any_match, Glob};
 use super::jobs::Jobs;
-use crate::model::ProcessKey;
-use crate::observe::slurm::JobMode;
-use crate::observe::{Candidate, Filter};
+use numasched_linux::observe::slurm::JobMode;
+use numasched_linux::observe::{Candidate, Filter};
+use numasched_model::ProcessKey;
 
 /// The set of managed processes, shared between the daemon and the scan filter.
 pub type Managed = Arc<Mutex<HashSet<ProcessKey>>>;
@@ -209,7 +209,7 @@ pub fn filter(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::Stat;
+    use numasched_linux::observe::Stat;
 
     fn globs(v: &[&str]) -> Vec<Glob> {
         v.iter().map(|p| Glob::parse(p).expect("glob")).collect()
@@ -219,7 +219,7 @@ mod tests {
         let line = format!(
             "{pid} ({comm}) S {ppid} {pid} {pid} 0 -1 4194304 0 0 0 0 5 5 0 0 20 0 1 0 100 1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0"
         );
-        crate::observe::proc::parse_stat(line.as_bytes(), Path::new("/proc/x/stat"))
+        numasched_linux::observe::proc::parse_stat(line.as_bytes(), Path::new("/proc/x/stat"))
             .expect("valid stat line")
     }
 

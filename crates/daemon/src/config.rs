@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use super::glob::Glob;
-use crate::policy;
+use numasched_policy as policy;
 
 /// Where the daemon looks for its configuration when `--config` is not given.
 pub const DEFAULT_CONFIG: &str = "/etc/numasched/numasched.toml";
@@ -98,7 +98,7 @@ impl Default for Options {
                 min_cpu: 0.25,
                 ..Selection::default()
             },
-            db: PathBuf::from(crate::characterise::store::DEFAULT_PATH),
+            db: PathBuf::from(numasched_linux::characterise::store::DEFAULT_PATH),
             no_db: false,
             journal: PathBuf::from(super::recovery::DEFAULT_PATH),
             no_journal: false,
@@ -148,7 +148,7 @@ pub enum ConfigError {
     Io { path: PathBuf, err: std::io::Error },
     /// Not a regular file, or too large; the message names the path.
     #[error("{}: cannot read the config file: {}", .0.path().display(), .0.without_path())]
-    File(#[from] crate::files::FileError),
+    File(#[from] numasched_model::files::FileError),
     /// toml's message already says line and column and shows the line.
     #[error("{}: {}", path.display(), one_line(what))]
     Parse { path: PathBuf, what: String },
@@ -175,7 +175,7 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 impl FileConfig {
     /// Reads and checks a config file; errors name the file and the line.
     pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
-        let text = crate::files::read_text(path, MAX_CONFIG_BYTES, "config file")?;
+        let text = numasched_model::files::read_text(path, MAX_CONFIG_BYTES, "config file")?;
         FileConfig::parse(&text, path)
     }
 
@@ -369,7 +369,7 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     if s.trim() == "0" {
         return Ok(0);
     }
-    crate::workload::size::parse_size(s)
+    numasched_model::size::parse_size(s)
 }
 
 /// The metrics address of the file: `"127.0.0.1:9477"`, or `""` for off.

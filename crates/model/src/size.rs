@@ -1,6 +1,7 @@
-//! Byte sizes as people type them (`512M`, `2G`, `64MiB`, `1048576`), so `--size` reads
-//! like the cache and memory sizes an operator already knows. Suffixes are binary
-//! (K = 1024), matching how sysfs and `numactl` report cache and node sizes.
+//! Byte sizes as people type them (`512M`, `2G`, `64MiB`, `1048576`), so `--size` and
+//! the config file read like the cache and memory sizes an operator already knows.
+//! Suffixes are binary (K = 1024), matching how sysfs and `numactl` report cache and
+//! node sizes.
 
 /// Parses a positive byte count: digits, then an optional `K`/`M`/`G`/`T` suffix
 /// (case-insensitive, optionally followed by `B` or `iB`). Zero, negatives, fractions

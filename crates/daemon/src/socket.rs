@@ -297,10 +297,12 @@ mod tests {
     #[test]
     fn the_spank_plugins_task_events_reach_the_job_table() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let jobs = Arc::new(Jobs::new(crate::observe::slurm::SlurmReader::new(
-            &dir.path().join("proc"),
-            &dir.path().join("cg"),
-        )));
+        let jobs = Arc::new(Jobs::new(
+            numasched_linux::observe::slurm::SlurmReader::new(
+                &dir.path().join("proc"),
+                &dir.path().join("cg"),
+            ),
+        ));
         let (wake, _loop) = std::sync::mpsc::channel();
         let shared: Shared = Arc::new(Board::new(wake));
         let path = dir.path().join("d.sock");
@@ -311,13 +313,13 @@ mod tests {
         let start = r#"job-task {"event":"start","job":12,"step":"0","pid":4242,"mode":"off","cpus":"0-1"}"#;
         assert_eq!(ask(&path, start), serde_json::json!({ "ok": true }));
         jobs.begin_pass();
-        let key = crate::model::ProcessKey {
+        let key = numasched_model::ProcessKey {
             pid: 4242,
             start_time: 1,
         };
         assert_eq!(
             jobs.mode(key, "t"),
-            Some(crate::observe::slurm::JobMode::Off)
+            Some(numasched_linux::observe::slurm::JobMode::Off)
         );
         let bad = ask(&path, r#"job-task {"event":"start","job":"x"}"#);
         let e = bad["error"].as_str().expect("error");

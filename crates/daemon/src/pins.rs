@@ -8,9 +8,9 @@
 //! the process, or to the parent it inherited from) is replaced by the restriction that
 //! was there before numasched: the journaled original affinity.
 
-use crate::apply::Journal;
-use crate::model::Snapshot;
-use crate::topology::CpuId;
+use numasched_linux::apply::Journal;
+use numasched_model::topology::CpuId;
+use numasched_model::Snapshot;
 
 fn sorted(v: &[CpuId]) -> Vec<CpuId> {
     let mut v = v.to_vec();
@@ -26,7 +26,7 @@ pub fn unpin_own(snapshot: &mut Snapshot, journal: &Journal) {
         let Some(allowed) = p.allowed_cpus.as_ref().map(|a| sorted(a)) else {
             continue;
         };
-        let ours = |e: &crate::apply::Entry| {
+        let ours = |e: &numasched_linux::apply::Entry| {
             e.applied
                 .as_ref()
                 .is_some_and(|a| sorted(a) == allowed)
@@ -53,7 +53,7 @@ pub fn unpin_own(snapshot: &mut Snapshot, journal: &Journal) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Process;
+    use numasched_model::Process;
 
     fn snap() -> Snapshot {
         let mut a = Process::new(100, "placed");
@@ -69,7 +69,7 @@ mod tests {
         narrow.start_time = 9;
         narrow.allowed_cpus = Some(vec![1]);
         Snapshot {
-            topology: crate::topology::spec::parse("2n:1l:2c:1t").expect("spec"),
+            topology: numasched_model::topology::spec::parse("2n:1l:2c:1t").expect("spec"),
             processes: vec![a, child, pinned, narrow],
         }
     }

@@ -21,15 +21,15 @@
 //! went idle while holding a narrowed set has CPUs to give back, which is also a reason
 //! to re-plan at once. Pure: the engine passes what it read.
 //!
-//! [`schedstat`]: crate::observe::schedstat
+//! [`schedstat`]: numasched_linux::observe::schedstat
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::model::snapshot::SLOT_SLACK;
-use crate::observe::schedstat::{waiting_threads, RunDelay};
-use crate::policy::granularity::IDLE_DEMAND;
+use numasched_linux::observe::schedstat::{waiting_threads, RunDelay};
+use numasched_model::snapshot::SLOT_SLACK;
+use numasched_policy::granularity::IDLE_DEMAND;
 
-use crate::model::ProcessKey;
+use numasched_model::ProcessKey;
 
 /// Epochs of demand the peak is taken over: a load busy 1 s in 2 keeps its CPUs at
 /// 1 s epochs, and a process that really quietened returns them within this many.
@@ -196,7 +196,7 @@ impl Needs {
     }
 }
 
-/// CPUs a demand keeps busy, as [`Process::slots`](crate::model::Process::slots)
+/// CPUs a demand keeps busy, as [`Process::slots`](numasched_model::Process::slots)
 /// counts them.
 fn slots(demand: f64) -> usize {
     (demand - SLOT_SLACK).ceil().max(1.0) as usize

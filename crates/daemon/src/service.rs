@@ -27,7 +27,7 @@ use super::engine::EpochReport;
 use super::metrics::MetricsServer;
 use super::privileges;
 use super::socket::{Server, Shared};
-use crate::apply::{Action, Restored};
+use numasched_linux::apply::{Action, Restored};
 
 pub fn unix_now() -> i64 {
     SystemTime::now()

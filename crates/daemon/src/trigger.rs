@@ -20,11 +20,11 @@
 
 use std::collections::HashMap;
 
-use crate::model::Snapshot;
-use crate::policy::granularity::IDLE_DEMAND;
-use crate::topology::{CpuId, NodeId};
+use numasched_model::topology::{CpuId, NodeId};
+use numasched_model::Snapshot;
+use numasched_policy::granularity::IDLE_DEMAND;
 
-use crate::model::ProcessKey;
+use numasched_model::ProcessKey;
 
 /// MPKI changes smaller than this (absolute) never trigger a re-plan.
 pub const MPKI_FLOOR: f64 = 1.0;
@@ -171,7 +171,7 @@ impl Trigger {
             if allowed != b.allowed {
                 let show = |a: &Option<Vec<CpuId>>| {
                     a.as_ref().map_or("every CPU".into(), |v| {
-                        format!("CPUs {}", crate::topology::cpulist::format(v))
+                        format!("CPUs {}", numasched_model::topology::cpulist::format(v))
                     })
                 };
                 out.push(format!(
@@ -230,11 +230,11 @@ pub fn mpki_moved(old: Option<f64>, new: Option<f64>, rel: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Process;
+    use numasched_model::Process;
 
     fn snap(procs: &[(u32, Option<f64>, NodeId)]) -> Snapshot {
         Snapshot {
-            topology: crate::topology::spec::parse("2n:1l:2c:1t").expect("spec"),
+            topology: numasched_model::topology::spec::parse("2n:1l:2c:1t").expect("spec"),
             processes: procs
                 .iter()
                 .map(|&(pid, mpki, home)| {

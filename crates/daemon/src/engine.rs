@@ -20,13 +20,13 @@ use super::select::{self, Managed, Selector, Tree};
 use super::stabilise::stabilise;
 use super::status::{Decision, ProcessView, Status};
 use super::trigger::{self, Trigger, TriggerParams};
-use crate::apply::{Action, Actuator, ApplyReport, Journal, Kernel, Restored};
-use crate::characterise::live::{Characterised, Live};
-use crate::model::character::PenaltySource;
-use crate::model::{Placement, Plan, Process, ProcessKey, Snapshot};
-use crate::observe::{Observation, ObserveError, ProcDir, Scanner};
-use crate::policy::Policy;
-use crate::topology::{CpuId, Topology};
+use numasched_linux::apply::{Action, Actuator, ApplyReport, Journal, Kernel, Restored};
+use numasched_linux::characterise::live::{Characterised, Live};
+use numasched_linux::observe::{Observation, ObserveError, ProcDir, Scanner};
+use numasched_model::character::PenaltySource;
+use numasched_model::topology::{CpuId, Topology};
+use numasched_model::{Placement, Plan, Process, ProcessKey, Snapshot};
+use numasched_policy::Policy;
 
 /// Decisions kept for `status`.
 const DECISIONS_KEPT: usize = 200;
@@ -74,7 +74,7 @@ pub struct EpochReport {
     pub snapshot: Option<Snapshot>,
     pub apply: Option<ApplyReport>,
     /// Page migrations carried on from earlier epochs (chunks moved this epoch).
-    pub migrations: Vec<crate::apply::report::Line>,
+    pub migrations: Vec<numasched_linux::apply::report::Line>,
     /// Observation problems (files that could not be read or parsed).
     pub problems: Vec<String>,
     /// Characterisation problems (store, counters).
@@ -319,7 +319,7 @@ impl<K: Kernel> Engine<K> {
             // multi-threaded ones it placed: what they waited for is demand too.
             let placed_busy = applied.is_some()
                 && p.threads.max(info.stat.num_threads) > 1
-                && p.cpu_demand >= crate::policy::granularity::IDLE_DEMAND;
+                && p.cpu_demand >= numasched_policy::granularity::IDLE_DEMAND;
             let delay = if narrowed_to.is_some() || placed_busy {
                 ProcDir::open(&proc_root, p.pid)
                     .ok()
@@ -402,7 +402,7 @@ impl<K: Kernel> Engine<K> {
             };
             match line.action {
                 Action::Done | Action::Unchanged => {
-                    if let crate::apply::Subject::Affinity { cpus } = &line.subject {
+                    if let numasched_linux::apply::Subject::Affinity { cpus } = &line.subject {
                         let record = self.records.entry(key).or_default();
                         record.applied = Some(cpus.clone());
                         if line.action == Action::Done {
@@ -492,7 +492,7 @@ impl<K: Kernel> Engine<K> {
                 let text = format!(
                     "pid {}: would place on CPUs {} ({}); not applied: its job asked for advice only",
                     pl.pid,
-                    crate::topology::cpulist::format(&pl.cpus),
+                    numasched_model::topology::cpulist::format(&pl.cpus),
                     pl.reason
                 );
                 rep.advice.push(text.clone());
@@ -502,7 +502,7 @@ impl<K: Kernel> Engine<K> {
         advised
     }
 
-    /// The next chunks of the page moves in progress (see [`crate::apply::migrate`]).
+    /// The next chunks of the page moves in progress (see [`numasched_linux::apply::migrate`]).
     fn carry_on_migrating(&mut self, now: f64, unix: i64, rep: &mut EpochReport) {
         let lines = self.actuator.continue_migrations(now);
         for l in &lines {
@@ -678,7 +678,7 @@ impl<K: Kernel> Engine<K> {
 
     /// Writes what characterisation buffered (shutdown).
     pub fn flush(&mut self, unix: i64) -> Vec<String> {
-        let mut notes = crate::characterise::live::Notes::default();
+        let mut notes = numasched_linux::characterise::live::Notes::default();
         self.live.flush_final(unix, &mut notes);
         notes.store_errors
     }

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::status::ProcessView;
-use crate::topology::{CpuId, NodeId, Topology};
+use numasched_model::topology::{CpuId, NodeId, Topology};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeView {
@@ -88,7 +88,7 @@ pub fn memory_used(sys: &std::path::Path, node: NodeId) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::character::PenaltySource;
+    use numasched_model::character::PenaltySource;
     use std::collections::BTreeMap;
 
     fn view(cpus: &[CpuId], home: NodeId, mpki: f64, np: f64) -> ProcessView {
@@ -117,7 +117,7 @@ mod tests {
 
     #[test]
     fn load_memory_and_remote_weighted_pressure_per_node() {
-        let t = crate::topology::spec::parse("2n:1l:2c:1t").expect("spec");
+        let t = numasched_model::topology::spec::parse("2n:1l:2c:1t").expect("spec");
         let v = node_views(
             &t,
             &[

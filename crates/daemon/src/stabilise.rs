@@ -10,8 +10,8 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use crate::model::Plan;
-use crate::topology::{cpulist, CpuId, Topology};
+use numasched_model::topology::{cpulist, CpuId, Topology};
+use numasched_model::Plan;
 
 fn llcs(topo: &Topology, cpus: &[CpuId]) -> Option<BTreeSet<usize>> {
     cpus.iter()
@@ -90,12 +90,12 @@ pub fn stabilise(plan: &mut Plan, applied: &HashMap<u32, Vec<CpuId>>, topo: &Top
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Placement;
+    use numasched_model::Placement;
     use proptest::prelude::*;
 
     fn topo() -> Topology {
         // Two nodes, one LLC each, CPUs 0-3 and 4-7.
-        crate::topology::spec::parse("2n:1l:4c:1t").expect("spec")
+        numasched_model::topology::spec::parse("2n:1l:4c:1t").expect("spec")
     }
 
     fn plan(t: &Topology, v: &[(u32, Vec<CpuId>)]) -> Plan {
