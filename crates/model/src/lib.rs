@@ -7,7 +7,8 @@
 //! It names no stage. Observation fills a snapshot, policies read one and return a plan,
 //! the actuator and the simulator carry a plan out; none of them has to know the others
 //! for the types alone. [`files`] reads the files an operator names (a snapshot, a
-//! topology) with the limits and one-line errors every reader needs.
+//! topology) with the limits and one-line errors every reader needs, and [`size`]
+//! parses the byte sizes they write (the config file and the command line alike).
 
 #![forbid(unsafe_code)]
 
