@@ -15,11 +15,12 @@ use numasched::apply::{
 };
 use numasched::model::plan::{Placement, Plan};
 use numasched::model::snapshot::{Process, Snapshot};
+use numasched::model::CpuSet;
 use numasched::topology::{self, CpuId, NodeId};
 
 use common::live::{allowed, allowed_of, two_cpus, wait_for, Guard};
 
-fn task_allowed(pid: u32, tid: u32) -> Vec<CpuId> {
+fn task_allowed(pid: u32, tid: u32) -> CpuSet {
     allowed_of(&format!("/proc/{pid}/task/{tid}/status")).expect("thread's status")
 }
 
@@ -28,7 +29,7 @@ fn tids(pid: u32) -> Vec<u32> {
 }
 
 /// A snapshot of the children as the scanner would describe them.
-fn snapshot(pids: &[u32], allowed_cpus: Option<Vec<CpuId>>) -> Snapshot {
+fn snapshot(pids: &[u32], allowed_cpus: Option<CpuSet>) -> Snapshot {
     let k = LinuxKernel::new();
     Snapshot {
         topology: topology::machine("1n:1l:2c:1t").expect("spec"),
@@ -49,7 +50,7 @@ fn plan(pid: u32, cpus: &[CpuId]) -> Plan {
         "test",
         vec![Placement {
             pid,
-            cpus: cpus.to_vec(),
+            cpus: cpus.into(),
             nodes: vec![0],
             reason: "live test".into(),
         }],
@@ -135,7 +136,7 @@ fn a_taskset_pin_is_left_alone() {
     );
     let mut a = actuator(LinuxKernel::new());
     // Seen by the snapshot, and pinned only live (the snapshot knows nothing).
-    for seen in [Some(vec![1]), None] {
+    for seen in [Some(CpuSet::from([1])), None] {
         let r = a.apply(&plan(pid, &[0]), &snapshot(&[pid], seen.clone()));
         let line = r.placement(pid).expect("a line for the child");
         assert_eq!(line.action, Action::Refused, "{seen:?}: {line}");
@@ -160,10 +161,10 @@ impl Kernel for KillAfterListing {
     fn identity(&self, pid: u32) -> Result<Identity, KernelError> {
         self.inner.identity(pid)
     }
-    fn affinity(&self, pid: u32, tid: u32) -> Result<Vec<CpuId>, KernelError> {
+    fn affinity(&self, pid: u32, tid: u32) -> Result<CpuSet, KernelError> {
         self.inner.affinity(pid, tid)
     }
-    fn set_affinity(&self, pid: u32, tid: u32, cpus: &[CpuId]) -> Result<(), KernelError> {
+    fn set_affinity(&self, pid: u32, tid: u32, cpus: &CpuSet) -> Result<(), KernelError> {
         self.inner.set_affinity(pid, tid, cpus)
     }
     fn migrate_pages(&self, pid: u32, from: &[NodeId], to: &[NodeId]) -> Result<u64, KernelError> {
@@ -293,7 +294,7 @@ fn every_thread_of_a_multithreaded_child_is_placed_and_restored() {
         return;
     }
     let threads = tids(pid);
-    let original: Vec<Vec<CpuId>> = threads.iter().map(|&t| task_allowed(pid, t)).collect();
+    let original: Vec<CpuSet> = threads.iter().map(|&t| task_allowed(pid, t)).collect();
     let mut a = actuator(LinuxKernel::new());
     let r = a.apply(&plan(pid, &[1]), &snapshot(&[pid], None));
     assert_eq!(

@@ -3,6 +3,7 @@
 //! faster than the hysteresis interval), and how managed processes leave (exit, pid
 //! reuse, no longer selected, quiet too long) without anything left changed.
 
+use numasched::model::CpuSet;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -177,7 +178,7 @@ impl Bed {
         self.fake.write(pid, "environ", env).expect("environ");
     }
 
-    fn affinity(&self, pid: u32) -> Option<Vec<CpuId>> {
+    fn affinity(&self, pid: u32) -> Option<CpuSet> {
         self.engine.actuator().kernel().affinity_of(pid, pid)
     }
 }
@@ -237,8 +238,8 @@ fn each_process_ends_up_local_and_is_restored_on_shutdown() {
     assert!(err.is_none(), "{err:?}");
     assert_eq!(restored.len(), 2);
     assert!(!journal.path().exists(), "a clean stop leaves no journal");
-    assert_eq!(b.affinity(100), Some(ALL.to_vec()));
-    assert_eq!(b.affinity(101), Some(ALL.to_vec()));
+    assert_eq!(b.affinity(100), Some(CpuSet::from(ALL)));
+    assert_eq!(b.affinity(101), Some(CpuSet::from(ALL)));
 }
 
 #[test]
@@ -271,7 +272,7 @@ fn a_reused_pid_is_a_new_process_and_the_old_entry_is_never_restored_onto_it() {
     let mut b = bed(everyone(), 0.0, 30);
     b.add(100, "mcf", 1, 1000);
     b.epoch(0.0);
-    assert_ne!(b.affinity(100), Some(ALL.to_vec()), "placed");
+    assert_ne!(b.affinity(100), Some(CpuSet::from(ALL)), "placed");
     // mcf exits; a new process gets pid 100, with its own affinity.
     b.add(100, "newcomer", 0, 5000);
     b.engine.actuator().kernel().add(100, 5000, 1, &[0, 1]);
@@ -301,10 +302,10 @@ fn a_process_that_no_longer_matches_is_restored_at_once() {
     b.add(101, "other", 1, 1000);
     let r = b.epoch(0.0);
     assert_eq!(r.managed, 1);
-    assert_ne!(b.affinity(100), Some(ALL.to_vec()));
+    assert_ne!(b.affinity(100), Some(CpuSet::from(ALL)));
     assert_eq!(
         b.affinity(101),
-        Some(ALL.to_vec()),
+        Some(CpuSet::from(ALL)),
         "never selected, never touched"
     );
     // It exec'd another program: same pid and start time, another name.
@@ -318,7 +319,7 @@ fn a_process_that_no_longer_matches_is_restored_at_once() {
         "{:?}",
         r.released
     );
-    assert_eq!(b.affinity(100), Some(ALL.to_vec()));
+    assert_eq!(b.affinity(100), Some(CpuSet::from(ALL)));
 }
 
 #[test]
@@ -333,14 +334,14 @@ fn a_quiet_process_is_released_after_release_after_epochs_not_before() {
     b.fake.add(&p).expect("add");
     b.engine.actuator().kernel().add(100, 1000, 1, &ALL);
     assert_eq!(b.epoch(0.0).managed, 1);
-    assert_ne!(b.affinity(100), Some(ALL.to_vec()));
+    assert_ne!(b.affinity(100), Some(CpuSet::from(ALL)));
     // Its CPU time stops growing: quiet from now on.
     assert_eq!(b.epoch(1.0).managed, 1, "one quiet epoch");
     assert_eq!(b.epoch(2.0).managed, 1, "two");
     let r = b.epoch(3.0);
     assert_eq!(r.managed, 0, "released on the third");
     assert!(r.released[0].1.contains("quiet"));
-    assert_eq!(b.affinity(100), Some(ALL.to_vec()), "restored");
+    assert_eq!(b.affinity(100), Some(CpuSet::from(ALL)), "restored");
     // And not re-admitted while it stays quiet.
     assert_eq!(b.epoch(4.0).managed, 0);
 }
@@ -444,7 +445,7 @@ fn unreadable_or_garbled_proc_files_change_nothing_that_is_not_restored() {
     b.add(102, "lbm", 1, 1000);
     b.epoch(0.0);
     for pid in [100, 101, 102] {
-        assert_ne!(b.affinity(pid), Some(ALL.to_vec()), "pid {pid} placed");
+        assert_ne!(b.affinity(pid), Some(CpuSet::from(ALL)), "pid {pid} placed");
     }
 
     // numa_maps of 100 becomes unreadable (a directory: reads fail with EISDIR);
@@ -465,7 +466,11 @@ fn unreadable_or_garbled_proc_files_change_nothing_that_is_not_restored() {
         "one line each: {problems}"
     );
     for pid in [100, 101] {
-        assert_eq!(b.affinity(pid), Some(ALL.to_vec()), "pid {pid} put back");
+        assert_eq!(
+            b.affinity(pid),
+            Some(CpuSet::from(ALL)),
+            "pid {pid} put back"
+        );
         assert!(
             r.released.iter().any(|(p, _, _)| *p == pid),
             "{:?}",
@@ -500,7 +505,7 @@ fn unreadable_or_garbled_proc_files_change_nothing_that_is_not_restored() {
     for pid in [100, 101] {
         assert_ne!(
             b.affinity(pid),
-            Some(ALL.to_vec()),
+            Some(CpuSet::from(ALL)),
             "pid {pid} placed again"
         );
     }
@@ -509,7 +514,11 @@ fn unreadable_or_garbled_proc_files_change_nothing_that_is_not_restored() {
     assert!(err.is_none(), "{err:?}");
     assert_eq!(restored.len(), 3);
     for pid in [100, 101, 102] {
-        assert_eq!(b.affinity(pid), Some(ALL.to_vec()), "pid {pid} restored");
+        assert_eq!(
+            b.affinity(pid),
+            Some(CpuSet::from(ALL)),
+            "pid {pid} restored"
+        );
     }
 }
 
@@ -611,7 +620,7 @@ fn an_advise_job_is_planned_and_shown_but_never_changed() {
     b.in_job(20, 3, "0-3", "0-1", "NUMASCHED=advise\0");
     let r = b.epoch(0.0);
     assert!(replanned(&r));
-    assert_eq!(b.affinity(20), Some(ALL.to_vec()), "advice only");
+    assert_eq!(b.affinity(20), Some(CpuSet::from(ALL)), "advice only");
     assert!(
         r.advice
             .iter()
@@ -653,7 +662,7 @@ fn a_wish_that_is_no_mode_is_reported_and_the_job_left_alone() {
         "{:?}",
         r.problems
     );
-    assert_eq!(b.affinity(30), Some(ALL.to_vec()));
+    assert_eq!(b.affinity(30), Some(CpuSet::from(ALL)));
     assert_eq!(r.managed, 0);
 }
 
@@ -680,11 +689,15 @@ fn an_outsider_the_free_cpus_cannot_hold_is_restored_and_left_to_the_kernel() {
         "{:?}",
         r.released
     );
-    assert_eq!(b.affinity(40), Some(ALL.to_vec()), "its own affinity back");
+    assert_eq!(
+        b.affinity(40),
+        Some(CpuSet::from(ALL)),
+        "its own affinity back"
+    );
     let r = b.epoch(2.5);
     assert!(
         !r.arrived.contains(&40),
         "not taken back while the jobs stay: {r:?}"
     );
-    assert_eq!(b.affinity(40), Some(ALL.to_vec()));
+    assert_eq!(b.affinity(40), Some(CpuSet::from(ALL)));
 }

@@ -1182,8 +1182,10 @@ fn a_thread_the_application_pinned_survives_placement_and_kill_9_recovery() {
         .status()
         .expect("taskset");
     assert!(st.success());
-    let pinned_one =
-        || common::live::allowed_of(&format!("/proc/{pid}/task/{worker}/status")) == Some(vec![1]);
+    let pinned_one = || {
+        common::live::allowed_of(&format!("/proc/{pid}/task/{worker}/status"))
+            == Some(vec![1].into())
+    };
     let mut d = pinned(dir.path(), &["--include-comm", "nsd_apppin"]);
     d.wait_managed(pid, 3);
     assert!(
@@ -1235,10 +1237,15 @@ fn a_thread_pinned_after_placement_keeps_its_pin_through_re_plans_and_stop() {
     // Epochs go on (200 ms each): the worker's own pin must hold through them.
     let until = Instant::now() + Duration::from_secs(2);
     while Instant::now() < until {
-        assert_eq!(worker_on(), Some(vec![other]), "moved back\n{}", d.log());
+        assert_eq!(
+            worker_on(),
+            Some(vec![other].into()),
+            "moved back\n{}",
+            d.log()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(d.stop(Signal::SIGTERM), 0);
     assert_eq!(allowed(pid), vec![0, 1], "the main thread goes back");
-    assert_eq!(worker_on(), Some(vec![other]), "not widened at stop");
+    assert_eq!(worker_on(), Some(vec![other].into()), "not widened at stop");
 }

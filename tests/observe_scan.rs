@@ -148,7 +148,11 @@ fn foreign_pins_are_kept() {
         .collect();
     assert_eq!(
         allowed,
-        vec![(10, Some(vec![1, 2])), (11, None), (13, Some(vec![3]))]
+        vec![
+            (10, Some(vec![1, 2].into())),
+            (11, None),
+            (13, Some(vec![3].into()))
+        ]
     );
     assert_eq!(
         obs.excluded, 1,

@@ -348,7 +348,7 @@ proptest! {
         let s = status::parse(&t, Path::new("s")).unwrap();
         prop_assert_eq!(s.ppid, Some(ppid));
         prop_assert_eq!(s.threads, Some(threads));
-        prop_assert_eq!(s.cpus_allowed, Some(cpus));
+        prop_assert_eq!(s.cpus_allowed, Some(cpus.into()));
         prop_assert_eq!(s.mems_allowed, Some(mems));
         prop_assert_eq!(s.kthread, kthread);
     }

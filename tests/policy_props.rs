@@ -2,7 +2,7 @@
 //! only CPUs that exist and that the process is allowed on, no panic, determinism, and
 //! no needless sharing of a CPU while others sit idle.
 
-use numasched::model::{Process, Snapshot};
+use numasched::model::{CpuSet, Process, Snapshot};
 use numasched::policy;
 use numasched::topology::{self, Topology};
 use proptest::prelude::*;
@@ -46,7 +46,7 @@ fn snapshot_with(pins: bool) -> impl Strategy<Value = Snapshot> {
                     if has_mem {
                         p.memory_bytes.insert(home, 1 << 28);
                     }
-                    p.allowed_cpus = if pins { pin } else { None };
+                    p.allowed_cpus = if pins { pin.map(CpuSet::from) } else { None };
                     p
                 })
                 .collect(),
@@ -70,7 +70,7 @@ proptest! {
                 for c in &pl.cpus {
                     prop_assert!(s.topology.cpu(*c).is_some(), "{}: CPU {} does not exist", name, c);
                     if let Some(allowed) = &p.allowed_cpus {
-                        prop_assert!(allowed.contains(c), "{}: pid {} outside its pin", name, p.pid);
+                        prop_assert!(allowed.contains(*c), "{}: pid {} outside its pin", name, p.pid);
                     }
                 }
             }

@@ -282,7 +282,7 @@ fn snapshot() -> Snapshot {
     for (pid, prog, node, cpu) in [(10, "mcf", 0, 0), (11, "lbm", 1, 4), (12, "myapp", 0, 1)] {
         let mut p = Process::new(pid, prog);
         p.memory_bytes.insert(node, 1 << 30);
-        p.current_cpus = vec![cpu];
+        p.current_cpus = vec![cpu].into();
         procs.push(p);
     }
     procs[2].mpki = Some(12.0);
@@ -326,7 +326,7 @@ fn snapshots_and_plans_become_sim_processes() {
     assert_eq!(procs[0].memory, vec![(0, half), (1, half)]);
 
     let mut bad = Plan::new("x", vec![Placement::unchanged(10, String::new())]);
-    bad.placements[0].cpus = vec![99];
+    bad.placements[0].cpus = vec![99].into();
     assert_eq!(
         from_snapshot(&s, &bad, &set).unwrap_err(),
         SimError::UnknownCpu { pid: 10, cpu: 99 }
@@ -354,7 +354,7 @@ fn objective_is_the_average_slowdown() {
         "memoised solo runs give the same answer"
     );
     let mut bad = Plan::new("bad", vec![Placement::unchanged(10, String::new())]);
-    bad.placements[0].cpus = vec![42];
+    bad.placements[0].cpus = vec![42].into();
     assert!(f(&s, &bad).is_infinite());
     fn send_sync<T: Send + Sync>(_: &T) {}
     send_sync(&f);

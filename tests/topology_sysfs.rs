@@ -16,7 +16,7 @@ fn read(name: &str) -> Topology {
 }
 
 fn llc_cpus(t: &Topology) -> Vec<Vec<u32>> {
-    t.llcs().iter().map(|l| l.cpus.clone()).collect()
+    t.llcs().iter().map(|l| l.cpus.to_vec()).collect()
 }
 
 #[test]
@@ -185,5 +185,5 @@ fn reads_the_real_sys() {
     assert!(t
         .cpus()
         .iter()
-        .all(|c| t.nodes()[c.node].cpus.contains(&c.id)));
+        .all(|c| t.nodes()[c.node].cpus.contains(c.id)));
 }

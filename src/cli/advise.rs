@@ -10,6 +10,7 @@
 //! pinned to the others. The decision itself, [`advise`], is a pure function of the
 //! snapshot, the policy and the free memory.
 
+use numasched_model::CpuSet;
 use std::collections::BTreeMap;
 
 use anyhow::Context;
@@ -22,7 +23,7 @@ use crate::daemon::config::parse_policy;
 use crate::daemon::{logging, nodes};
 use crate::model::{Process, Snapshot};
 use crate::policy::Policy;
-use crate::topology::{cpulist, CpuId, NodeId};
+use crate::topology::NodeId;
 
 /// The hypothetical job's pid: no real process has it (pids stay below 2^22).
 pub const ADVISE_PID: u32 = u32::MAX;
@@ -56,9 +57,9 @@ pub struct Request {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeAdvice {
     pub node: NodeId,
-    pub cpus: Vec<CpuId>,
+    pub cpus: CpuSet,
     /// CPUs of this node the job was given (empty if none).
-    pub given_cpus: Vec<CpuId>,
+    pub given_cpus: CpuSet,
     /// CPUs' worth of demand of the observed processes running here now.
     pub load: f64,
     pub memory_total_bytes: u64,
@@ -79,7 +80,7 @@ pub struct Advice {
     /// Where to put the job, best first; empty if nowhere fits.
     pub nodes: Vec<NodeId>,
     /// The CPUs the policy gave it.
-    pub cpus: Vec<CpuId>,
+    pub cpus: CpuSet,
     pub reason: String,
     pub per_node: Vec<NodeAdvice>,
 }
@@ -127,7 +128,7 @@ pub fn advise(
             NodeAdvice {
                 node: n.id,
                 cpus: n.cpus.clone(),
-                given_cpus: Vec::new(),
+                given_cpus: CpuSet::new(),
                 load,
                 memory_total_bytes: n.memory_bytes,
                 memory_free_bytes,
@@ -141,11 +142,11 @@ pub fn advise(
         cpus_requested: req.cpus,
         mem_bytes: req.mem,
         nodes: Vec::new(),
-        cpus: Vec::new(),
+        cpus: CpuSet::new(),
         reason: String::new(),
         per_node: Vec::new(),
     };
-    let allowed: Vec<CpuId> = per_node
+    let allowed: CpuSet = per_node
         .iter()
         .filter(|n| n.eligible)
         .flat_map(|n| n.cpus.iter().copied())
@@ -176,17 +177,12 @@ pub fn advise(
     snap.processes.push(job);
     let plan = policy.plan(&snap);
     let placement = plan.placements.iter().find(|pl| pl.pid == ADVISE_PID);
-    let given: Vec<CpuId> = placement
+    let given: CpuSet = placement
         .map(|pl| pl.cpus.clone())
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| allowed.clone());
     for n in &mut per_node {
-        n.given_cpus = n
-            .cpus
-            .iter()
-            .copied()
-            .filter(|c| given.contains(c))
-            .collect();
+        n.given_cpus = n.cpus.intersection(&given);
     }
     let mut ranked: Vec<&NodeAdvice> = per_node
         .iter()
@@ -273,7 +269,7 @@ pub fn render(a: &Advice) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "nodes: {}", list(&a.nodes));
     if !a.cpus.is_empty() {
-        let _ = writeln!(s, "cpus: {}", cpulist::format(&a.cpus));
+        let _ = writeln!(s, "cpus: {}", a.cpus);
     }
     let _ = writeln!(s, "policy {}: {}", a.policy, a.reason);
     let _ = writeln!(
@@ -284,7 +280,7 @@ pub fn render(a: &Advice) -> String {
     for n in &a.per_node {
         let note = match (&n.refused, n.given_cpus.is_empty()) {
             (Some(r), _) => format!("refused: {r}"),
-            (None, false) => format!("given {}", cpulist::format(&n.given_cpus)),
+            (None, false) => format!("given {}", n.given_cpus),
             (None, true) => String::new(),
         };
         let _ = writeln!(
@@ -294,7 +290,7 @@ pub fn render(a: &Advice) -> String {
             if n.cpus.is_empty() {
                 "-".into()
             } else {
-                cpulist::format(&n.cpus)
+                n.cpus.to_string()
             },
             n.load,
             n.memory_free_bytes.map_or("-".into(), gib),
@@ -315,7 +311,7 @@ mod tests {
         let processes = (0..4)
             .map(|i| {
                 let mut p = Process::new(100 + i, "busy");
-                p.current_cpus = vec![i];
+                p.current_cpus = vec![i].into();
                 p.memory_bytes = BTreeMap::from([(0, 1 << 30)]);
                 p.mpki = Some(5.0);
                 p.numa_penalty = Some(1.3);
@@ -405,6 +401,6 @@ mod tests {
         let first = &a.per_node[a.nodes[0] as usize];
         let second = &a.per_node[a.nodes[1] as usize];
         assert!(first.given_cpus.len() >= second.given_cpus.len());
-        assert!(!a.cpus.contains(&0), "CPU 0 is held by the running process");
+        assert!(!a.cpus.contains(0), "CPU 0 is held by the running process");
     }
 }

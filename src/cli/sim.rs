@@ -2,6 +2,7 @@
 //! their memory lives and where they run (given, or chosen by a policy) — and what each
 //! program's speed would be.
 
+use numasched_model::CpuSet;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
@@ -77,7 +78,7 @@ struct ProcReport {
     /// Where the model's load balancer settled its (first) thread inside `cpus`.
     cpu: CpuId,
     /// The CPU set it is given, as applied (`--pin` granularity).
-    cpus: Vec<CpuId>,
+    cpus: CpuSet,
     /// Effective MPKI with the cache share it gets.
     mpki: f64,
     slowdown: f64,

@@ -130,7 +130,7 @@ pub fn render(t: &Topology, source: &str) -> String {
                 l.index.to_string(),
                 l.package.to_string(),
                 size(l.size_bytes),
-                cpulist::format(&l.cpus),
+                l.cpus.to_string(),
             ]);
         }
     }

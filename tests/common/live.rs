@@ -2,12 +2,13 @@
 //! always reaped, affinity read back from /proc, polling with a deadline.
 #![allow(dead_code)] // each test binary uses its own subset
 
+use numasched::model::CpuSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use numasched::apply::{Kernel, LinuxKernel};
-use numasched::topology::{cpulist, CpuId};
+use numasched::topology::cpulist;
 
 /// Kills and reaps its child when dropped, even when an assertion fails.
 pub struct Guard(pub Option<Child>);
@@ -60,7 +61,7 @@ impl Drop for Guard {
 pub fn two_cpus() -> bool {
     let me = std::process::id();
     match LinuxKernel::new().affinity(me, me) {
-        Ok(cpus) if cpus.contains(&0) && cpus.contains(&1) => true,
+        Ok(cpus) if cpus.contains(0) && cpus.contains(1) => true,
         Ok(cpus) => {
             eprintln!(
                 "skipped: needs CPUs 0 and 1, this process may use {}",
@@ -75,14 +76,14 @@ pub fn two_cpus() -> bool {
     }
 }
 
-pub fn allowed_of(path: &str) -> Option<Vec<CpuId>> {
+pub fn allowed_of(path: &str) -> Option<CpuSet> {
     let text = std::fs::read_to_string(path).ok()?;
     let line = text.lines().find(|l| l.starts_with("Cpus_allowed_list:"))?;
-    cpulist::parse(line.split_once(':')?.1).ok()
+    CpuSet::parse(line.split_once(':')?.1).ok()
 }
 
 /// The affinity of a live process, from its status file.
-pub fn allowed(pid: u32) -> Vec<CpuId> {
+pub fn allowed(pid: u32) -> CpuSet {
     allowed_of(&format!("/proc/{pid}/status")).expect("process's status")
 }
 
@@ -136,7 +137,7 @@ pub fn busy(dir: &Path, name: &str, extra: &[&str]) -> Guard {
 }
 
 /// The allowed CPUs of every thread of a live process.
-pub fn thread_affinities(pid: u32) -> Vec<Vec<CpuId>> {
+pub fn thread_affinities(pid: u32) -> Vec<CpuSet> {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };

@@ -24,7 +24,8 @@ use numasched_linux::apply::{Action, Actuator, ApplyReport, Journal, Kernel, Res
 use numasched_linux::characterise::live::{Characterised, Live};
 use numasched_linux::observe::{Observation, ObserveError, ProcDir, Scanner};
 use numasched_model::character::PenaltySource;
-use numasched_model::topology::{CpuId, Topology};
+use numasched_model::topology::Topology;
+use numasched_model::CpuSet;
 use numasched_model::{Placement, Plan, Process, ProcessKey, Snapshot};
 use numasched_policy::Policy;
 
@@ -106,7 +107,7 @@ pub struct Engine<K: Kernel> {
     /// anyway) for [`Engine::views`] to describe when someone asks.
     last_seen: Vec<Process>,
     last_chars: Vec<Characterised>,
-    last_plan: HashMap<ProcessKey, (Vec<CpuId>, String)>,
+    last_plan: HashMap<ProcessKey, (CpuSet, String)>,
     /// Recent demand and run-queue delay per managed process, for sizing its set.
     needs: Needs,
     /// CPU used and threads waiting per process, as of the last epoch (for `status`:
@@ -312,9 +313,9 @@ impl<K: Kernel> Engine<K> {
         self.loads.clear();
         for (p, info) in obs.snapshot.processes.iter_mut().zip(&obs.details) {
             let key = p.key();
-            let may_use = p.allowed_cpus.as_ref().map_or(machine, Vec::len);
+            let may_use = p.allowed_cpus.as_ref().map_or(machine, |a| a.len());
             let applied = self.records.get(&key).and_then(|r| r.applied.as_ref());
-            let narrowed_to = applied.map(Vec::len).filter(|&n| n < may_use);
+            let narrowed_to = applied.map(|a| a.len()).filter(|&n| n < may_use);
             // Run-queue delay of the processes numasched narrowed, and of busy
             // multi-threaded ones it placed: what they waited for is demand too.
             let placed_busy = applied.is_some()
@@ -362,7 +363,7 @@ impl<K: Kernel> Engine<K> {
 
     fn replan(&mut self, snapshot: &Snapshot, now: f64, unix: i64, rep: &mut EpochReport) {
         let mut plan = self.policy.plan(snapshot);
-        let applied: HashMap<u32, Vec<CpuId>> = snapshot
+        let applied: HashMap<u32, CpuSet> = snapshot
             .processes
             .iter()
             .filter_map(|p| {
@@ -472,7 +473,7 @@ impl<K: Kernel> Engine<K> {
             .filter(|pl| advise.contains(&pl.pid))
         {
             let mut leave = pl.clone();
-            leave.cpus.clear();
+            leave.cpus = CpuSet::new();
             leave.nodes.clear();
             leave.reason = "its Slurm job asked for advice only (NUMASCHED=advise)".into();
             advised.push(std::mem::replace(pl, leave));
@@ -492,7 +493,7 @@ impl<K: Kernel> Engine<K> {
                 let text = format!(
                     "pid {}: would place on CPUs {} ({}); not applied: its job asked for advice only",
                     pl.pid,
-                    numasched_model::topology::cpulist::format(&pl.cpus),
+                    pl.cpus,
                     pl.reason
                 );
                 rep.advice.push(text.clone());
@@ -744,7 +745,7 @@ fn save_if_changed(
 #[derive(Debug, Default)]
 struct Record {
     /// CPUs numasched last set.
-    applied: Option<Vec<CpuId>>,
+    applied: Option<CpuSet>,
     /// Epochs in a row below the admission thresholds.
     quiet: u32,
     /// Affinity changes made (for the metrics).
@@ -763,7 +764,7 @@ struct Load {
 fn views(
     processes: &[Process],
     chars: &[Characterised],
-    plan: &HashMap<ProcessKey, (Vec<CpuId>, String)>,
+    plan: &HashMap<ProcessKey, (CpuSet, String)>,
     records: &HashMap<ProcessKey, Record>,
     loads: &HashMap<ProcessKey, Load>,
 ) -> Vec<ProcessView> {

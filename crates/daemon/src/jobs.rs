@@ -26,7 +26,8 @@ use std::sync::{Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 
 use numasched_linux::observe::slurm::{Allocation, JobMode, JobStep, SlurmReader};
-use numasched_model::topology::{CpuId, NodeId};
+use numasched_model::topology::NodeId;
+use numasched_model::CpuSet;
 use numasched_model::{ProcessKey, Snapshot};
 
 /// Scan passes after which a process not looked up is forgotten: longer than the scan
@@ -114,7 +115,7 @@ struct Known {
     /// Outsiders that did not fit beside the jobs in the last pass(es), and how many
     /// passes in a row: one pass is not enough to park (see [`UNFIT_PASSES`]).
     unfit: HashMap<ProcessKey, u32>,
-    parked_beside: BTreeSet<CpuId>,
+    parked_beside: CpuSet,
 }
 
 /// The job table shared by the scan filter (which drops `off` jobs) and the engine
@@ -133,7 +134,7 @@ pub struct JobView {
     pub job: u64,
     pub mode: JobMode,
     /// The step's allocation (its cpuset); empty when Slurm does not constrain cores.
-    pub cpus: Vec<CpuId>,
+    pub cpus: CpuSet,
     pub mems: Vec<NodeId>,
     /// Processes of the step the scan saw, and of those the ones numasched manages.
     pub tasks: usize,
@@ -152,11 +153,7 @@ impl std::fmt::Display for JobView {
             self.tasks
         )?;
         if !self.cpus.is_empty() {
-            write!(
-                f,
-                " on {}",
-                numasched_model::topology::cpulist::format(&self.cpus)
-            )?;
+            write!(f, " on {}", self.cpus)?;
         }
         Ok(())
     }
@@ -332,7 +329,7 @@ impl Jobs {
         }
         // Every job's CPUs are taken, including jobs whose tasks the scan has not
         // looked at lately.
-        let taken: BTreeSet<CpuId> = steps
+        let taken: CpuSet = steps
             .values()
             .filter_map(|(a, _, _)| a.as_ref())
             .chain(self.reader.jobs_allocated().iter())
@@ -350,7 +347,7 @@ impl Jobs {
         if steps.is_empty() && taken.is_empty() {
             return out; // no Slurm job on this machine: nothing to confine
         }
-        let machine: Vec<CpuId> = snapshot.topology.cpus().iter().map(|c| c.id).collect();
+        let machine = snapshot.topology.all_cpus();
         let mut managed: BTreeMap<JobStep, usize> = BTreeMap::new();
         let mut unfit = std::mem::take(&mut lock(&self.known).unfit);
         let mut unfit_now = HashMap::new();
@@ -360,11 +357,7 @@ impl Jobs {
                 // Outside every job: off the jobs' CPUs, if what is left holds it. (A
                 // busy outsider squeezed onto fewer CPUs than it keeps busy would run
                 // slower than unmanaged; then it shares, as it would without numasched.)
-                let free: Vec<CpuId> = allowed
-                    .iter()
-                    .copied()
-                    .filter(|c| !taken.contains(c))
-                    .collect();
+                let free = allowed.difference(&taken);
                 if free.len() < allowed.len() {
                     if free.len() >= p.slots() {
                         p.allowed_cpus = Some(free);
@@ -388,11 +381,7 @@ impl Jobs {
             let Some(Some(alloc)) = steps.get(step).map(|s| &s.0) else {
                 continue;
             };
-            let inside: Vec<CpuId> = allowed
-                .iter()
-                .copied()
-                .filter(|c| alloc.cpus.contains(c))
-                .collect();
+            let inside = allowed.intersection(&alloc.cpus);
             // Empty: the allocation and the affinity disagree (the step is being
             // torn down); the affinity, which the kernel enforces, stands.
             if !inside.is_empty() && inside.len() < machine.len() {
@@ -511,13 +500,13 @@ mod tests {
         }
         let mut s = snapshot(&[10, 11, 12]);
         let c = f.jobs.confine(&mut s);
-        assert_eq!(s.processes[0].allowed_cpus, Some(vec![0, 1]));
+        assert_eq!(s.processes[0].allowed_cpus, Some(vec![0, 1].into()));
         assert_eq!(s.processes[0].allowed_mems, Some(vec![0]));
-        assert_eq!(s.processes[1].allowed_cpus, Some(vec![4, 5]));
+        assert_eq!(s.processes[1].allowed_cpus, Some(vec![4, 5].into()));
         assert_eq!(s.processes[1].allowed_mems, Some(vec![1]));
         assert_eq!(
             s.processes[2].allowed_cpus,
-            Some(vec![2, 3, 6, 7]),
+            Some(vec![2, 3, 6, 7].into()),
             "outside every job: off the jobs' CPUs"
         );
         assert_eq!(
@@ -565,7 +554,10 @@ mod tests {
         f.jobs.mode(key(50), "t");
         let mut s = snapshot(&[50]);
         f.jobs.confine(&mut s);
-        assert_eq!(s.processes[0].allowed_cpus, Some(vec![2, 3, 4, 5, 6, 7]));
+        assert_eq!(
+            s.processes[0].allowed_cpus,
+            Some(vec![2, 3, 4, 5, 6, 7].into())
+        );
     }
 
     #[test]
@@ -656,7 +648,7 @@ mod tests {
         assert_eq!(s.processes[0].pid, 82);
         assert_eq!(
             s.processes[0].allowed_cpus,
-            Some(vec![6, 7]),
+            Some(vec![6, 7].into()),
             "fits: kept off"
         );
         assert!(f.jobs.parked(key(81)) && !f.jobs.parked(key(82)));
@@ -744,7 +736,7 @@ mod tests {
         f.jobs.confine(&mut s);
         assert_eq!(
             s.processes[0].allowed_cpus,
-            Some(vec![4, 5, 6, 7]),
+            Some(vec![4, 5, 6, 7].into()),
             "the jobs' cgroups are still there: their CPUs are still taken"
         );
         for job in ["job_1", "job_2"] {

@@ -489,8 +489,8 @@ mod tests {
             numa_penalty: mpki.map(|_| 1.3),
             source: PenaltySource::Profile,
             bandwidth_gbps: None,
-            current_cpus: vec![0],
-            planned_cpus: vec![0],
+            current_cpus: vec![0].into(),
+            planned_cpus: vec![0].into(),
             reason: String::new(),
             allowed_cpus: None,
             placement_changes: changes,
@@ -513,7 +513,7 @@ mod tests {
             nodes_view: vec![
                 NodeView {
                     node: 0,
-                    cpus: vec![0, 1],
+                    cpus: vec![0, 1].into(),
                     load: 1.5,
                     managed_memory_bytes: 2 << 20,
                     memory_total_bytes: 8 << 30,
@@ -522,7 +522,7 @@ mod tests {
                 },
                 NodeView {
                     node: 1,
-                    cpus: vec![2, 3],
+                    cpus: vec![2, 3].into(),
                     load: 0.0,
                     managed_memory_bytes: 0,
                     memory_total_bytes: 8 << 30,
@@ -540,7 +540,7 @@ mod tests {
                 step: "12.0".into(),
                 job: 12,
                 mode: numasched_linux::observe::slurm::JobMode::Advise,
-                cpus: vec![2, 3],
+                cpus: vec![2, 3].into(),
                 mems: vec![1],
                 tasks: 2,
                 managed: 1,

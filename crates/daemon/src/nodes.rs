@@ -7,12 +7,13 @@
 use serde::{Deserialize, Serialize};
 
 use super::status::ProcessView;
-use numasched_model::topology::{CpuId, NodeId, Topology};
+use numasched_model::topology::{NodeId, Topology};
+use numasched_model::CpuSet;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeView {
     pub node: NodeId,
-    pub cpus: Vec<CpuId>,
+    pub cpus: CpuSet,
     /// CPUs' worth of managed processes' demand running on this node's CPUs (each
     /// process's demand split evenly over the CPUs its threads last ran on).
     pub load: f64,
@@ -89,6 +90,7 @@ pub fn memory_used(sys: &std::path::Path, node: NodeId) -> Option<u64> {
 mod tests {
     use super::*;
     use numasched_model::character::PenaltySource;
+    use numasched_model::topology::CpuId;
     use std::collections::BTreeMap;
 
     fn view(cpus: &[CpuId], home: NodeId, mpki: f64, np: f64) -> ProcessView {
@@ -105,8 +107,8 @@ mod tests {
             numa_penalty: Some(np),
             source: PenaltySource::Profile,
             bandwidth_gbps: None,
-            current_cpus: cpus.to_vec(),
-            planned_cpus: Vec::new(),
+            current_cpus: cpus.into(),
+            planned_cpus: CpuSet::new(),
             reason: String::new(),
             allowed_cpus: None,
             placement_changes: 0,

@@ -9,27 +9,19 @@
 //! was there before numasched: the journaled original affinity.
 
 use numasched_linux::apply::Journal;
-use numasched_model::topology::CpuId;
 use numasched_model::Snapshot;
-
-fn sorted(v: &[CpuId]) -> Vec<CpuId> {
-    let mut v = v.to_vec();
-    v.sort_unstable();
-    v.dedup();
-    v
-}
 
 /// Rewrites `allowed_cpus` of processes whose narrowing is numasched's own.
 pub fn unpin_own(snapshot: &mut Snapshot, journal: &Journal) {
-    let machine: Vec<CpuId> = snapshot.topology.cpus().iter().map(|c| c.id).collect();
+    let machine = snapshot.topology.all_cpus();
     for p in &mut snapshot.processes {
-        let Some(allowed) = p.allowed_cpus.as_ref().map(|a| sorted(a)) else {
+        let Some(allowed) = p.allowed_cpus.clone() else {
             continue;
         };
         let ours = |e: &numasched_linux::apply::Entry| {
             e.applied
                 .as_ref()
-                .is_some_and(|a| sorted(a) == allowed)
+                .is_some_and(|a| *a == allowed)
                 .then(|| e.original.clone())
         };
         let original = journal
@@ -37,11 +29,7 @@ pub fn unpin_own(snapshot: &mut Snapshot, journal: &Journal) {
             .and_then(ours)
             .or_else(|| p.parent.and_then(|pp| journal.entry(pp)).and_then(ours));
         let Some(original) = original else { continue };
-        let inside: Vec<CpuId> = machine
-            .iter()
-            .copied()
-            .filter(|c| original.contains(c))
-            .collect();
+        let inside = machine.intersection(&original);
         if inside.len() == machine.len() {
             p.allowed_cpus = None;
         } else if !inside.is_empty() {
@@ -53,21 +41,21 @@ pub fn unpin_own(snapshot: &mut Snapshot, journal: &Journal) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use numasched_model::Process;
+    use numasched_model::{CpuSet, Process};
 
     fn snap() -> Snapshot {
         let mut a = Process::new(100, "placed");
         a.start_time = 7;
-        a.allowed_cpus = Some(vec![2]);
+        a.allowed_cpus = Some(vec![2].into());
         let mut child = Process::new(101, "child");
         child.parent = Some(100);
-        child.allowed_cpus = Some(vec![2]);
+        child.allowed_cpus = Some(vec![2].into());
         let mut pinned = Process::new(102, "tasksetted");
         pinned.parent = Some(100);
-        pinned.allowed_cpus = Some(vec![3]);
+        pinned.allowed_cpus = Some(vec![3].into());
         let mut narrow = Process::new(103, "cpuset");
         narrow.start_time = 9;
-        narrow.allowed_cpus = Some(vec![1]);
+        narrow.allowed_cpus = Some(vec![1].into());
         Snapshot {
             topology: numasched_model::topology::spec::parse("2n:1l:2c:1t").expect("spec"),
             processes: vec![a, child, pinned, narrow],
@@ -77,11 +65,11 @@ mod tests {
     #[test]
     fn own_narrowing_is_not_a_pin_but_foreign_pins_stay() {
         let mut j = Journal::new();
-        j.begin(100, 7, &[0, 1, 2, 3]);
-        j.set_applied(100, 7, &[2]);
+        j.begin(100, 7, &CpuSet::from([0, 1, 2, 3]));
+        j.set_applied(100, 7, &CpuSet::from([2]));
         // 103 was already confined to CPUs 0-1 by a cpuset before numasched put it on 1.
-        j.begin(103, 9, &[0, 1]);
-        j.set_applied(103, 9, &[1]);
+        j.begin(103, 9, &CpuSet::from([0, 1]));
+        j.set_applied(103, 9, &CpuSet::from([1]));
         let mut s = snap();
         unpin_own(&mut s, &j);
         assert_eq!(s.processes[0].allowed_cpus, None, "numasched's own");
@@ -89,10 +77,14 @@ mod tests {
             s.processes[1].allowed_cpus, None,
             "inherited from its parent"
         );
-        assert_eq!(s.processes[2].allowed_cpus, Some(vec![3]), "someone else's");
+        assert_eq!(
+            s.processes[2].allowed_cpus,
+            Some(vec![3].into()),
+            "someone else's"
+        );
         assert_eq!(
             s.processes[3].allowed_cpus,
-            Some(vec![0, 1]),
+            Some(vec![0, 1].into()),
             "the original pin"
         );
     }
@@ -100,11 +92,11 @@ mod tests {
     #[test]
     fn a_reused_pid_does_not_inherit_the_old_entry() {
         let mut j = Journal::new();
-        j.begin(100, 1, &[0, 1, 2, 3]);
-        j.set_applied(100, 1, &[2]);
+        j.begin(100, 1, &CpuSet::from([0, 1, 2, 3]));
+        j.set_applied(100, 1, &CpuSet::from([2]));
         let mut s = snap(); // pid 100 now has start time 7
         s.processes.truncate(1);
         unpin_own(&mut s, &j);
-        assert_eq!(s.processes[0].allowed_cpus, Some(vec![2]));
+        assert_eq!(s.processes[0].allowed_cpus, Some(vec![2].into()));
     }
 }

@@ -248,13 +248,14 @@ pub fn recover<K: Kernel>(
 mod tests {
     use super::*;
     use numasched_linux::apply::FakeKernel;
+    use numasched_model::CpuSet;
     use std::os::unix::fs::PermissionsExt;
 
     fn journal_of(pid: u32, start: u64, applied: &[u32]) -> Journal {
         let mut j = Journal::new();
-        j.begin(pid, start, &[0, 1, 2, 3]);
-        j.remember_thread(pid, start, pid, &[0, 1, 2, 3]);
-        j.set_applied(pid, start, applied);
+        j.begin(pid, start, &CpuSet::from([0, 1, 2, 3]));
+        j.remember_thread(pid, start, pid, &CpuSet::from([0, 1, 2, 3]));
+        j.set_applied(pid, start, &CpuSet::from(applied));
         j
     }
 
@@ -266,8 +267,8 @@ mod tests {
         k.add(100, 7, 1, &[2]); // left on CPU 2 by the crashed daemon
         k.add(101, 9, 1, &[3]); // pid reused since: another process
         let mut j = journal_of(100, 7, &[2]);
-        j.begin(101, 8, &[0, 1, 2, 3]);
-        j.set_applied(101, 8, &[3]);
+        j.begin(101, 8, &CpuSet::from([0, 1, 2, 3]));
+        j.set_applied(101, 8, &CpuSet::from([3]));
         file.save(&j).expect("save");
         let mode = fs::metadata(file.path())
             .expect("meta")
@@ -276,10 +277,10 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         let r = recover(&k, &mut file).expect("recover");
         assert_eq!(r.len(), 2);
-        assert_eq!(k.affinity_of(100, 100), Some(vec![0, 1, 2, 3]));
+        assert_eq!(k.affinity_of(100, 100), Some(vec![0, 1, 2, 3].into()));
         assert_eq!(
             k.affinity_of(101, 101),
-            Some(vec![3]),
+            Some(vec![3].into()),
             "the newcomer untouched"
         );
         assert!(!file.path().exists(), "nothing left to undo");

@@ -10,7 +10,8 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use numasched_model::topology::{cpulist, CpuId, Topology};
+use numasched_model::topology::{CpuId, Topology};
+use numasched_model::CpuSet;
 use numasched_model::Plan;
 
 fn llcs(topo: &Topology, cpus: &[CpuId]) -> Option<BTreeSet<usize>> {
@@ -19,7 +20,7 @@ fn llcs(topo: &Topology, cpus: &[CpuId]) -> Option<BTreeSet<usize>> {
         .collect()
 }
 
-fn load(placements: impl Iterator<Item = Vec<CpuId>>) -> HashMap<CpuId, usize> {
+fn load(placements: impl Iterator<Item = CpuSet>) -> HashMap<CpuId, usize> {
     let mut m = HashMap::new();
     for cpus in placements {
         for c in cpus {
@@ -31,7 +32,7 @@ fn load(placements: impl Iterator<Item = Vec<CpuId>>) -> HashMap<CpuId, usize> {
 
 /// Rewrites `plan` so processes keep their applied CPUs where that is equivalent (see
 /// the module doc). Returns the pids kept.
-pub fn stabilise(plan: &mut Plan, applied: &HashMap<u32, Vec<CpuId>>, topo: &Topology) -> Vec<u32> {
+pub fn stabilise(plan: &mut Plan, applied: &HashMap<u32, CpuSet>, topo: &Topology) -> Vec<u32> {
     let mut keep: HashSet<u32> = plan
         .placements
         .iter()
@@ -46,7 +47,7 @@ pub fn stabilise(plan: &mut Plan, applied: &HashMap<u32, Vec<CpuId>>, topo: &Top
         .collect();
     let planned = load(plan.placements.iter().map(|pl| pl.cpus.clone()));
     loop {
-        let chosen = |pid: u32, cpus: &Vec<CpuId>| -> Vec<CpuId> {
+        let chosen = |pid: u32, cpus: &CpuSet| -> CpuSet {
             if keep.contains(&pid) {
                 applied.get(&pid).cloned().unwrap_or_default()
             } else {
@@ -75,9 +76,7 @@ pub fn stabilise(plan: &mut Plan, applied: &HashMap<u32, Vec<CpuId>>, topo: &Top
             if let Some(old) = applied.get(&pl.pid) {
                 pl.reason = format!(
                     "{}; kept on CPUs {} (same LLC as planned {})",
-                    pl.reason,
-                    cpulist::format(old),
-                    cpulist::format(&pl.cpus)
+                    pl.reason, old, pl.cpus
                 );
                 pl.cpus = old.clone();
                 kept.push(pl.pid);
@@ -98,7 +97,7 @@ mod tests {
         numasched_model::topology::spec::parse("2n:1l:4c:1t").expect("spec")
     }
 
-    fn plan(t: &Topology, v: &[(u32, Vec<CpuId>)]) -> Plan {
+    fn plan(t: &Topology, v: &[(u32, CpuSet)]) -> Plan {
         Plan::new(
             "t",
             v.iter()
@@ -110,8 +109,8 @@ mod tests {
     #[test]
     fn a_core_swap_inside_an_llc_is_not_carried_out() {
         let t = topo();
-        let mut p = plan(&t, &[(1, vec![1]), (2, vec![0])]);
-        let applied = HashMap::from([(1, vec![0]), (2, vec![1])]);
+        let mut p = plan(&t, &[(1, vec![1].into()), (2, vec![0].into())]);
+        let applied = HashMap::from([(1, vec![0].into()), (2, vec![1].into())]);
         let kept = stabilise(&mut p, &applied, &t);
         assert_eq!(kept, vec![1, 2]);
         assert_eq!(p.placements[0].cpus, vec![0]);
@@ -122,8 +121,8 @@ mod tests {
     #[test]
     fn a_move_to_another_llc_is_carried_out() {
         let t = topo();
-        let mut p = plan(&t, &[(1, vec![4])]);
-        let applied = HashMap::from([(1, vec![0])]);
+        let mut p = plan(&t, &[(1, vec![4].into())]);
+        let applied = HashMap::from([(1, vec![0].into())]);
         assert!(stabilise(&mut p, &applied, &t).is_empty());
         assert_eq!(p.placements[0].cpus, vec![4]);
     }
@@ -132,8 +131,8 @@ mod tests {
     fn an_old_cpu_given_to_a_newcomer_is_given_up() {
         let t = topo();
         // 1 had CPU 0; the plan gives CPU 0 to newcomer 3 and CPU 2 to 1.
-        let mut p = plan(&t, &[(1, vec![2]), (3, vec![0])]);
-        let applied = HashMap::from([(1, vec![0])]);
+        let mut p = plan(&t, &[(1, vec![2].into()), (3, vec![0].into())]);
+        let applied = HashMap::from([(1, vec![0].into())]);
         assert!(stabilise(&mut p, &applied, &t).is_empty());
         assert_eq!(p.placements[0].cpus, vec![2]);
     }
@@ -147,12 +146,12 @@ mod tests {
             old in proptest::collection::vec(proptest::option::of(0u32..8), 1..8),
         ) {
             let t = topo();
-            let v: Vec<(u32, Vec<CpuId>)> =
-                planned.iter().enumerate().map(|(i, c)| (i as u32, vec![*c])).collect();
-            let applied: HashMap<u32, Vec<CpuId>> = old
+            let v: Vec<(u32, CpuSet)> =
+                planned.iter().enumerate().map(|(i, c)| (i as u32, CpuSet::from([*c]))).collect();
+            let applied: HashMap<u32, CpuSet> = old
                 .iter()
                 .enumerate()
-                .filter_map(|(i, c)| c.map(|c| (i as u32, vec![c])))
+                .filter_map(|(i, c)| c.map(|c| (i as u32, CpuSet::from([c]))))
                 .collect();
             let before = plan(&t, &v);
             let mut after = before.clone();

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use numasched_linux::observe::Sensors;
 use numasched_model::character::PenaltySource;
 use numasched_model::topology::{cpulist, CpuId, NodeId};
+use numasched_model::CpuSet;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Status {
@@ -84,12 +85,12 @@ pub struct ProcessView {
     pub source: PenaltySource,
     /// DRAM bandwidth, GB/s, from resctrl when the process has a monitoring group.
     pub bandwidth_gbps: Option<f64>,
-    pub current_cpus: Vec<CpuId>,
+    pub current_cpus: CpuSet,
     /// What the last plan gave it; empty if it was left alone.
-    pub planned_cpus: Vec<CpuId>,
+    pub planned_cpus: CpuSet,
     pub reason: String,
     /// A foreign pin (taskset, cpuset) it is kept inside.
-    pub allowed_cpus: Option<Vec<CpuId>>,
+    pub allowed_cpus: Option<CpuSet>,
     /// How often numasched changed its affinity (`done` decisions) while managing it.
     #[serde(default)]
     pub placement_changes: u64,

@@ -20,7 +20,8 @@
 
 use std::collections::HashMap;
 
-use numasched_model::topology::{CpuId, NodeId};
+use numasched_model::topology::NodeId;
+use numasched_model::CpuSet;
 use numasched_model::Snapshot;
 use numasched_policy::granularity::IDLE_DEMAND;
 
@@ -47,18 +48,10 @@ struct Baseline {
     slots: usize,
     /// Too idle to be placed at all (see [`IDLE_DEMAND`]).
     idle: bool,
-    /// Where it was allowed to run (sorted; `None`: everywhere).
-    allowed: Option<Vec<CpuId>>,
+    /// Where it was allowed to run (`None`: everywhere).
+    allowed: Option<CpuSet>,
     /// When it was first planned for.
     since: f64,
-}
-
-fn sorted(v: Option<&Vec<CpuId>>) -> Option<Vec<CpuId>> {
-    v.map(|v| {
-        let mut v = v.clone();
-        v.sort_unstable();
-        v
-    })
 }
 
 /// What was true at the last plan.
@@ -119,7 +112,7 @@ impl Trigger {
                         home: p.home_node(),
                         slots: p.slots(),
                         idle: p.cpu_demand < IDLE_DEMAND,
-                        allowed: sorted(p.allowed_cpus.as_ref()),
+                        allowed: p.allowed_cpus.clone(),
                         since: before.get(&p.key()).map_or(now, |b| b.since),
                     },
                 )
@@ -187,12 +180,11 @@ impl Trigger {
             }
             // Its limits moved (a Slurm job started or ended beside it, someone
             // re-pinned it): the plan may have it where it may no longer be.
-            let allowed = sorted(proc.allowed_cpus.as_ref());
+            let allowed = proc.allowed_cpus.clone();
             if allowed != b.allowed {
-                let show = |a: &Option<Vec<CpuId>>| {
-                    a.as_ref().map_or("every CPU".into(), |v| {
-                        format!("CPUs {}", numasched_model::topology::cpulist::format(v))
-                    })
+                let show = |a: &Option<CpuSet>| {
+                    a.as_ref()
+                        .map_or("every CPU".into(), |v| format!("CPUs {v}"))
                 };
                 out.push(format!(
                     "pid {} may use {} (was {})",
@@ -330,14 +322,14 @@ mod tests {
         let s = snap(&[(1, Some(10.0), 0)]);
         t.planned(&s, 100.0);
         let mut fenced = s.clone();
-        fenced.processes[0].allowed_cpus = Some(vec![3, 2]);
+        fenced.processes[0].allowed_cpus = Some(vec![3, 2].into());
         let Decision::Replan(r) = t.decide(&fenced, 110.0, &P, vec![]) else {
             panic!("a new limit must re-plan")
         };
         assert_eq!(r, vec!["pid 1 may use CPUs 2-3 (was every CPU)"]);
         t.planned(&fenced, 110.0);
         let mut same = fenced.clone();
-        same.processes[0].allowed_cpus = Some(vec![2, 3]);
+        same.processes[0].allowed_cpus = Some(vec![2, 3].into());
         assert_eq!(
             t.decide(&same, 120.0, &P, vec![]),
             Decision::Quiet,

@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod character;
+pub mod cpuset;
 pub mod files;
 pub mod plan;
 pub mod profile;
@@ -23,5 +24,6 @@ pub mod testkit;
 pub mod topology;
 
 pub use character::{Character, PenaltySource};
+pub use cpuset::CpuSet;
 pub use plan::{follow_memory, PageMove, Placement, Plan};
 pub use snapshot::{Process, ProcessKey, Snapshot, SnapshotError};

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::cpuset::CpuSet;
 use crate::snapshot::Snapshot;
 use crate::topology::{CpuId, NodeId, Topology};
 
@@ -24,7 +25,7 @@ pub struct Plan {
 pub struct Placement {
     pub pid: u32,
     /// CPUs the process's threads may run on. Empty = leave the process alone.
-    pub cpus: Vec<CpuId>,
+    pub cpus: CpuSet,
     /// Nodes those CPUs belong to (derived, for reading).
     #[serde(default)]
     pub nodes: Vec<NodeId>,
@@ -42,9 +43,13 @@ pub struct PageMove {
 }
 
 impl Placement {
-    pub fn new(topo: &Topology, pid: u32, mut cpus: Vec<CpuId>, reason: String) -> Placement {
-        cpus.sort_unstable();
-        cpus.dedup();
+    pub fn new(
+        topo: &Topology,
+        pid: u32,
+        cpus: impl IntoIterator<Item = CpuId>,
+        reason: String,
+    ) -> Placement {
+        let cpus: CpuSet = cpus.into_iter().collect();
         let mut nodes: Vec<NodeId> = cpus
             .iter()
             .filter_map(|&c| topo.cpu(c).map(|cpu| topo.nodes()[cpu.node].id))
@@ -63,7 +68,7 @@ impl Placement {
     pub fn unchanged(pid: u32, reason: String) -> Placement {
         Placement {
             pid,
-            cpus: Vec::new(),
+            cpus: CpuSet::new(),
             nodes: Vec::new(),
             reason,
         }

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::character::Character;
-use crate::topology::{CpuId, NodeId, Topology};
+use crate::cpuset::CpuSet;
+use crate::topology::{NodeId, Topology};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,10 +60,10 @@ pub struct Process {
     pub memory_bytes: BTreeMap<NodeId, u64>,
     /// Where it runs now; empty for a process not yet placed (just forked or exec'd).
     #[serde(default)]
-    pub current_cpus: Vec<CpuId>,
+    pub current_cpus: CpuSet,
     /// Affinity someone else imposed (taskset, cpuset). `None` = the whole machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allowed_cpus: Option<Vec<CpuId>>,
+    pub allowed_cpus: Option<CpuSet>,
     /// Nodes its memory may be on (`Mems_allowed`, a cpuset's `cpuset.mems`), when
     /// narrower than the machine: pages never move anywhere else. `None` = every node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,7 +94,7 @@ impl Process {
             bandwidth_gbps: None,
             cache_reuse: None,
             memory_bytes: BTreeMap::new(),
-            current_cpus: Vec::new(),
+            current_cpus: CpuSet::new(),
             allowed_cpus: None,
             allowed_mems: None,
             parent: None,
@@ -328,7 +329,7 @@ mod tests {
         assert!(e.starts_with("bug.json: processes[0].numa_penalty"), "{e}");
 
         let mut s = snap();
-        s.processes[0].allowed_cpus = Some(vec![9]);
+        s.processes[0].allowed_cpus = Some(CpuSet::from([9]));
         let json = serde_json::to_string(&s).unwrap();
         let e = Snapshot::from_json(&json, Path::new("bug.json"))
             .unwrap_err()

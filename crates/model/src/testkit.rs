@@ -199,7 +199,7 @@ pub fn check_plan(snap: &Snapshot, plan: &Plan) -> Result<(), TestCaseError> {
         for c in &pl.cpus {
             prop_assert!(snap.topology.cpu(*c).is_some(), "CPU {} does not exist", c);
             if let Some(allowed) = &p.allowed_cpus {
-                prop_assert!(allowed.contains(c), "CPU {} outside pin {:?}", c, allowed);
+                prop_assert!(allowed.contains(*c), "CPU {} outside pin {:?}", c, allowed);
             }
         }
     }

@@ -7,6 +7,7 @@
 
 use numasched_model::snapshot::Process;
 use numasched_model::topology::Topology;
+use numasched_model::CpuSet;
 
 /// Load below which a CPU counts as free.
 const FREE: f64 = 1e-9;
@@ -239,7 +240,7 @@ impl AllowedMask {
 }
 
 /// Converts CPU indices back to Linux CPU ids.
-pub fn ids(topo: &Topology, cpus: &[usize]) -> Vec<u32> {
+pub fn ids(topo: &Topology, cpus: &[usize]) -> CpuSet {
     cpus.iter().map(|&c| topo.cpus()[c].id).collect()
 }
 

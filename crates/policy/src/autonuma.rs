@@ -56,7 +56,8 @@ use crate::linux::Linux;
 use crate::Policy;
 use numasched_model::plan::{PageMove, Placement, Plan};
 use numasched_model::snapshot::Snapshot;
-use numasched_model::topology::{CpuId, NodeId, Topology};
+use numasched_model::topology::{NodeId, Topology};
+use numasched_model::CpuSet;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AutoNumaParams {
@@ -112,7 +113,7 @@ pub struct Phase {
     pub start_s: f64,
     pub end_s: f64,
     /// CPU ids per process, in snapshot order.
-    pub cpus: Vec<Vec<CpuId>>,
+    pub cpus: Vec<CpuSet>,
     /// Memory per process and node id, bytes.
     pub memory: Vec<BTreeMap<NodeId, u64>>,
 }
@@ -224,7 +225,7 @@ pub fn trajectory(snapshot: &Snapshot, params: &AutoNumaParams) -> Trajectory {
             }
         })
         .collect();
-    let snapshot_state = |tasks: &[Task]| -> (Vec<Vec<CpuId>>, Vec<BTreeMap<NodeId, u64>>) {
+    let snapshot_state = |tasks: &[Task]| -> (Vec<CpuSet>, Vec<BTreeMap<NodeId, u64>>) {
         let cpus = tasks.iter().map(|t| alloc::ids(topo, &t.cpus)).collect();
         let memory = tasks
             .iter()
@@ -642,12 +643,13 @@ impl Policy for AutoNuma {
 mod tests {
     use super::*;
     use numasched_model::testkit::nehalem_workload;
+    use numasched_model::topology::CpuId;
 
     fn placed(map: &str, cpus: &[u32]) -> Snapshot {
         let programs = vec!["mcf"; map.len()];
         let mut s = nehalem_workload(&programs, map);
         for (p, &c) in s.processes.iter_mut().zip(cpus) {
-            p.current_cpus = vec![c];
+            p.current_cpus = vec![c].into();
         }
         s
     }

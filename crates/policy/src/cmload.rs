@@ -480,7 +480,7 @@ mod tests {
     fn placed(pid: u32, cpu: u32, demand: f64, mem: &[(u32, u64)]) -> Process {
         let mut p = Process::new(pid, "x");
         p.cpu_demand = demand;
-        p.current_cpus = vec![cpu];
+        p.current_cpus = vec![cpu].into();
         for &(n, b) in mem {
             p.memory_bytes.insert(n, b);
         }
@@ -591,8 +591,8 @@ mod tests {
             Process::new(2, "b"),
             Process::new(3, "c"),
         ];
-        procs[0].current_cpus = vec![0];
-        procs[2].current_cpus = vec![1];
+        procs[0].current_cpus = vec![0].into();
+        procs[2].current_cpus = vec![1].into();
         assert_eq!(placement_order(&procs, &cur), vec![0, 2, 1]);
         // Parent cycles in a hand-written snapshot terminate.
         procs[1].parent = Some(2);
@@ -623,9 +623,9 @@ mod tests {
         let parent = placed(1, 0, 1.0, &[]);
         let mut child = Process::new(2, "x");
         child.parent = Some(1);
-        child.allowed_cpus = Some(vec![3]);
+        child.allowed_cpus = Some(vec![3].into());
         let mut other = Process::new(3, "x");
-        other.allowed_cpus = Some(vec![1, 2]);
+        other.allowed_cpus = Some(vec![1, 2].into());
         let s = Snapshot {
             topology: machine(),
             processes: vec![parent, child, other],

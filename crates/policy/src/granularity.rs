@@ -29,7 +29,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::{Placement, Plan, Policy, Process, Snapshot};
-use numasched_model::topology::{cpulist, CpuId, Topology};
+use numasched_model::topology::{CpuId, Topology};
+use numasched_model::CpuSet;
 
 /// CPUs' worth of demand below which a process counts as idle and is not placed.
 /// One tenth of a CPU: a shell, a sleeping server, a monitoring agent.
@@ -207,14 +208,10 @@ fn unknown_placement(topo: &Topology, p: &Process) -> Placement {
     )
 }
 
-fn allowed_ids(topo: &Topology, p: &Process) -> Vec<CpuId> {
+fn allowed_ids(topo: &Topology, p: &Process) -> CpuSet {
     match &p.allowed_cpus {
-        Some(a) => a
-            .iter()
-            .copied()
-            .filter(|&c| topo.cpu(c).is_some())
-            .collect(),
-        None => topo.cpus().iter().map(|c| c.id).collect(),
+        Some(a) => a.intersection(&topo.all_cpus()),
+        None => topo.all_cpus(),
     }
 }
 
@@ -242,16 +239,14 @@ pub fn widen(topo: &Topology, p: &Process, pl: &Placement, pin: Pin) -> Placemen
         }
     };
     let allowed = allowed_ids(topo, p);
-    let mut cpus: Vec<CpuId> = units
+    let widened: CpuSet = units
         .iter()
         .flat_map(|&u| members(u).iter().copied())
-        .filter(|c| allowed.contains(c))
+        .filter(|&c| allowed.contains(c))
         .collect();
     // Planned CPUs are kept even outside the units' members as read (they are the
     // policy's own choice, inside the pin by construction).
-    cpus.extend(pl.cpus.iter().copied());
-    cpus.sort_unstable();
-    cpus.dedup();
+    let cpus = widened.union(&pl.cpus);
     if cpus == pl.cpus {
         return pl.clone();
     }
@@ -262,9 +257,7 @@ pub fn widen(topo: &Topology, p: &Process, pl: &Placement, pin: Pin) -> Placemen
     };
     let reason = format!(
         "{}; planned CPUs {}, given all of {what} ({})",
-        pl.reason,
-        cpulist::format(&pl.cpus),
-        cpulist::format(&cpus)
+        pl.reason, pl.cpus, cpus
     );
     Placement::new(topo, pl.pid, cpus, reason)
 }
@@ -351,9 +344,9 @@ mod tests {
         // 2 nodes x 2 LLCs x 2 cores x 2 threads: CPU 0's core is {0, 8}? Read it.
         let t = topology::machine("2n:2l:2c:2t").expect("spec");
         let cpu0 = t.cpu(0).expect("cpu 0");
-        let llc: Vec<CpuId> = t.llcs()[cpu0.llc].cpus.clone();
-        let node: Vec<CpuId> = t.nodes()[cpu0.node].cpus.clone();
-        let core: Vec<CpuId> = t.cores()[cpu0.core].cpus.clone();
+        let llc: Vec<CpuId> = t.llcs()[cpu0.llc].cpus.to_vec();
+        let node: Vec<CpuId> = t.nodes()[cpu0.node].cpus.to_vec();
+        let core: Vec<CpuId> = t.cores()[cpu0.core].cpus.to_vec();
         let p = busy(5, 1.0, 0);
         let pl = Placement::new(&t, 5, vec![0], "r".into());
         let sorted = |mut v: Vec<CpuId>| {
@@ -373,7 +366,7 @@ mod tests {
     fn a_foreign_pin_bounds_the_widened_set() {
         let t = topology::machine("1n:1l:4c:1t").expect("spec");
         let mut p = busy(5, 1.0, 0);
-        p.allowed_cpus = Some(vec![1, 2]);
+        p.allowed_cpus = Some(vec![1, 2].into());
         let pl = Placement::new(&t, 5, vec![1], "r".into());
         assert_eq!(widen(&t, &p, &pl, Pin::Llc).cpus, vec![1, 2]);
     }

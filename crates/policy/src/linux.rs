@@ -350,7 +350,7 @@ mod tests {
     #[test]
     fn pinned_processes_stay_fixed_and_inside_their_pin() {
         let mut s = nehalem_workload(&["mcf", "milc", "soplex", "lbm"], "0000");
-        s.processes[2].allowed_cpus = Some(vec![5]);
+        s.processes[2].allowed_cpus = Some(vec![5].into());
         let b = balanced_schedules(&s, 1000);
         // 3 free processes over 2 LLCs: counts (1,2) or (2,1) → 3 + 3 = 6 ways.
         assert_eq!(b.plans.len(), 6);

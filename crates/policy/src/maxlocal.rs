@@ -441,7 +441,7 @@ mod tests {
     #[test]
     fn pins_are_respected_even_against_locality() {
         let mut s = nehalem_workload(&["mcf", "milc"], "00");
-        s.processes[1].allowed_cpus = Some(vec![6, 7]);
+        s.processes[1].allowed_cpus = Some(vec![6, 7].into());
         let plan = MaxLocal.plan(&s);
         assert!([6, 7].contains(&plan.placements[1].cpus[0]));
         assert_eq!(plan.placements[0].nodes, vec![0]);
@@ -524,7 +524,7 @@ mod tests {
                 let c = p.cpus[0];
                 plan.placements
                     .iter()
-                    .filter(|q| q.cpus.contains(&c))
+                    .filter(|q| q.cpus.contains(c))
                     .count()
                     == 1
             })

@@ -464,8 +464,8 @@ mod tests {
         let mut procs = paper_mix();
         // Pin the last lbm to die 0's cores: it must land there, and the other lbm
         // (placed after it) must avoid die 0.
-        procs[4].allowed_cpus = Some(vec![0, 1]);
-        procs[1].allowed_cpus = Some(vec![7]);
+        procs[4].allowed_cpus = Some(vec![0, 1].into());
+        procs[1].allowed_cpus = Some(vec![7].into());
         let s = e5345(procs);
         let plan = MemBus::default().plan(&s);
         assert!(plan.placements[4].cpus.iter().all(|c| [0, 1].contains(c)));

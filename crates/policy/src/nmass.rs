@@ -358,7 +358,7 @@ mod tests {
     #[test]
     fn pinned_process_is_never_moved_out_of_its_pin() {
         let mut s = nehalem_workload(&["mcf", "milc", "soplex", "lbm"], "0000");
-        s.processes[0].allowed_cpus = Some(vec![0, 1, 2, 3]);
+        s.processes[0].allowed_cpus = Some(vec![0, 1, 2, 3].into());
         let plan = nmass().plan(&s);
         assert_eq!(plan.placements[0].nodes, vec![0]);
         // With mcf pinned it is off the list, so lbm (np 1.30) is the back and goes

@@ -616,9 +616,9 @@ mod tests {
     fn credit_back_keeps_a_well_placed_process_in_place() {
         let t = topology::machine("2n:1l:4c:1t").unwrap(); // node 0: CPUs 0-3
         let mut a = proc_at(1, 2.0, &[(0, 4 * GIB)]);
-        a.current_cpus = vec![0, 1, 2, 3];
+        a.current_cpus = vec![0, 1, 2, 3].into();
         let mut c = proc_at(2, 0.4, &[(1, 2 * GIB)]); // below the CPU threshold
-        c.current_cpus = vec![4];
+        c.current_cpus = vec![4].into();
         let s = Snapshot {
             topology: t,
             processes: vec![a, c],
@@ -648,7 +648,7 @@ mod tests {
     fn bound_process_with_scattered_memory_is_rebound_to_pull_it_home() {
         let t = topology::machine("2n:1l:4c:1t").unwrap();
         let mut a = proc_at(1, 2.0, &[(0, 4 * GIB), (1, GIB)]);
-        a.current_cpus = vec![0, 1, 2, 3];
+        a.current_cpus = vec![0, 1, 2, 3].into();
         let s = Snapshot {
             topology: t,
             processes: vec![a],
@@ -694,7 +694,7 @@ mod tests {
         d.nodes[1].id = 3;
         let t = Topology::from_desc(d).unwrap(); // node 1: CPUs 0,1; node 3: CPUs 2,3
         let mut p = proc_at(7, 1.5, &[(3, 2 * GIB)]);
-        p.allowed_cpus = Some(vec![1, 3]);
+        p.allowed_cpus = Some(vec![1, 3].into());
         // Keeps node 1 from tying with node 3 on spare memory.
         let other = proc_at(8, 0.1, &[(1, GIB)]);
         let s = Snapshot {
@@ -722,14 +722,14 @@ mod tests {
     fn bound_means_exactly_a_strict_subset_of_nodes() {
         let t = topology::machine("2n:1l:2c:1t").unwrap();
         let mut p = Process::new(1, "x");
-        p.current_cpus = vec![0, 1];
+        p.current_cpus = vec![0, 1].into();
         assert_eq!(bound_nodes(&t, &p), Some(vec![0]));
-        p.current_cpus = vec![0];
+        p.current_cpus = vec![0].into();
         assert_eq!(bound_nodes(&t, &p), None);
-        p.current_cpus = vec![0, 1, 2, 3];
+        p.current_cpus = vec![0, 1, 2, 3].into();
         assert_eq!(bound_nodes(&t, &p), None);
-        p.current_cpus = vec![];
-        p.allowed_cpus = Some(vec![2, 3]);
+        p.current_cpus = vec![].into();
+        p.allowed_cpus = Some(vec![2, 3].into());
         assert_eq!(bound_nodes(&t, &p), Some(vec![1]));
     }
 

@@ -350,7 +350,7 @@ mod tests {
     #[test]
     fn pins_limit_the_search() {
         let mut s = nehalem_workload(&["mcf", "milc"], "00");
-        s.processes[0].allowed_cpus = Some(vec![4, 5]);
+        s.processes[0].allowed_cpus = Some(vec![4, 5].into());
         let plan = Oracle::new(Box::new(remote_count)).plan(&s);
         assert!([4, 5].contains(&plan.placements[0].cpus[0]));
         assert_eq!(remote_count(&s, &plan), 1.0);

@@ -19,7 +19,8 @@ use super::report::{Action, ApplyReport, Line, Subject};
 use super::undo::{self, Restored};
 use numasched_model::plan::{PageMove, Placement, Plan};
 use numasched_model::snapshot::{Process, ProcessKey, Snapshot};
-use numasched_model::topology::{cpulist, CpuId, NodeId};
+use numasched_model::topology::{cpulist, NodeId};
+use numasched_model::CpuSet;
 
 /// Rounds of "list threads, set the new ones" per process and pass: enough for a
 /// process that is spawning threads while being placed to converge, bounded so a
@@ -27,9 +28,9 @@ use numasched_model::topology::{cpulist, CpuId, NodeId};
 const THREAD_ROUNDS: usize = 3;
 
 /// What a dry run would have done to a process whose threads have `current`.
-fn dry_run_line(pid: u32, target: &[CpuId], current: &[(u32, Vec<CpuId>)]) -> Line {
+fn dry_run_line(pid: u32, target: &CpuSet, current: &[(u32, CpuSet)]) -> Line {
     let total = current.len();
-    let would = current.iter().filter(|(_, c)| *c != target).count();
+    let would = current.iter().filter(|(_, c)| c != target).count();
     let (action, detail) = if would == 0 {
         (
             Action::Unchanged,
@@ -48,7 +49,7 @@ fn dry_run_line(pid: u32, target: &[CpuId], current: &[(u32, Vec<CpuId>)]) -> Li
 /// gave on the way (none of them a refusal).
 fn outcome_line(
     pid: u32,
-    target: &[CpuId],
+    target: &CpuSet,
     pass: &ThreadPass,
     errors: &[KernelError],
     reason: &str,
@@ -90,7 +91,7 @@ fn outcome_line(
 }
 
 /// Each thread's id and affinity.
-type ThreadAffinities = Vec<(u32, Vec<CpuId>)>;
+type ThreadAffinities = Vec<(u32, CpuSet)>;
 
 /// What one pass over a process's threads did.
 struct ThreadPass {
@@ -98,7 +99,7 @@ struct ThreadPass {
     /// Threads left alone because the application pinned them itself.
     foreign_threads: usize,
     /// Threads changed in this pass, with what they had.
-    undo_now: Vec<(u32, Vec<CpuId>)>,
+    undo_now: Vec<(u32, CpuSet)>,
     /// Every thread met.
     seen: Vec<u32>,
 }
@@ -160,26 +161,13 @@ struct StepClock {
     spent_s: f64,
 }
 
-fn line(pid: u32, cpus: &[CpuId], action: Action, detail: impl Into<String>) -> Line {
+fn line(pid: u32, cpus: &CpuSet, action: Action, detail: impl Into<String>) -> Line {
     Line {
         pid,
-        subject: Subject::Affinity {
-            cpus: cpus.to_vec(),
-        },
+        subject: Subject::Affinity { cpus: cpus.clone() },
         action,
         detail: detail.into(),
     }
-}
-
-fn subset(a: &[CpuId], b: &[CpuId]) -> bool {
-    a.iter().all(|c| b.contains(c))
-}
-
-fn sorted(v: &[CpuId]) -> Vec<CpuId> {
-    let mut v = v.to_vec();
-    v.sort_unstable();
-    v.dedup();
-    v
 }
 
 impl<K: Kernel> Actuator<K> {
@@ -235,7 +223,7 @@ impl<K: Kernel> Actuator<K> {
     }
 
     fn apply_within(&mut self, plan: &Plan, snapshot: &Snapshot) -> (ApplyReport, StepClock) {
-        let machine: Vec<CpuId> = snapshot.topology.cpus().iter().map(|c| c.id).collect();
+        let machine: CpuSet = snapshot.topology.cpus().iter().map(|c| c.id).collect();
         let mut report = ApplyReport {
             dry_run: self.config.dry_run,
             ..ApplyReport::default()
@@ -364,14 +352,10 @@ impl<K: Kernel> Actuator<K> {
 
     /// The parent's original affinity when `p`'s affinity (`main`) is exactly what
     /// numasched gave its parent: it inherited numasched's set by forking.
-    fn inherited_original(&self, p: &Process, main: &[CpuId]) -> Option<Vec<CpuId>> {
+    fn inherited_original(&self, p: &Process, main: &CpuSet) -> Option<CpuSet> {
         p.parent
             .and_then(|pp| self.journal.entry(pp))
-            .filter(|e| {
-                e.applied
-                    .as_ref()
-                    .is_some_and(|a| sorted(a) == sorted(main))
-            })
+            .filter(|e| e.applied.as_ref().is_some_and(|a| a == main))
             .map(|e| e.original.clone())
     }
 
@@ -400,7 +384,7 @@ impl<K: Kernel> Actuator<K> {
             let Ok(tids) = self.kernel.threads(p.pid) else {
                 continue;
             };
-            let current: Vec<(u32, Vec<CpuId>)> = tids
+            let current: Vec<(u32, CpuSet)> = tids
                 .into_iter()
                 .filter_map(|t| self.kernel.affinity(p.pid, t).ok().map(|c| (t, c)))
                 .collect();
@@ -418,7 +402,7 @@ impl<K: Kernel> Actuator<K> {
                 let orig = inherited.as_ref().unwrap_or(c);
                 j.remember_thread(p.pid, p.start_time, *tid, orig);
             }
-            j.set_applied(p.pid, p.start_time, &sorted(&pl.cpus));
+            j.set_applied(p.pid, p.start_time, &pl.cpus);
         }
         j
     }
@@ -429,7 +413,7 @@ impl<K: Kernel> Actuator<K> {
 
     /// Re-reads the identity; `Err` is the line to report when it is not the process
     /// the snapshot saw.
-    fn check_identity(&mut self, p: &Process, cpus: &[CpuId]) -> Result<(), Line> {
+    fn check_identity(&mut self, p: &Process, cpus: &CpuSet) -> Result<(), Line> {
         let pid = p.pid;
         match self.kernel.identity(pid) {
             Ok(id) => {
@@ -461,7 +445,7 @@ impl<K: Kernel> Actuator<K> {
         }
     }
 
-    fn error_line(&self, pid: u32, cpus: &[CpuId], e: &KernelError) -> Line {
+    fn error_line(&self, pid: u32, cpus: &CpuSet, e: &KernelError) -> Line {
         if e.is_gone() {
             line(pid, cpus, Action::Gone, "exited")
         } else {
@@ -469,11 +453,11 @@ impl<K: Kernel> Actuator<K> {
         }
     }
 
-    fn place(&mut self, pl: &Placement, proc: Option<&Process>, machine: &[CpuId]) -> Line {
+    fn place(&mut self, pl: &Placement, proc: Option<&Process>, machine: &CpuSet) -> Line {
         let pid = pl.pid;
-        let target = sorted(&pl.cpus);
+        let target = pl.cpus.clone();
         if target.is_empty() {
-            return line(pid, &[], Action::LeftAlone, pl.reason.clone());
+            return line(pid, &target, Action::LeftAlone, pl.reason.clone());
         }
         if self.protected(pid) {
             return line(
@@ -506,8 +490,8 @@ impl<K: Kernel> Actuator<K> {
             let ours = entry
                 .as_ref()
                 .and_then(|e| e.applied.as_ref())
-                .is_some_and(|a| sorted(a) == sorted(allowed));
-            if !ours && !subset(&target, allowed) {
+                .is_some_and(|a| a == allowed);
+            if !ours && !target.is_subset(allowed) {
                 return line(
                     pid,
                     &target,
@@ -543,7 +527,7 @@ impl<K: Kernel> Actuator<K> {
             None
         };
         if let Some(orig) = &inherited {
-            if !subset(machine, orig) && !subset(&target, orig) {
+            if !machine.is_subset(orig) && !target.is_subset(orig) {
                 return line(
                     pid,
                     &target,
@@ -573,7 +557,7 @@ impl<K: Kernel> Actuator<K> {
         let existed = entry.is_some();
         let original = self
             .journal
-            .begin(pid, start, inherited.as_deref().unwrap_or(&main))
+            .begin(pid, start, inherited.as_ref().unwrap_or(&main))
             .original
             .clone();
         let pass = self.set_threads(
@@ -634,11 +618,11 @@ impl<K: Kernel> Actuator<K> {
     fn pinned_elsewhere(
         &mut self,
         pid: u32,
-        target: &[CpuId],
+        target: &CpuSet,
         entry: Option<&Entry>,
         inherited: bool,
-        (main, current): (&[CpuId], &[(u32, Vec<CpuId>)]),
-        machine: &[CpuId],
+        (main, current): (&CpuSet, &[(u32, CpuSet)]),
+        machine: &CpuSet,
     ) -> Option<Line> {
         let fmt = cpulist::format;
         match entry {
@@ -647,7 +631,7 @@ impl<K: Kernel> Actuator<K> {
                     // Outside numasched's set, or narrowed inside it while another
                     // thread still carries the set whole (a cpuset narrows them all).
                     let narrowed_alone = undo::re_pinned_alone(pid, main, current, applied);
-                    if !subset(main, applied) || narrowed_alone {
+                    if !main.is_subset(applied) || narrowed_alone {
                         // Someone re-pinned it after numasched did: their choice now.
                         // Threads they did not touch (`taskset -p` sets the main
                         // thread only) still carry numasched's set: those go back,
@@ -665,7 +649,7 @@ impl<K: Kernel> Actuator<K> {
                         ));
                     }
                 }
-                if !subset(machine, &e.original) && !subset(target, &e.original) {
+                if !machine.is_subset(&e.original) && !target.is_subset(&e.original) {
                     return Some(line(
                         pid,
                         target,
@@ -676,7 +660,7 @@ impl<K: Kernel> Actuator<K> {
             }
             None if inherited => {}
             None => {
-                if !subset(machine, main) && !subset(target, main) {
+                if !machine.is_subset(main) && !target.is_subset(main) {
                     return Some(line(
                         pid,
                         target,
@@ -700,11 +684,11 @@ impl<K: Kernel> Actuator<K> {
         &mut self,
         pid: u32,
         start: u64,
-        target: &[CpuId],
-        current: &[(u32, Vec<CpuId>)],
+        target: &CpuSet,
+        current: &[(u32, CpuSet)],
         entry: Option<&Entry>,
         inherited: bool,
-        (main, original): (&[CpuId], &[CpuId]),
+        (main, original): (&CpuSet, &CpuSet),
         errors: &mut Vec<KernelError>,
     ) -> ThreadPass {
         let existed = entry.is_some();
@@ -712,10 +696,10 @@ impl<K: Kernel> Actuator<K> {
         let mut foreign_threads = 0;
         // Threads changed in this pass, with what they had: undone if the kernel
         // refuses part of the process.
-        let mut undo_now: Vec<(u32, Vec<CpuId>)> = Vec::new();
+        let mut undo_now: Vec<(u32, CpuSet)> = Vec::new();
         let mut seen: Vec<u32> = Vec::new();
         for round in 0..THREAD_ROUNDS {
-            let batch: Vec<(u32, Vec<CpuId>)> = if round == 0 {
+            let batch: Vec<(u32, CpuSet)> = if round == 0 {
                 current.to_vec()
             } else {
                 // Threads created while this pass ran.
@@ -748,9 +732,9 @@ impl<K: Kernel> Actuator<K> {
                 let foreign = if known_foreign {
                     true
                 } else if round == 0 && !existed && !inherited {
-                    cur != main
+                    cur != *main
                 } else if round == 0 && existed && !recorded {
-                    applied.is_some_and(|a| sorted(a) != sorted(&cur))
+                    applied.is_some_and(|a| *a != cur)
                 } else if round == 0 && existed {
                     applied.is_some_and(|a| undo::re_pinned_alone(tid, &cur, current, a))
                 } else {
@@ -764,10 +748,10 @@ impl<K: Kernel> Actuator<K> {
                 let orig = if round > 0 || (existed && !recorded) || inherited {
                     original
                 } else {
-                    &cur[..]
+                    &cur
                 };
                 self.journal.remember_thread(pid, start, tid, orig);
-                if cur == target {
+                if cur == *target {
                     continue;
                 }
                 match self.kernel.set_affinity(pid, tid, target) {
@@ -797,8 +781,8 @@ impl<K: Kernel> Actuator<K> {
         pid: u32,
         start: u64,
         existed: bool,
-        target: &[CpuId],
-        changed: &[(u32, Vec<CpuId>)],
+        target: &CpuSet,
+        changed: &[(u32, CpuSet)],
         cause: &KernelError,
         total: usize,
     ) -> Line {
@@ -872,7 +856,7 @@ impl<K: Kernel> Actuator<K> {
         let Some(p) = snapshot.processes.iter().find(|p| p.pid == pid) else {
             return mk(Action::Skipped, "not in the snapshot".into());
         };
-        if let Err(l) = self.check_identity(p, &[]) {
+        if let Err(l) = self.check_identity(p, &CpuSet::new()) {
             return mk(l.action, l.detail);
         }
         if self.config.kernel_balancing && placed_on(report, snapshot, p) == Some(mv.to_node) {
@@ -910,7 +894,12 @@ impl<K: Kernel> Actuator<K> {
                 );
             }
             Ok(_) => {}
-            Err(e) => return mk(self.error_line(pid, &[], &e).action, e.to_string()),
+            Err(e) => {
+                return mk(
+                    self.error_line(pid, &CpuSet::new(), &e).action,
+                    e.to_string(),
+                )
+            }
         }
         if bucket.available() <= 0.0 {
             return mk(
@@ -926,7 +915,12 @@ impl<K: Kernel> Actuator<K> {
         }
         let regions = match self.kernel.regions(pid) {
             Ok(r) => r,
-            Err(e) => return mk(self.error_line(pid, &[], &e).action, e.to_string()),
+            Err(e) => {
+                return mk(
+                    self.error_line(pid, &CpuSet::new(), &e).action,
+                    e.to_string(),
+                )
+            }
         };
         let Some(m) = Migration::new(
             pid,
@@ -972,7 +966,7 @@ mod tests {
     use super::*;
     use crate::apply::fake::{Call, FakeKernel, Fault};
     use crate::apply::kernel::{ErrorKind, Op};
-    use numasched_model::topology;
+    use numasched_model::topology::{self, CpuId};
 
     /// Two CPUs (0, 1), one node; processes 100.. with start time = pid.
     fn snap(pids: &[u32]) -> Snapshot {
@@ -996,7 +990,7 @@ mod tests {
                 .iter()
                 .map(|&(pid, cpus)| Placement {
                     pid,
-                    cpus: cpus.to_vec(),
+                    cpus: CpuSet::from(cpus),
                     nodes: vec![0],
                     reason: "test".into(),
                 })
@@ -1035,10 +1029,10 @@ mod tests {
         s.processes[1].parent = Some(100);
         let r = a.apply(&plan(&[(100, &[0]), (101, &[1])]), &s);
         assert_eq!(action(&r, 101), Action::Done, "not someone else's pin");
-        assert_eq!(a.kernel().affinity_of(101, 101), Some(vec![1]));
+        assert_eq!(a.kernel().affinity_of(101, 101), Some(vec![1].into()));
         a.restore_all();
-        assert_eq!(a.kernel().affinity_of(101, 101), Some(vec![0, 1]));
-        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1]));
+        assert_eq!(a.kernel().affinity_of(101, 101), Some(vec![0, 1].into()));
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1].into()));
     }
 
     #[test]
@@ -1049,7 +1043,7 @@ mod tests {
         let e = j.get(100, 100).expect("intent journaled");
         assert_eq!(e.original, vec![0, 1]);
         assert_eq!(e.threads.len(), 2);
-        assert_eq!(e.applied, Some(vec![1]));
+        assert_eq!(e.applied, Some(vec![1].into()));
         assert!(j.entry(101).is_none(), "left alone: nothing to undo");
         assert!(
             a.journal().is_empty(),
@@ -1069,7 +1063,7 @@ mod tests {
         s.processes[1].parent = Some(100);
         let r = a.apply(&plan(&[(100, &[0]), (101, &[0])]), &s);
         assert_eq!(action(&r, 101), Action::Refused);
-        assert_eq!(a.kernel().affinity_of(101, 101), Some(vec![1]));
+        assert_eq!(a.kernel().affinity_of(101, 101), Some(vec![1].into()));
     }
 
     #[test]
@@ -1078,7 +1072,7 @@ mod tests {
         let r = a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
         assert_eq!(action(&r, 100), Action::Done, "{r}");
         for tid in 100..103 {
-            assert_eq!(a.kernel().affinity_of(100, tid), Some(vec![0]));
+            assert_eq!(a.kernel().affinity_of(100, tid), Some(vec![0].into()));
         }
         let e = a.journal().get(100, 100).unwrap();
         assert_eq!(e.threads.len(), 3);
@@ -1095,7 +1089,7 @@ mod tests {
             }
         );
         for tid in 100..103 {
-            assert_eq!(a.kernel().affinity_of(100, tid), Some(vec![0, 1]));
+            assert_eq!(a.kernel().affinity_of(100, tid), Some(vec![0, 1].into()));
         }
     }
 
@@ -1107,7 +1101,11 @@ mod tests {
             .inject(Op::SetAffinity, 100, Fault::SpawnThread { tid: 150 });
         let r = a.apply(&plan(&[(100, &[1])]), &snap(&[100]));
         assert_eq!(action(&r, 100), Action::Done, "{r}");
-        assert_eq!(a.kernel().affinity_of(100, 150), Some(vec![1]), "{r}");
+        assert_eq!(
+            a.kernel().affinity_of(100, 150),
+            Some(vec![1].into()),
+            "{r}"
+        );
         // Created between passes from a placed thread: inherits numasched's set; the
         // next pass records the process's original for it, not the inherited set.
         a.kernel()
@@ -1118,7 +1116,7 @@ mod tests {
         assert_eq!(e.original_of(160), &[0, 1]);
         a.restore_all();
         for tid in [100, 101, 150, 160] {
-            assert_eq!(a.kernel().affinity_of(100, tid), Some(vec![0, 1]));
+            assert_eq!(a.kernel().affinity_of(100, tid), Some(vec![0, 1].into()));
         }
     }
 
@@ -1131,7 +1129,7 @@ mod tests {
             Fault::Fail(ErrorKind::PermissionDenied),
         );
         // A cpuset that allows only CPU 1: the kernel answers EINVAL for CPU 0.
-        k.with_proc(200, |p| p.cpuset = Some(vec![1]));
+        k.with_proc(200, |p| p.cpuset = Some(vec![1].into()));
         let mut a = actuator(k);
         let r = a.apply(
             &plan(&[(100, &[0]), (200, &[0]), (300, &[0])]),
@@ -1149,8 +1147,8 @@ mod tests {
         assert_eq!(action(&r, 300), Action::Done);
         assert_eq!(r.to_string().lines().count(), 3);
         // The failed ones' threads are still where they were.
-        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1]));
-        assert_eq!(a.kernel().affinity_of(200, 200), Some(vec![0, 1]));
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1].into()));
+        assert_eq!(a.kernel().affinity_of(200, 200), Some(vec![0, 1].into()));
     }
 
     /// Issue 17: children forked after placement inherited numasched's set and were
@@ -1164,7 +1162,7 @@ mod tests {
         a.kernel().fork(150, 160, 160); // a grandchild, also {0}
         a.kernel().fork(100, 170, 170);
         a.kernel()
-            .with_proc(170, |p| p.threads.insert(170, vec![1])); // its own choice
+            .with_proc(170, |p| p.threads.insert(170, vec![1].into())); // its own choice
         assert_eq!(a.adopt_descendants(), 2);
         let e = a.journal().get(150, 150).expect("child journaled");
         assert!(e.adopted);
@@ -1177,10 +1175,10 @@ mod tests {
         assert_eq!(a.adopt_descendants(), 0, "once");
         // Released: the parent and what inherited its set go back; the other stays.
         a.restore(100);
-        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1]));
-        assert_eq!(a.kernel().affinity_of(150, 150), Some(vec![0, 1]));
-        assert_eq!(a.kernel().affinity_of(160, 160), Some(vec![0, 1]));
-        assert_eq!(a.kernel().affinity_of(170, 170), Some(vec![1]));
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1].into()));
+        assert_eq!(a.kernel().affinity_of(150, 150), Some(vec![0, 1].into()));
+        assert_eq!(a.kernel().affinity_of(160, 160), Some(vec![0, 1].into()));
+        assert_eq!(a.kernel().affinity_of(170, 170), Some(vec![1].into()));
         assert!(a.journal().is_empty(), "{:?}", a.journal());
     }
 
@@ -1189,28 +1187,32 @@ mod tests {
     #[test]
     fn a_thread_the_application_pinned_is_its_own() {
         let k = kernel(&[(100, 3)]);
-        k.with_proc(100, |p| p.threads.insert(102, vec![1]));
+        k.with_proc(100, |p| p.threads.insert(102, vec![1].into()));
         let mut a = actuator(k);
         let r = a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
         let l = r.placement(100).unwrap();
         assert_eq!(l.action, Action::Done);
         assert!(l.detail.contains("left 1 pinned by the application"), "{l}");
-        assert_eq!(a.kernel().affinity_of(100, 101), Some(vec![0]));
-        assert_eq!(a.kernel().affinity_of(100, 102), Some(vec![1]), "not moved");
+        assert_eq!(a.kernel().affinity_of(100, 101), Some(vec![0].into()));
+        assert_eq!(
+            a.kernel().affinity_of(100, 102),
+            Some(vec![1].into()),
+            "not moved"
+        );
         // Nor by a later re-plan.
         a.apply(&plan(&[(100, &[1])]), &snap(&[100]));
-        assert_eq!(a.kernel().affinity_of(100, 101), Some(vec![1]));
+        assert_eq!(a.kernel().affinity_of(100, 101), Some(vec![1].into()));
         a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
         assert_eq!(
             a.kernel().affinity_of(100, 102),
-            Some(vec![1]),
+            Some(vec![1].into()),
             "not moved later"
         );
         a.restore_all();
-        assert_eq!(a.kernel().affinity_of(100, 101), Some(vec![0, 1]));
+        assert_eq!(a.kernel().affinity_of(100, 101), Some(vec![0, 1].into()));
         assert_eq!(
             a.kernel().affinity_of(100, 102),
-            Some(vec![1]),
+            Some(vec![1].into()),
             "not widened"
         );
     }
@@ -1228,30 +1230,38 @@ mod tests {
             processes: snap(&[100]).processes,
         };
         a.apply(&plan(&[(100, &[0, 1])]), &s);
-        assert_eq!(a.kernel().affinity_of(100, 102), Some(vec![0, 1]));
+        assert_eq!(a.kernel().affinity_of(100, 102), Some(vec![0, 1].into()));
         a.kernel()
-            .with_proc(100, |p| p.threads.insert(101, vec![1]));
+            .with_proc(100, |p| p.threads.insert(101, vec![1].into()));
         a.kernel()
-            .with_proc(100, |p| p.threads.insert(102, vec![2]));
+            .with_proc(100, |p| p.threads.insert(102, vec![2].into()));
         let r = a.apply(&plan(&[(100, &[2])]), &s);
         assert_eq!(action(&r, 100), Action::Done, "{r}");
         assert_eq!(
             a.kernel().affinity_of(100, 100),
-            Some(vec![2]),
+            Some(vec![2].into()),
             "ours, moved"
         );
-        assert_eq!(a.kernel().affinity_of(100, 101), Some(vec![1]), "theirs");
-        assert_eq!(a.kernel().affinity_of(100, 102), Some(vec![2]), "theirs");
-        a.restore_all();
-        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1, 2]));
         assert_eq!(
             a.kernel().affinity_of(100, 101),
-            Some(vec![1]),
+            Some(vec![1].into()),
+            "theirs"
+        );
+        assert_eq!(
+            a.kernel().affinity_of(100, 102),
+            Some(vec![2].into()),
+            "theirs"
+        );
+        a.restore_all();
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1, 2].into()));
+        assert_eq!(
+            a.kernel().affinity_of(100, 101),
+            Some(vec![1].into()),
             "not widened"
         );
         assert_eq!(
             a.kernel().affinity_of(100, 102),
-            Some(vec![2]),
+            Some(vec![2].into()),
             "not widened"
         );
     }
@@ -1269,13 +1279,17 @@ mod tests {
         };
         a.apply(&plan(&[(100, &[0, 1])]), &s);
         a.kernel()
-            .with_proc(100, |p| p.threads.insert(100, vec![0]));
+            .with_proc(100, |p| p.threads.insert(100, vec![0].into()));
         let r = a.apply(&plan(&[(100, &[2])]), &s);
         assert_eq!(action(&r, 100), Action::Refused, "{r}");
-        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0]), "theirs");
+        assert_eq!(
+            a.kernel().affinity_of(100, 100),
+            Some(vec![0].into()),
+            "theirs"
+        );
         assert_eq!(
             a.kernel().affinity_of(100, 101),
-            Some(vec![0, 1, 2]),
+            Some(vec![0, 1, 2].into()),
             "back"
         );
     }
@@ -1294,13 +1308,17 @@ mod tests {
         };
         a.apply(&plan(&[(100, &[0])]), &s);
         a.kernel()
-            .with_proc(100, |p| p.threads.insert(100, vec![1, 2]));
+            .with_proc(100, |p| p.threads.insert(100, vec![1, 2].into()));
         let r = a.apply(&plan(&[(100, &[2])]), &s);
         assert_eq!(action(&r, 100), Action::Refused, "{r}");
-        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![1, 2]), "theirs");
+        assert_eq!(
+            a.kernel().affinity_of(100, 100),
+            Some(vec![1, 2].into()),
+            "theirs"
+        );
         assert_eq!(
             a.kernel().affinity_of(100, 101),
-            Some(vec![0, 1, 2]),
+            Some(vec![0, 1, 2].into()),
             "ours, back"
         );
         assert!(a.journal().is_empty());
@@ -1323,10 +1341,10 @@ mod tests {
             l.detail.contains("EBUSY") && l.detail.contains("set back"),
             "{l}"
         );
-        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1]));
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1].into()));
         assert_eq!(
             a.kernel().affinity_of(100, 101),
-            Some(vec![0, 1]),
+            Some(vec![0, 1].into()),
             "worker set back"
         );
         assert!(a.journal().is_empty(), "{:?}", a.journal());
@@ -1413,25 +1431,25 @@ mod tests {
         let before = a.kernel().calls().len();
         assert_eq!(a.restore(100), Restored::Reused);
         assert_eq!(a.kernel().calls().len(), before);
-        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![1]));
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![1].into()));
     }
 
     #[test]
     fn foreign_pins_are_kept() {
         // The snapshot saw a pin to CPU 1; the plan wants CPU 0.
         let mut s = snap(&[100, 200, 300]);
-        s.processes[0].allowed_cpus = Some(vec![1]);
+        s.processes[0].allowed_cpus = Some(vec![1].into());
         let k = kernel(&[(100, 1), (200, 1), (300, 1)]);
-        k.with_proc(100, |p| p.threads.insert(100, vec![1]));
+        k.with_proc(100, |p| p.threads.insert(100, vec![1].into()));
         // Pinned after the snapshot was taken: only the live affinity says so.
-        k.with_proc(200, |p| p.threads.insert(200, vec![1]));
+        k.with_proc(200, |p| p.threads.insert(200, vec![1].into()));
         let mut a = actuator(k);
         let r = a.apply(&plan(&[(100, &[0]), (200, &[0]), (300, &[1])]), &s);
         for pid in [100, 200] {
             let l = r.placement(pid).unwrap();
             assert_eq!(l.action, Action::Refused, "{l}");
             assert!(l.detail.contains("pinned by someone else"), "{l}");
-            assert_eq!(a.kernel().affinity_of(pid, pid), Some(vec![1]));
+            assert_eq!(a.kernel().affinity_of(pid, pid), Some(vec![1].into()));
         }
         // Inside a pin is fine.
         let r = a.apply(&plan(&[(100, &[1])]), &s);
@@ -1439,17 +1457,19 @@ mod tests {
 
         // Numasched's own pin, seen by the next snapshot, is not foreign...
         let mut s2 = snap(&[300]);
-        s2.processes[0].allowed_cpus = Some(vec![1]);
+        s2.processes[0].allowed_cpus = Some(vec![1].into());
         let r = a.apply(&plan(&[(300, &[0])]), &s2);
         assert_eq!(action(&r, 300), Action::Done, "{r}");
         // ...but a re-pin by someone else afterwards ends management.
-        a.kernel().set_affinity(300, 300, &[1]).unwrap();
+        a.kernel()
+            .set_affinity(300, 300, &CpuSet::from([1]))
+            .unwrap();
         let r = a.apply(&plan(&[(300, &[0])]), &snap(&[300]));
         let l = r.placement(300).unwrap();
         assert_eq!(l.action, Action::Refused, "{l}");
         assert!(l.detail.contains("re-pinned"), "{l}");
         assert!(a.journal().get(300, 300).is_none());
-        assert_eq!(a.kernel().affinity_of(300, 300), Some(vec![1]));
+        assert_eq!(a.kernel().affinity_of(300, 300), Some(vec![1].into()));
     }
 
     #[test]
@@ -1500,7 +1520,7 @@ mod tests {
         assert_eq!(r.moves[0].action, Action::DryRun, "{r}");
         assert!(a.kernel().calls().is_empty());
         assert!(a.journal().is_empty());
-        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1]));
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1].into()));
     }
 
     #[test]
@@ -1574,7 +1594,7 @@ mod tests {
 
         // A refused placement takes its page moves with it.
         let mut s2 = s.clone();
-        s2.processes[0].allowed_cpus = Some(vec![1]);
+        s2.processes[0].allowed_cpus = Some(vec![1].into());
         let r = a.apply_at(&p, &s2, 1000.0);
         assert_eq!(r.moves[0].action, Action::Skipped, "{r}");
         assert!(r.moves[0].detail.contains("not applied"), "{r}");

@@ -10,15 +10,16 @@ use std::collections::BTreeMap;
 
 use super::kernel::{ErrorKind, Identity, Kernel, KernelError, Moving, Op, Region};
 use numasched_model::topology::{CpuId, NodeId};
+use numasched_model::CpuSet;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct FakeProc {
     pub start_time: u64,
     pub kernel_thread: bool,
     /// Affinity per thread id.
-    pub threads: BTreeMap<u32, Vec<CpuId>>,
+    pub threads: BTreeMap<u32, CpuSet>,
     /// A cpuset: `set_affinity` keeps only these CPUs, EINVAL if none is left.
-    pub cpuset: Option<Vec<CpuId>>,
+    pub cpuset: Option<CpuSet>,
     /// Resident bytes per node.
     pub memory: BTreeMap<NodeId, u64>,
     /// Pages by address, for `move_pages` and `regions` (see [`FakeKernel::pages`]).
@@ -61,7 +62,7 @@ pub enum Call {
     SetAffinity {
         pid: u32,
         tid: u32,
-        cpus: Vec<CpuId>,
+        cpus: CpuSet,
     },
     MigratePages {
         pid: u32,
@@ -76,7 +77,7 @@ pub enum Call {
 
 #[derive(Debug, Default)]
 struct State {
-    online: Vec<CpuId>,
+    online: CpuSet,
     procs: BTreeMap<u32, FakeProc>,
     triggers: Vec<Trigger>,
     calls: Vec<Call>,
@@ -103,7 +104,7 @@ impl FakeKernel {
     pub fn new(online: &[CpuId]) -> FakeKernel {
         FakeKernel {
             state: RefCell::new(State {
-                online: online.to_vec(),
+                online: online.into(),
                 ..State::default()
             }),
         }
@@ -113,7 +114,7 @@ impl FakeKernel {
     /// `affinity`.
     pub fn add(&self, pid: u32, start_time: u64, threads: u32, affinity: &[CpuId]) {
         let threads = (0..threads.max(1))
-            .map(|i| (pid + i, affinity.to_vec()))
+            .map(|i| (pid + i, CpuSet::from(affinity)))
             .collect();
         self.state.borrow_mut().procs.insert(
             pid,
@@ -172,7 +173,7 @@ impl FakeKernel {
         self.state.borrow_mut().procs.get_mut(&pid).map(f)
     }
 
-    pub fn affinity_of(&self, pid: u32, tid: u32) -> Option<Vec<CpuId>> {
+    pub fn affinity_of(&self, pid: u32, tid: u32) -> Option<CpuSet> {
         self.state
             .borrow()
             .procs
@@ -304,19 +305,19 @@ impl Kernel for FakeKernel {
         })
     }
 
-    fn affinity(&self, pid: u32, tid: u32) -> Result<Vec<CpuId>, KernelError> {
+    fn affinity(&self, pid: u32, tid: u32) -> Result<CpuSet, KernelError> {
         self.before(Op::GetAffinity, pid, Some(tid))?;
         self.affinity_of(pid, tid)
             .ok_or_else(|| Self::gone(Op::GetAffinity, pid, Some(tid)))
     }
 
-    fn set_affinity(&self, pid: u32, tid: u32, cpus: &[CpuId]) -> Result<(), KernelError> {
+    fn set_affinity(&self, pid: u32, tid: u32, cpus: &CpuSet) -> Result<(), KernelError> {
         self.before(Op::SetAffinity, pid, Some(tid))?;
         let mut st = self.state.borrow_mut();
         st.calls.push(Call::SetAffinity {
             pid,
             tid,
-            cpus: cpus.to_vec(),
+            cpus: cpus.clone(),
         });
         let online = st.online.clone();
         let fail = |kind| KernelError::new(Op::SetAffinity, pid, Some(tid), kind);
@@ -329,14 +330,12 @@ impl Kernel for FakeKernel {
             .threads
             .get_mut(&tid)
             .ok_or_else(|| fail(ErrorKind::Gone))?;
-        let mut v: Vec<CpuId> = cpus
+        let v: CpuSet = cpus
             .iter()
             .copied()
-            .filter(|c| online.contains(c))
-            .filter(|c| cpuset.as_ref().is_none_or(|s| s.contains(c)))
+            .filter(|&c| online.contains(c))
+            .filter(|&c| cpuset.as_ref().is_none_or(|s| s.contains(c)))
             .collect();
-        v.sort_unstable();
-        v.dedup();
         if v.is_empty() {
             return Err(fail(ErrorKind::Invalid));
         }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use numasched_model::topology::CpuId;
+use numasched_model::CpuSet;
 
 /// What was changed on one process.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,13 +21,13 @@ pub struct Entry {
     /// The affinity the process had before the first change (its first thread's),
     /// given back to threads that appeared after numasched changed the process: they
     /// inherited numasched's setting, not the original.
-    pub original: Vec<CpuId>,
+    pub original: CpuSet,
     /// Original affinity per thread id.
-    pub threads: BTreeMap<u32, Vec<CpuId>>,
+    pub threads: BTreeMap<u32, CpuSet>,
     /// The CPU set numasched last gave the process, to tell its own pin from one that
     /// someone else set afterwards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub applied: Option<Vec<CpuId>>,
+    pub applied: Option<CpuSet>,
     /// Journaled because it inherited its parent's set by forking, not because a plan
     /// placed it: it goes back when its parent does.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -40,7 +40,7 @@ pub struct Entry {
 
 impl Entry {
     /// What thread `tid` should be given back.
-    pub fn original_of(&self, tid: u32) -> &[CpuId] {
+    pub fn original_of(&self, tid: u32) -> &CpuSet {
         self.threads.get(&tid).unwrap_or(&self.original)
     }
 }
@@ -82,7 +82,7 @@ impl Journal {
     /// Starts remembering a process whose first thread's affinity is `original`. An
     /// entry left by an earlier holder of the pid is dropped (that process is gone);
     /// an entry for this very process is kept as it is.
-    pub fn begin(&mut self, pid: u32, start_time: u64, original: &[CpuId]) -> &mut Entry {
+    pub fn begin(&mut self, pid: u32, start_time: u64, original: &CpuSet) -> &mut Entry {
         if self
             .entries
             .get(&pid)
@@ -92,7 +92,7 @@ impl Journal {
         }
         self.entries.entry(pid).or_insert_with(|| Entry {
             start_time,
-            original: original.to_vec(),
+            original: original.clone(),
             threads: BTreeMap::new(),
             applied: None,
             adopted: false,
@@ -102,23 +102,23 @@ impl Journal {
 
     /// Records a thread's original affinity unless one is recorded already: the first
     /// record is the original, later ones would be numasched's own setting.
-    pub fn remember_thread(&mut self, pid: u32, start_time: u64, tid: u32, original: &[CpuId]) {
+    pub fn remember_thread(&mut self, pid: u32, start_time: u64, tid: u32, original: &CpuSet) {
         if let Some(e) = self
             .entries
             .get_mut(&pid)
             .filter(|e| e.start_time == start_time)
         {
-            e.threads.entry(tid).or_insert_with(|| original.to_vec());
+            e.threads.entry(tid).or_insert_with(|| original.clone());
         }
     }
 
-    pub fn set_applied(&mut self, pid: u32, start_time: u64, cpus: &[CpuId]) {
+    pub fn set_applied(&mut self, pid: u32, start_time: u64, cpus: &CpuSet) {
         if let Some(e) = self
             .entries
             .get_mut(&pid)
             .filter(|e| e.start_time == start_time)
         {
-            e.applied = Some(cpus.to_vec());
+            e.applied = Some(cpus.clone());
         }
     }
 
@@ -177,17 +177,17 @@ mod tests {
     #[test]
     fn first_record_wins_and_pid_reuse_starts_over() {
         let mut j = Journal::new();
-        j.begin(10, 100, &[0, 1]);
-        j.remember_thread(10, 100, 10, &[0, 1]);
-        j.remember_thread(10, 100, 10, &[0]); // numasched's own setting: ignored
-        j.remember_thread(10, 999, 11, &[1]); // another process: ignored
+        j.begin(10, 100, &CpuSet::from([0, 1]));
+        j.remember_thread(10, 100, 10, &CpuSet::from([0, 1]));
+        j.remember_thread(10, 100, 10, &CpuSet::from([0])); // numasched's own setting: ignored
+        j.remember_thread(10, 999, 11, &CpuSet::from([1])); // another process: ignored
         let e = j.get(10, 100).unwrap();
         assert_eq!(e.original_of(10), &[0, 1]);
         assert_eq!(e.original_of(12), &[0, 1]);
         assert!(!e.threads.contains_key(&11));
         assert!(j.get(10, 999).is_none());
 
-        j.begin(10, 200, &[1]);
+        j.begin(10, 200, &CpuSet::from([1]));
         assert!(j.get(10, 100).is_none());
         assert_eq!(j.get(10, 200).unwrap().original, vec![1]);
         assert_eq!(j.len(), 1);
@@ -196,9 +196,9 @@ mod tests {
     #[test]
     fn round_trips_through_json() {
         let mut j = Journal::new();
-        j.begin(10, 100, &[0, 1]);
-        j.remember_thread(10, 100, 11, &[1]);
-        j.set_applied(10, 100, &[0]);
+        j.begin(10, 100, &CpuSet::from([0, 1]));
+        j.remember_thread(10, 100, 11, &CpuSet::from([1]));
+        j.set_applied(10, 100, &CpuSet::from([0]));
         let text = serde_json::to_string(&j).unwrap();
         let back: Journal = serde_json::from_str(&text).unwrap();
         assert_eq!(j, back);

@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 pub use super::mover::Moving;
 use super::mover::{Job, Mover};
 use crate::observe::ProcDir;
-use numasched_model::topology::{CpuId, NodeId};
+use numasched_model::topology::NodeId;
+use numasched_model::CpuSet;
 
 /// Which kernel operation an error comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -159,9 +160,9 @@ pub trait Kernel {
     /// Start time and kind, read right before acting to re-check identity.
     fn identity(&self, pid: u32) -> Result<Identity, KernelError>;
     /// The CPUs thread `tid` (of process `pid`, for errors) may run on, ascending.
-    fn affinity(&self, pid: u32, tid: u32) -> Result<Vec<CpuId>, KernelError>;
+    fn affinity(&self, pid: u32, tid: u32) -> Result<CpuSet, KernelError>;
     /// Restricts thread `tid` to `cpus` (non-empty).
-    fn set_affinity(&self, pid: u32, tid: u32, cpus: &[CpuId]) -> Result<(), KernelError>;
+    fn set_affinity(&self, pid: u32, tid: u32, cpus: &CpuSet) -> Result<(), KernelError>;
     /// Moves all of the process's pages on `from` nodes to `to` nodes
     /// (`migrate_pages(2)`); returns how many pages could not be moved.
     fn migrate_pages(&self, pid: u32, from: &[NodeId], to: &[NodeId]) -> Result<u64, KernelError>;
@@ -375,7 +376,7 @@ impl Kernel for LinuxKernel {
         })
     }
 
-    fn affinity(&self, pid: u32, tid: u32) -> Result<Vec<CpuId>, KernelError> {
+    fn affinity(&self, pid: u32, tid: u32) -> Result<CpuSet, KernelError> {
         let fail = |kind| KernelError::new(Op::GetAffinity, pid, Some(tid), kind);
         let t = libc::pid_t::try_from(tid).map_err(|_| fail(ErrorKind::Invalid))?;
         // The kernel refuses (EINVAL) a buffer smaller than its own mask
@@ -390,7 +391,7 @@ impl Kernel for LinuxKernel {
             if r >= 0 {
                 let written = (r as usize).min(len) / std::mem::size_of::<libc::c_ulong>();
                 buf.truncate(written);
-                return Ok(ids_of(&buf));
+                return Ok(ids_of(&buf).into());
             }
             let e = errno();
             if e == libc::EINVAL && words < MAX_MASK_WORDS {
@@ -401,7 +402,7 @@ impl Kernel for LinuxKernel {
         }
     }
 
-    fn set_affinity(&self, pid: u32, tid: u32, cpus: &[CpuId]) -> Result<(), KernelError> {
+    fn set_affinity(&self, pid: u32, tid: u32, cpus: &CpuSet) -> Result<(), KernelError> {
         let fail = |kind| KernelError::new(Op::SetAffinity, pid, Some(tid), kind);
         let t = libc::pid_t::try_from(tid).map_err(|_| fail(ErrorKind::Invalid))?;
         if cpus.is_empty() {

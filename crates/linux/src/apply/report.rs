@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-use numasched_model::topology::{cpulist, CpuId, NodeId};
+use numasched_model::topology::NodeId;
+use numasched_model::CpuSet;
 
 /// What happened to one placement or page move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +51,7 @@ impl Action {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Subject {
     Affinity {
-        cpus: Vec<CpuId>,
+        cpus: CpuSet,
     },
     Pages {
         from: NodeId,
@@ -74,9 +75,7 @@ impl fmt::Display for Line {
             Subject::Affinity { cpus } if cpus.is_empty() => {
                 write!(f, "pid {} affinity: ", self.pid)?
             }
-            Subject::Affinity { cpus } => {
-                write!(f, "pid {} affinity {}: ", self.pid, cpulist::format(cpus))?
-            }
+            Subject::Affinity { cpus } => write!(f, "pid {} affinity {cpus}: ", self.pid)?,
             Subject::Pages { from, to, bytes } => write!(
                 f,
                 "pid {} pages {from}->{to} ({:.1} MB): ",

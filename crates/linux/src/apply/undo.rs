@@ -18,6 +18,7 @@ use std::fmt;
 
 use super::journal::Journal;
 use super::kernel::{Kernel, KernelError};
+use numasched_model::CpuSet;
 
 /// What restoring one process came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +90,7 @@ pub fn restore<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal, pid: u32) 
     let (mut threads, mut foreign) = (0, 0);
     // Every thread's set now, to tell a thread re-pinned alone from a cpuset that
     // narrowed every thread alike.
-    let now_all: Vec<(u32, Vec<numasched_model::topology::CpuId>)> = tids
+    let now_all: Vec<(u32, CpuSet)> = tids
         .iter()
         .filter_map(|&t| kernel.affinity(pid, t).ok().map(|c| (t, c)))
         .collect();
@@ -105,7 +106,7 @@ pub fn restore<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal, pid: u32) 
             // set numasched gave the others.
             let recorded = entry.threads.contains_key(&tid);
             match kernel.affinity(pid, tid) {
-                Ok(now) if recorded && !now.iter().all(|c| applied.contains(c)) => {
+                Ok(now) if recorded && !now.is_subset(applied) => {
                     foreign += 1;
                     continue;
                 }
@@ -113,7 +114,7 @@ pub fn restore<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal, pid: u32) 
                     foreign += 1;
                     continue;
                 }
-                Ok(now) if !recorded && !same_set(&now, applied) => {
+                Ok(now) if !recorded && now != *applied => {
                     foreign += 1;
                     continue;
                 }
@@ -184,11 +185,7 @@ pub fn adopt_descendants<K: Kernel + ?Sized>(
             let carrying: Vec<u32> = tids
                 .iter()
                 .copied()
-                .filter(|&t| {
-                    kernel
-                        .affinity(kid, t)
-                        .is_ok_and(|c| same_set(&c, &applied))
-                })
+                .filter(|&t| kernel.affinity(kid, t).is_ok_and(|c| c == applied))
                 .collect();
             if carrying.is_empty() {
                 continue;
@@ -212,24 +209,11 @@ pub fn adopt_descendants<K: Kernel + ?Sized>(
 /// a process whose threads all moved, which the caller judges as a whole.)
 pub fn re_pinned_alone(
     tid: u32,
-    now: &[numasched_model::topology::CpuId],
-    threads: &[(u32, Vec<numasched_model::topology::CpuId>)],
-    applied: &[numasched_model::topology::CpuId],
+    now: &CpuSet,
+    threads: &[(u32, CpuSet)],
+    applied: &CpuSet,
 ) -> bool {
-    !same_set(now, applied)
-        && threads
-            .iter()
-            .any(|(t, c)| *t != tid && same_set(c, applied))
-}
-
-fn same_set(
-    a: &[numasched_model::topology::CpuId],
-    b: &[numasched_model::topology::CpuId],
-) -> bool {
-    let (mut a, mut b) = (a.to_vec(), b.to_vec());
-    a.sort_unstable();
-    b.sort_unstable();
-    a == b
+    now != applied && threads.iter().any(|(t, c)| *t != tid && c == applied)
 }
 
 /// Restores every journaled process, for shutdown; one result per pid.
@@ -283,12 +267,12 @@ mod tests {
     }
 
     fn pin(k: &FakeKernel, j: &mut Journal, pid: u32, start: u64, threads: u32) {
-        j.begin(pid, start, &[0, 1]);
+        j.begin(pid, start, &CpuSet::from([0, 1]));
         for tid in pid..pid + threads {
-            j.remember_thread(pid, start, tid, &[0, 1]);
-            k.set_affinity(pid, tid, &[0]).unwrap();
+            j.remember_thread(pid, start, tid, &CpuSet::from([0, 1]));
+            k.set_affinity(pid, tid, &CpuSet::from([0])).unwrap();
         }
-        j.set_applied(pid, start, &[0]);
+        j.set_applied(pid, start, &CpuSet::from([0]));
     }
 
     #[test]
@@ -307,7 +291,7 @@ mod tests {
             }
         );
         for tid in [10, 11, 50] {
-            assert_eq!(k.affinity_of(10, tid), Some(vec![0, 1]), "tid {tid}");
+            assert_eq!(k.affinity_of(10, tid), Some(vec![0, 1].into()), "tid {tid}");
         }
         assert!(j.is_empty());
         assert_eq!(restore(&k, &mut j, 10), Restored::NotJournaled);
@@ -323,7 +307,7 @@ mod tests {
         let before = k.calls().len();
         assert_eq!(restore(&k, &mut j, 10), Restored::Reused);
         assert_eq!(k.calls().len(), before, "nothing set on the newcomer");
-        assert_eq!(k.affinity_of(10, 10), Some(vec![1]));
+        assert_eq!(k.affinity_of(10, 10), Some(vec![1].into()));
         assert!(j.is_empty());
     }
 
@@ -369,7 +353,7 @@ mod tests {
         assert!(r.to_string().contains("EPERM"), "{r}");
         assert_eq!(j.len(), 1);
         // An administrator re-pins thread 11 to CPU 1; the retry leaves it there.
-        k.set_affinity(10, 11, &[1]).unwrap();
+        k.set_affinity(10, 11, &CpuSet::from([1])).unwrap();
         assert_eq!(
             restore(&k, &mut j, 10),
             Restored::Done {
@@ -377,8 +361,8 @@ mod tests {
                 foreign: 1
             }
         );
-        assert_eq!(k.affinity_of(10, 11), Some(vec![1]));
-        assert_eq!(k.affinity_of(10, 10), Some(vec![0, 1]));
+        assert_eq!(k.affinity_of(10, 11), Some(vec![1].into()));
+        assert_eq!(k.affinity_of(10, 10), Some(vec![0, 1].into()));
     }
 
     #[test]
@@ -387,7 +371,7 @@ mod tests {
         let mut j = Journal::new();
         for (pid, st) in [(10, 1), (20, 2), (30, 3)] {
             k.add(pid, st, 1, &[0, 1]);
-            j.begin(pid, st, &[0, 1]);
+            j.begin(pid, st, &CpuSet::from([0, 1]));
         }
         k.remove(20);
         k.remove(30);
@@ -403,7 +387,7 @@ mod tests {
         let mut j = Journal::new();
         for (pid, st) in [(10, 1), (20, 2)] {
             k.add(pid, st, 1, &[0, 1]);
-            j.begin(pid, st, &[0, 1]);
+            j.begin(pid, st, &CpuSet::from([0, 1]));
         }
         k.remove(10);
         k.remove(20);

@@ -620,7 +620,11 @@ mod tests {
         let pass2 = s.scan(&machine()).unwrap();
         assert_eq!((pages(&pass2)[&0], allowed(&pass2)), (1000, None));
         let pass3 = s.scan(&machine()).unwrap();
-        assert_eq!(allowed(&pass3), Some(vec![0, 1]), "status: 2 passes old");
+        assert_eq!(
+            allowed(&pass3),
+            Some(vec![0, 1].into()),
+            "status: 2 passes old"
+        );
         assert_eq!(pages(&pass3), BTreeMap::from([(0, 1000)]));
         let pass4 = s.scan(&machine()).unwrap();
         assert_eq!(pages(&pass4), BTreeMap::from([(1, 1000)]), "3 passes old");
@@ -639,7 +643,10 @@ mod tests {
         let p = p.threads_on(&[2]);
         f.add(&p).unwrap();
         let obs = s.scan(&machine()).unwrap();
-        assert_eq!(obs.snapshot.processes[0].allowed_cpus, Some(vec![2, 3]));
+        assert_eq!(
+            obs.snapshot.processes[0].allowed_cpus,
+            Some(vec![2, 3].into())
+        );
     }
 
     #[test]
@@ -654,12 +661,15 @@ mod tests {
         // Passes later, before status is due by age: all from the cache.
         let obs = s.scan(&machine()).unwrap();
         assert_eq!(obs.costly_reads, 0, "nothing moved, nothing re-read");
-        assert_eq!(obs.snapshot.processes[0].allowed_cpus, Some(vec![2, 3]));
+        assert_eq!(
+            obs.snapshot.processes[0].allowed_cpus,
+            Some(vec![2, 3].into())
+        );
         // It wakes on CPU 1, outside the set read: a pin changed meanwhile.
         p.cpus_allowed = "1".into();
         f.add(&p.threads_on(&[1])).unwrap();
         let obs = s.scan(&machine()).unwrap();
-        assert_eq!(obs.snapshot.processes[0].allowed_cpus, Some(vec![1]));
+        assert_eq!(obs.snapshot.processes[0].allowed_cpus, Some(vec![1].into()));
     }
 
     #[test]
@@ -675,12 +685,12 @@ mod tests {
         let moved = p.clone().threads_on(&[0, 3]);
         f.add(&moved).unwrap();
         let obs = s.scan(&machine()).unwrap();
-        assert_eq!((cpus(&obs), obs.reused), (vec![0, 1], 3));
+        assert_eq!((cpus(&obs), obs.reused), (vec![0, 1].into(), 3));
         // It ran: the task directory is read again.
         p.cpu_ticks = 101;
         f.add(&p.threads_on(&[0, 3])).unwrap();
         let obs = s.scan(&machine()).unwrap();
-        assert_eq!((cpus(&obs), obs.costly_reads), (vec![0, 3], 1));
+        assert_eq!((cpus(&obs), obs.costly_reads), (vec![0, 3].into(), 1));
     }
 
     #[test]
@@ -697,7 +707,7 @@ mod tests {
         f.add(&new).unwrap();
         let obs = s.scan(&machine()).unwrap();
         assert_eq!(pages(&obs), BTreeMap::from([(1, 1000)]));
-        assert_eq!(obs.snapshot.processes[0].allowed_cpus, Some(vec![3]));
+        assert_eq!(obs.snapshot.processes[0].allowed_cpus, Some(vec![3].into()));
         assert_eq!((obs.costly_reads, obs.reused), (2, 0));
     }
 
@@ -803,7 +813,7 @@ mod tests {
             let obs = s.scan(&machine()).unwrap();
             let got = &obs.snapshot.processes[0];
             assert_eq!(pages(&obs), BTreeMap::from([(1, 1000)]), "age {age}");
-            assert_eq!(got.allowed_cpus, Some(vec![0, 1]), "age {age}");
+            assert_eq!(got.allowed_cpus, Some(vec![0, 1].into()), "age {age}");
             assert_eq!(got.current_cpus, vec![0, 2], "age {age}");
             assert_eq!((obs.costly_reads, obs.reused), (3, 0), "age {age}");
         }

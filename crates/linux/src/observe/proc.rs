@@ -24,6 +24,7 @@ use super::numa_maps::{self, NumaMaps};
 use super::sched::{self, NumaFaults};
 use super::status::{self, Status};
 use numasched_model::topology::{CpuId, NodeId};
+use numasched_model::CpuSet;
 
 /// `PF_KTHREAD` in include/linux/sched.h; set in the flags field of a kernel thread's stat.
 const PF_KTHREAD: u32 = 0x0020_0000;
@@ -161,7 +162,7 @@ pub struct ProcInfo {
     /// Live threads at the time of reading; empty if threads were not read.
     pub threads: Vec<ThreadStat>,
     /// From the main thread's status; `None` if not read or not printed.
-    pub cpus_allowed: Option<Vec<CpuId>>,
+    pub cpus_allowed: Option<CpuSet>,
     pub mems_allowed: Option<Vec<NodeId>>,
     pub rss_bytes: u64,
     pub numa_maps: Option<Arc<NumaMaps>>,
@@ -196,13 +197,11 @@ impl ProcInfo {
 
     /// CPUs its threads last ran on, ascending; the process's own stat if no thread
     /// was read.
-    pub fn last_cpus(&self) -> Vec<CpuId> {
-        let mut v: Vec<CpuId> = self.threads.iter().filter_map(|t| t.processor).collect();
+    pub fn last_cpus(&self) -> CpuSet {
+        let v: CpuSet = self.threads.iter().filter_map(|t| t.processor).collect();
         if v.is_empty() {
-            v.extend(self.stat.processor);
+            return self.stat.processor.into_iter().collect();
         }
-        v.sort_unstable();
-        v.dedup();
         v
     }
 
@@ -215,7 +214,7 @@ impl ProcInfo {
 /// changes only when someone changes the process's affinity or cpuset.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Affinity {
-    pub cpus_allowed: Option<Vec<CpuId>>,
+    pub cpus_allowed: Option<CpuSet>,
     pub mems_allowed: Option<Vec<NodeId>>,
     /// `Kthread: 1` (Linux 6.4+): a kernel thread the stat flags did not reveal.
     pub kthread: bool,

@@ -15,7 +15,8 @@ use super::cache::{Cache, Cached, Entry, Tally};
 use super::error::ObserveError;
 use super::pids::PidLister;
 use super::proc::{assemble, read_stat_by_path, ProcDir, ProcInfo, ReadOptions, Stat};
-use numasched_model::topology::{CpuId, NodeId, Topology};
+use numasched_model::topology::{NodeId, Topology};
+use numasched_model::CpuSet;
 use numasched_model::{Process, Snapshot};
 
 /// What the filter sees: everything known after stat, before the costly reads.
@@ -173,7 +174,7 @@ const FIRST_PASS_MIN_PER_THREAD: usize = 128;
 /// What a pass knows before it looks at any process.
 struct PassContext<'a> {
     topology: &'a Topology,
-    machine: Vec<CpuId>,
+    machine: CpuSet,
     uptime: f64,
     tps: f64,
 }
@@ -586,7 +587,7 @@ fn to_process(
     info: &ProcInfo,
     demand: f64,
     topology: &Topology,
-    machine: &[CpuId],
+    machine: &CpuSet,
 ) -> Option<Process> {
     // The name every later stage shows; the raw `comm` is only matched (selection).
     let mut p = Process::new(info.pid(), &super::printable::printable(&info.stat.comm));
@@ -622,7 +623,7 @@ fn to_process(
     // pin.
     if let Some(allowed) = &info.cpus_allowed {
         if machine.iter().any(|c| allowed.binary_search(c).is_err()) {
-            let inside: Vec<CpuId> = allowed
+            let inside: CpuSet = allowed
                 .iter()
                 .copied()
                 .filter(|c| topology.cpu(*c).is_some())

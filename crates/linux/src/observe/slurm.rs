@@ -17,7 +17,8 @@ use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use numasched_model::topology::{cpulist, CpuId, NodeId};
+use numasched_model::topology::{cpulist, NodeId};
+use numasched_model::CpuSet;
 
 /// The environment variable a job sets to say how numasched treats it.
 pub const MODE_VARIABLE: &str = "NUMASCHED";
@@ -130,7 +131,7 @@ pub fn membership(cgroup_text: &str) -> Option<Membership> {
 /// CPUs and memory nodes a cgroup was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Allocation {
-    pub cpus: Vec<CpuId>,
+    pub cpus: CpuSet,
     pub mems: Vec<NodeId>,
 }
 
@@ -141,7 +142,7 @@ fn read_cpuset(dir: &Path, cpus: &str, mems: &str) -> Option<Allocation> {
         cpulist::parse(text.trim()).ok().filter(|v| !v.is_empty())
     };
     Some(Allocation {
-        cpus: read(cpus)?,
+        cpus: read(cpus)?.into(),
         mems: read(mems).unwrap_or_default(),
     })
 }
@@ -322,7 +323,7 @@ mod tests {
         assert_eq!(
             r.allocation(&m.step_cgroup, m.v1),
             Some(Allocation {
-                cpus: vec![2, 3],
+                cpus: vec![2, 3].into(),
                 mems: vec![1]
             })
         );

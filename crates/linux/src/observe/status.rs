@@ -7,14 +7,15 @@
 use std::path::Path;
 
 use super::error::ObserveError;
-use numasched_model::topology::{cpulist, CpuId, NodeId};
+use numasched_model::topology::{cpulist, NodeId};
+use numasched_model::CpuSet;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Status {
     pub ppid: Option<u32>,
     pub threads: Option<u32>,
     /// The CPUs its main thread may run on (other threads may differ; see `proc`).
-    pub cpus_allowed: Option<Vec<CpuId>>,
+    pub cpus_allowed: Option<CpuSet>,
     pub mems_allowed: Option<Vec<NodeId>>,
     /// `Kthread:` (Linux 6.4+); older kernels only say so through the stat flags.
     pub kthread: Option<bool>,
@@ -37,8 +38,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Status, ObserveError> {
             "Threads" => s.threads = Some(int(value)?),
             "Kthread" => s.kthread = Some(int(value)? != 0),
             "Cpus_allowed_list" => {
-                s.cpus_allowed =
-                    Some(cpulist::parse(value).map_err(|e| bad(format!("{key}: {e}")))?)
+                s.cpus_allowed = Some(CpuSet::parse(value).map_err(|e| bad(format!("{key}: {e}")))?)
             }
             "Mems_allowed_list" => {
                 s.mems_allowed =
@@ -62,7 +62,7 @@ mod tests {
         let s = parse(t, Path::new("status")).unwrap();
         assert_eq!(s.ppid, Some(1));
         assert_eq!(s.threads, Some(3));
-        assert_eq!(s.cpus_allowed, Some(vec![0, 1, 4]));
+        assert_eq!(s.cpus_allowed, Some(vec![0, 1, 4].into()));
         assert_eq!(s.mems_allowed, Some(vec![0]));
         assert_eq!(s.kthread, Some(false));
     }

@@ -13,6 +13,7 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 
 use super::error::TopologyError;
+use crate::cpuset::CpuSet;
 
 /// Linux CPU number (as in `/sys/devices/system/cpu/cpuN`).
 pub type CpuId = u32;
@@ -66,8 +67,7 @@ pub struct Node {
     pub distances: Vec<u32>,
     /// Indices into [`Topology::llcs`]. Empty for memory-only nodes.
     pub llcs: Range<usize>,
-    /// Sorted CPU ids of the node.
-    pub cpus: Vec<CpuId>,
+    pub cpus: CpuSet,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -79,14 +79,14 @@ pub struct Llc {
     pub size_bytes: u64,
     /// Indices into [`Topology::cores`].
     pub cores: Range<usize>,
-    pub cpus: Vec<CpuId>,
+    pub cpus: CpuSet,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Core {
     pub index: usize,
     pub llc: usize,
-    pub cpus: Vec<CpuId>,
+    pub cpus: CpuSet,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,7 +219,7 @@ impl Topology {
                     cores.push(Core {
                         index: cores.len(),
                         llc: llc_index,
-                        cpus: g,
+                        cpus: g.into(),
                     });
                 }
                 node_cpus.extend_from_slice(&llc_cpus);
@@ -229,7 +229,7 @@ impl Topology {
                     package: ld.package.unwrap_or(nd.id),
                     size_bytes: ld.size_bytes,
                     cores: core_start..cores.len(),
-                    cpus: llc_cpus,
+                    cpus: llc_cpus.into(),
                 });
             }
             node_cpus.sort_unstable();
@@ -248,7 +248,7 @@ impl Topology {
                 memory_bytes: nd.memory_bytes,
                 distances: nd.distances.clone(),
                 llcs: llc_start..llcs.len(),
-                cpus: node_cpus,
+                cpus: node_cpus.into(),
             });
         }
         if seen.is_empty() {
@@ -322,7 +322,7 @@ impl Topology {
                 .iter()
                 .map(|n| NodeDesc {
                     id: n.id,
-                    cpus: n.cpus.clone(),
+                    cpus: n.cpus.to_vec(),
                     memory_bytes: n.memory_bytes,
                     distances: n.distances.clone(),
                     llcs: self.llcs[n.llcs.clone()]
@@ -331,10 +331,10 @@ impl Topology {
                             let cores = &self.cores[l.cores.clone()];
                             let smt = cores.iter().any(|c| c.cpus.len() > 1);
                             LlcDesc {
-                                cpus: l.cpus.clone(),
+                                cpus: l.cpus.to_vec(),
                                 size_bytes: l.size_bytes,
                                 cores: if smt {
-                                    cores.iter().map(|c| c.cpus.clone()).collect()
+                                    cores.iter().map(|c| c.cpus.to_vec()).collect()
                                 } else {
                                     Vec::new()
                                 },
@@ -409,6 +409,10 @@ impl Topology {
     }
     pub fn total_memory(&self) -> u64 {
         self.nodes.iter().map(|n| n.memory_bytes).sum()
+    }
+    /// Every CPU of the machine: the set an unpinned process may use.
+    pub fn all_cpus(&self) -> CpuSet {
+        self.cpus.iter().map(|c| c.id).collect()
     }
     /// Nodes that have CPUs (memory-only nodes excluded), as indices.
     pub fn cpu_nodes(&self) -> impl Iterator<Item = usize> + '_ {

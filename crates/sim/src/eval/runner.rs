@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use numasched_model::topology::{CpuId, NodeId, Topology};
-use numasched_model::{follow_memory, PageMove, Placement, Plan, Snapshot};
+use numasched_model::topology::{NodeId, Topology};
+use numasched_model::{follow_memory, CpuSet, PageMove, Placement, Plan, Snapshot};
 use numasched_policy::autonuma::{self, AutoNumaParams};
 use numasched_policy::linux::balanced_schedules;
 use numasched_policy::oracle::Oracle;
@@ -27,7 +27,7 @@ use numasched_policy::{self as policy, Granular, Pin, Policy, UnknownPolicy};
 pub type TimeModel = dyn Fn(&Snapshot, &Plan) -> Vec<f64> + Send + Sync;
 
 /// What the model's answer depends on: CPUs per process and page moves.
-type PlanKey = (Vec<Vec<u32>>, Vec<(u32, u32, u32, u64)>);
+type PlanKey = (Vec<CpuSet>, Vec<(u32, u32, u32, u64)>);
 
 /// One scenario: a workload with an allocation map on a machine.
 #[derive(Debug, Clone)]
@@ -84,7 +84,7 @@ pub const ROTATION: &str = numasched_policy::EVAL_ONLY[1];
 pub const EVAL_ONLY: &[&str] = &numasched_policy::EVAL_ONLY;
 
 /// Per-process run times memoised by what the model's answer depends on.
-type PhaseKey = (Vec<Vec<CpuId>>, Vec<Vec<(NodeId, u64)>>);
+type PhaseKey = (Vec<CpuSet>, Vec<Vec<(NodeId, u64)>>);
 
 pub struct Runner {
     model: Arc<TimeModel>,
