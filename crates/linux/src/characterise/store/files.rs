@@ -18,7 +18,12 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
-use super::{one_line, StoreError};
+use numasched_model::files::one_line;
+
+use super::StoreError;
+
+/// Where the daemon keeps the store unless told otherwise (`--db`).
+pub const DEFAULT_PATH: &str = "/var/lib/numasched/profiles.db";
 
 /// Appended to the store's path for the copy made at each healthy open.
 pub const BACKUP_SUFFIX: &str = ".bak";

@@ -1,8 +1,13 @@
 //! Tests of the store: its contents, learning, import and export, and the errors an
 //! operator sees. Those about the file on disk are in `tests_files.rs`.
 
-use super::*;
+use std::path::Path;
+
 use numasched_model::character::{resolve, PenaltySource};
+use numasched_model::profile::ProfileSet;
+use rusqlite::Connection;
+
+use super::*;
 
 pub(super) fn temp() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")

@@ -2,6 +2,8 @@
 //! companions and its copy; the private state directory; the copy left at each healthy
 //! open and recovery from it.
 
+use std::path::Path;
+
 use super::files::{is_symlink, with_suffix};
 use super::tests::{assert_one_line_naming, given, populated, temp};
 use super::*;
