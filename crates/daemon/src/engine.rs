@@ -22,7 +22,7 @@ use super::status::{Decision, ProcessView, Status};
 use super::trigger::{self, Trigger, TriggerParams};
 use numasched_linux::apply::{Action, Actuator, ApplyReport, Journal, Kernel, Restored};
 use numasched_linux::characterise::live::{Characterised, Live};
-use numasched_linux::observe::{Observation, ObserveError, ProcDir, Scanner};
+use numasched_linux::observe::{with_info_mut, Observation, ObserveError, ProcDir, Scanner};
 use numasched_model::character::PenaltySource;
 use numasched_model::topology::Topology;
 use numasched_model::CpuSet;
@@ -311,7 +311,7 @@ impl<K: Kernel> Engine<K> {
         let tps = self.scanner.config().ticks_per_second.max(1) as f64;
         let mut urgent = Vec::new();
         self.loads.clear();
-        for (p, info) in obs.snapshot.processes.iter_mut().zip(&obs.details) {
+        for (p, info) in with_info_mut(&mut obs.snapshot.processes, &obs.details) {
             let key = p.key();
             let may_use = p.allowed_cpus.as_ref().map_or(machine, |a| a.len());
             let applied = self.records.get(&key).and_then(|r| r.applied.as_ref());
@@ -528,12 +528,7 @@ impl<K: Kernel> Engine<K> {
         if park.is_empty() {
             return;
         }
-        obs.details.retain(|d| {
-            !park.contains(&ProcessKey {
-                pid: d.stat.pid,
-                start_time: d.stat.start_time,
-            })
-        });
+        obs.retain(|k| !park.contains(k));
         for key in park {
             lock(&self.managed).remove(&key);
             rep.managed = rep.managed.saturating_sub(1);
@@ -554,7 +549,7 @@ impl<K: Kernel> Engine<K> {
         let (min_cpu, min_rss) = (self.config.min_cpu, self.config.min_rss);
         let managed = lock(&self.managed).clone();
         let mut drop = HashSet::new();
-        for (p, info) in obs.snapshot.processes.iter().zip(&obs.details) {
+        for (p, info) in obs.with_info() {
             let key = p.key();
             if !managed.contains(&key) {
                 continue;
@@ -574,18 +569,7 @@ impl<K: Kernel> Engine<K> {
         if drop.is_empty() {
             return;
         }
-        let keep: Vec<bool> = obs
-            .snapshot
-            .processes
-            .iter()
-            .map(|p| !drop.contains(&p.key()))
-            .collect();
-        let mut it = keep.iter();
-        obs.snapshot
-            .processes
-            .retain(|_| *it.next().unwrap_or(&true));
-        let mut it = keep.iter();
-        obs.details.retain(|_| *it.next().unwrap_or(&true));
+        obs.retain(|k| !drop.contains(k));
         for key in drop {
             lock(&self.managed).remove(&key);
             self.release(key, "quiet: below the admission thresholds", unix, rep);

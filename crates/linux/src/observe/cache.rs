@@ -775,7 +775,7 @@ mod tests {
             .map(|i| 100 + i * 3)
             .collect();
         assert_eq!(pids, want, "pid order, none lost or doubled");
-        for (p, info) in obs.snapshot.processes.iter().zip(&obs.details) {
+        for (p, info) in obs.with_info() {
             let i = (p.pid - 100) / 3;
             let page = procfs::page_size();
             assert_eq!(p.pid, info.pid());

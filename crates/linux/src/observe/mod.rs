@@ -65,5 +65,5 @@ pub use counters::{CounterError, CounterSample, CounterSource, PerfCounters};
 pub use error::ObserveError;
 pub use numa_maps::NumaMaps;
 pub use proc::{read_process, Affinity, Memory, ProcDir, ProcInfo, ReadOptions, Stat};
-pub use scan::{Candidate, DemandBasis, Filter, Observation, ScanConfig, Scanner};
+pub use scan::{with_info_mut, Candidate, DemandBasis, Filter, Observation, ScanConfig, Scanner};
 pub use sensors::{Sensor, Sensors};

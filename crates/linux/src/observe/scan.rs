@@ -8,7 +8,7 @@
 //! counted and left out; a process whose files cannot be read or parsed is left out
 //! and its error kept in [`Observation::problems`]; neither stops the pass.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::cache::{Cache, Cached, Entry, Tally};
@@ -17,7 +17,7 @@ use super::pids::PidLister;
 use super::proc::{assemble, read_stat_by_path, ProcDir, ProcInfo, ReadOptions, Stat};
 use numasched_model::topology::{NodeId, Topology};
 use numasched_model::CpuSet;
-use numasched_model::{Process, Snapshot};
+use numasched_model::{Process, ProcessKey, Snapshot};
 
 /// What the filter sees: everything known after stat, before the costly reads.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,8 +131,10 @@ pub enum DemandBasis {
 #[derive(Debug)]
 pub struct Observation {
     pub snapshot: Snapshot,
-    /// Everything read about each process of the snapshot, in the same order.
-    pub details: Vec<ProcInfo>,
+    /// Everything read about each process of the snapshot, by key: matched to its
+    /// process by identity, never by position, so dropping a process from one cannot
+    /// pair the next with the wrong details.
+    pub details: HashMap<ProcessKey, ProcInfo>,
     /// Processes left out because a file could not be read or made no sense.
     pub problems: Vec<ObserveError>,
     /// Processes kept without their memory or fault information because reading
@@ -151,6 +153,43 @@ pub struct Observation {
     /// Seconds since boot at the time of the pass (`<proc>/uptime`).
     pub uptime: f64,
     pub demand_basis: DemandBasis,
+}
+
+impl Observation {
+    /// What was read about `p`: `None` only for a process that was not scanned.
+    pub fn info(&self, p: &Process) -> Option<&ProcInfo> {
+        self.details.get(&p.key())
+    }
+
+    /// Each process of the snapshot with what was read about it.
+    pub fn with_info(&self) -> impl Iterator<Item = (&Process, &ProcInfo)> {
+        let details = &self.details;
+        self.snapshot
+            .processes
+            .iter()
+            .filter_map(move |p| Some((p, details.get(&p.key())?)))
+    }
+
+    /// Keeps the processes (and their details) for which `keep` holds.
+    pub fn retain(&mut self, keep: impl Fn(&ProcessKey) -> bool) {
+        self.snapshot.processes.retain(|p| keep(&p.key()));
+        self.details.retain(|k, _| keep(k));
+    }
+}
+
+/// As [`Observation::with_info`], for the stages that fill in the snapshot; a function
+/// of the two fields rather than a method, so that the rest of the observation (its
+/// topology, its uptime) stays readable during the loop.
+pub fn with_info_mut<'a>(
+    processes: &'a mut [Process],
+    details: &'a HashMap<ProcessKey, ProcInfo>,
+) -> impl Iterator<Item = (&'a mut Process, &'a ProcInfo)> {
+    processes
+        .iter_mut()
+        .filter_map(move |p| {
+            let info = details.get(&p.key())?;
+            Some((p, info))
+        })
 }
 
 /// Holds what one pass needs from the earlier ones.
@@ -256,8 +295,8 @@ impl Scanner {
                 Outcome::Kept(b) => {
                     let (p, info) = *b;
                     obs.incomplete += usize::from(!info.denied.is_empty());
+                    obs.details.insert(p.key(), info);
                     obs.snapshot.processes.push(p);
-                    obs.details.push(info);
                 }
                 Outcome::Vanished => obs.vanished += 1,
                 Outcome::Problem(e) => obs.problems.push(e),
@@ -510,7 +549,7 @@ fn empty_observation(topology: &Topology, uptime: f64, basis: DemandBasis) -> Ob
             topology: topology.clone(),
             processes: Vec::new(),
         },
-        details: Vec::new(),
+        details: HashMap::new(),
         problems: Vec::new(),
         incomplete: 0,
         vanished: 0,

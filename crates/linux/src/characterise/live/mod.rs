@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::store::{LearnParams, Quantity, Store, StoreError};
 use crate::observe::resctrl::{bandwidth_by_process, Resctrl};
-use crate::observe::{CounterError, CounterSource, Observation, ProcInfo};
+use crate::observe::{with_info_mut, CounterError, CounterSource, Observation, ProcInfo};
 use numasched_model::character::{resolve, Evidence, PenaltySource};
 use numasched_model::{Process, ProcessKey, Snapshot};
 
@@ -161,7 +161,7 @@ impl Live {
         let mut out = Vec::with_capacity(obs.snapshot.processes.len());
         let bandwidth = self.bandwidth(obs, &mut notes);
         let topo = &obs.snapshot.topology;
-        for (p, info) in obs.snapshot.processes.iter_mut().zip(&obs.details) {
+        for (p, info) in with_info_mut(&mut obs.snapshot.processes, &obs.details) {
             let bw = bandwidth.get(&p.pid);
             if let Some(b) = bw {
                 p.bandwidth_gbps = Some(b.gbps);
@@ -336,7 +336,7 @@ impl Live {
             }
         };
         let mut tgid: HashMap<u32, u32> = HashMap::new();
-        for info in &obs.details {
+        for info in obs.details.values() {
             tgid.insert(info.pid(), info.pid());
             for t in &info.threads {
                 tgid.insert(t.tid, info.pid());
