@@ -123,7 +123,10 @@ fn bed_scanning(
                 None,
             ),
             policy: numasched::policy::by_name("nmass").expect("policy"),
-            actuator: Actuator::new(FakeKernel::new(&ALL), ActuatorConfig::default()),
+            actuator: Actuator::new(
+                FakeKernel::new(&ALL).shown_in(fake.root()),
+                ActuatorConfig::default(),
+            ),
             tree: None,
             journal_file: Some(JournalFile::new(&journal)),
             jobs: slurm.then(|| {
@@ -148,12 +151,12 @@ fn everyone() -> Selection {
 }
 
 impl Bed {
-    /// A process in both the fake procfs and the fake kernel, homed on `node`.
+    /// A process on the fake machine (procfs and kernel alike), homed on `node`.
     fn add(&self, pid: u32, comm: &str, node: u32, start: u64) {
         let mut p = FakeProcess::new(pid, comm).pages(&[(node, 1000)]);
         p.start_time = start;
-        self.fake.add(&p).expect("add");
-        self.engine.actuator().kernel().add(pid, start, 1, &ALL);
+        p.cpus_allowed = CpuSet::from(ALL).to_string();
+        self.engine.actuator().kernel().spawn(&p).expect("spawn");
     }
 
     fn epoch(&mut self, now: f64) -> EpochReport {
@@ -398,24 +401,29 @@ fn a_process_the_daemon_moved_is_not_held_to_the_set_it_had_before() {
     b.epoch(0.0);
     let first = b.affinity(100).expect("placed");
     assert!(first.iter().all(|c| *c >= 2), "local on node 1: {first:?}");
-    // /proc shows what the kernel has; the process is busy (a tick every epoch), so
-    // the scan reads its status every 5 passes and keeps it in between.
-    let show = |b: &Bed, e: u64, cpus: &[CpuId], node: u32, pages: u64| {
+    // /proc shows what the fake kernel has; the process is busy (a tick every epoch),
+    // so the scan reads its status every 5 passes and keeps it in between.
+    let show = |b: &Bed, e: u64, node: u32, pages: u64| {
         let mut p = FakeProcess::new(100, "mcf").pages(&[(node, pages)]);
         p.start_time = 1000;
         p.cpu_ticks = 100 * e;
         p.threads[0].cpu_ticks = 100 * e;
-        p.cpus_allowed = numasched::topology::cpulist::format(cpus);
-        b.fake.add(&p).expect("rewrite");
+        b.fake.update(&p).expect("rewrite");
     };
+    let status = |b: &Bed| std::fs::read_to_string(b.fake.root().join("100/status")).unwrap();
+    assert!(
+        status(&b).contains(&format!("Cpus_allowed_list:\t{first}\n")),
+        "the kernel's set is what /proc shows: {}",
+        status(&b)
+    );
     for e in 1..8 {
-        show(&b, e, &first, 1, 1000);
+        show(&b, e, 1, 1000);
         b.epoch(e as f64);
         assert_eq!(b.affinity(100).as_ref(), Some(&first), "epoch {e}");
     }
     // Its memory moves to node 0 (and grows, so numa_maps is read at once): the
     // daemon follows it, and the kernel's affinity is the new set.
-    show(&b, 8, &first, 0, 1500);
+    show(&b, 8, 0, 1500);
     let r = b.epoch(8.0);
     assert_eq!(r.replan, vec!["pid 100 memory moved to node 0"]);
     let second = b.affinity(100).expect("alive");
@@ -424,7 +432,7 @@ fn a_process_the_daemon_moved_is_not_held_to_the_set_it_had_before() {
         "followed its memory: {second:?}"
     );
     for e in 9..20 {
-        show(&b, e, &second, 0, 1500);
+        show(&b, e, 0, 1500);
         let r = b.epoch(e as f64);
         assert!(r.replan.is_empty(), "epoch {e}: {:?}", r.replan);
         assert_eq!(b.affinity(100).as_ref(), Some(&second), "epoch {e}");

@@ -67,8 +67,14 @@ fn builds_a_valid_snapshot_and_rates_cpu_between_passes() {
     assert_eq!(p.current_cpus, vec![1, 2]);
     assert_eq!(p.allowed_cpus, None, "0-7 covers the machine: not a pin");
     assert_eq!(p.parent, Some(1));
-    assert_eq!(obs.info(&obs.snapshot.processes[0]).unwrap().tids(), vec![100, 101, 102]);
-    assert_eq!(obs.info(&obs.snapshot.processes[0]).unwrap().rss_bytes, 1024 * 4096);
+    assert_eq!(
+        obs.info(&obs.snapshot.processes[0]).unwrap().tids(),
+        vec![100, 101, 102]
+    );
+    assert_eq!(
+        obs.info(&obs.snapshot.processes[0]).unwrap().rss_bytes,
+        1024 * 4096
+    );
     assert_eq!(obs.snapshot.processes[1].parent, Some(100));
     assert_eq!(obs.snapshot.processes[1].cpu_demand, 0.0);
 
@@ -173,7 +179,12 @@ fn memory_on_unknown_nodes_and_cpus_off_the_machine_are_dropped() {
     assert_eq!(s.memory_bytes, BTreeMap::from([(0, 4096)]));
     assert_eq!(s.current_cpus, vec![3]);
     // The detail keeps what the kernel said.
-    let nm = obs.info(&obs.snapshot.processes[0]).unwrap().numa_maps.as_ref().unwrap();
+    let nm = obs
+        .info(&obs.snapshot.processes[0])
+        .unwrap()
+        .numa_maps
+        .as_ref()
+        .unwrap();
     assert_eq!(nm.node_bytes.get(&5), Some(&(7 * 4096)));
 }
 
@@ -195,7 +206,10 @@ fn vanishing_processes_are_counted_not_fatal() {
     let pids: Vec<u32> = obs.snapshot.processes.iter().map(|p| p.pid).collect();
     assert_eq!(pids, vec![10, 13]);
     assert_eq!(obs.vanished, 2);
-    assert_eq!(obs.info(&obs.snapshot.processes[1]).unwrap().tids(), vec![13, 15]);
+    assert_eq!(
+        obs.info(&obs.snapshot.processes[1]).unwrap().tids(),
+        vec![13, 15]
+    );
     assert_eq!(obs.snapshot.processes[1].threads, 2);
 
     // Gone while being read: every read through the handle sees it go.
@@ -289,7 +303,11 @@ fn hinting_faults_and_optional_files() {
     let faults = &obs.info(&obs.snapshot.processes[0]).unwrap().numa_faults;
     assert_eq!(faults[&0].task_total(), 4);
     assert_eq!(faults[&2].task_private, 9);
-    assert!(obs.info(&obs.snapshot.processes[1]).unwrap().numa_faults.is_empty());
+    assert!(obs
+        .info(&obs.snapshot.processes[1])
+        .unwrap()
+        .numa_faults
+        .is_empty());
 }
 
 /// The real `/proc`: the test process finds itself. Nothing machine-specific is
@@ -316,7 +334,11 @@ fn real_proc_finds_this_process() {
     let p = &obs.snapshot.processes[i];
     assert!(p.threads >= 1);
     assert!(p.start_time > 0);
-    assert!(obs.info(&obs.snapshot.processes[i]).unwrap().tids().contains(&me));
+    assert!(obs
+        .info(&obs.snapshot.processes[i])
+        .unwrap()
+        .tids()
+        .contains(&me));
     assert!(obs.info(&obs.snapshot.processes[i]).unwrap().rss_bytes > 0);
     assert!(obs.kernel_threads > 0 || obs.snapshot.processes.iter().all(|p| p.pid != 2));
     // A second pass rates CPU over the interval.

@@ -4,11 +4,19 @@
 //! appearing or exiting), so every interleaving the real machine can produce can be
 //! staged exactly. Every mutating call is logged, so a test can prove that nothing
 //! was changed.
+//!
+//! Shown in a fake procfs ([`FakeKernel::shown_in`]), it is one fake machine with the
+//! observe side: an affinity it sets is the `Cpus_allowed_list` the next scan reads, as
+//! on Linux, so a test of the whole loop does not write both by hand (and cannot let
+//! them disagree by mistake).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
 
 use super::kernel::{ErrorKind, Identity, Kernel, KernelError, Moving, Op, Region};
+use crate::observe::fakeproc::{FakeProc as FakeProcfs, FakeProcess};
 use numasched_model::topology::{CpuId, NodeId};
 use numasched_model::CpuSet;
 
@@ -97,6 +105,8 @@ pub const FAKE_PAGE: u64 = 4096;
 #[derive(Debug, Default)]
 pub struct FakeKernel {
     state: RefCell<State>,
+    /// The fake procfs root this kernel's affinities show in, if any.
+    shown_in: Option<PathBuf>,
 }
 
 impl FakeKernel {
@@ -107,6 +117,73 @@ impl FakeKernel {
                 online: online.into(),
                 ..State::default()
             }),
+            shown_in: None,
+        }
+    }
+
+    /// The same kernel, whose every affinity change shows in the fake procfs at
+    /// `proc_root` (`<pid>/status`, and `<pid>/task/<tid>/status` where it exists).
+    pub fn shown_in(mut self, proc_root: &Path) -> FakeKernel {
+        self.shown_in = Some(proc_root.to_path_buf());
+        self
+    }
+
+    /// Starts `p` on both sides of the machine: its files in the fake procfs this
+    /// kernel is shown in, and its threads here with the affinity its status gives.
+    pub fn spawn(&self, p: &FakeProcess) -> io::Result<()> {
+        let root = self.shown_in.as_deref().ok_or_else(|| {
+            io::Error::other("spawn needs a kernel shown in a fake procfs (shown_in)")
+        })?;
+        FakeProcfs::at(root).add(p)?;
+        let affinity = CpuSet::parse(&p.cpus_allowed).map_err(io::Error::other)?;
+        let threads = p
+            .threads
+            .iter()
+            .map(|t| (t.tid, affinity.clone()))
+            .collect();
+        self.state.borrow_mut().procs.insert(
+            p.pid,
+            FakeProc {
+                start_time: p.start_time,
+                kernel_thread: false,
+                threads,
+                cpuset: None,
+                memory: BTreeMap::new(),
+                pages: BTreeMap::new(),
+                mems: None,
+                children: Vec::new(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Rewrites the `Cpus_allowed_list` line of the status files showing `tid`.
+    fn show(&self, pid: u32, tid: u32, cpus: &CpuSet) {
+        let Some(root) = &self.shown_in else {
+            return;
+        };
+        let dir = root.join(pid.to_string());
+        let mut files = vec![dir.join("task").join(tid.to_string()).join("status")];
+        if tid == pid {
+            files.push(dir.join("status"));
+        }
+        for f in files {
+            // A process without such a file (exited, or a thread the fake procfs
+            // does not list) shows nothing, as on Linux.
+            let Ok(text) = std::fs::read_to_string(&f) else {
+                continue;
+            };
+            let shown: String = text
+                .lines()
+                .map(|l| {
+                    if l.starts_with("Cpus_allowed_list:") {
+                        format!("Cpus_allowed_list:\t{cpus}\n")
+                    } else {
+                        format!("{l}\n")
+                    }
+                })
+                .collect();
+            let _ = std::fs::write(&f, shown);
         }
     }
 
@@ -339,7 +416,9 @@ impl Kernel for FakeKernel {
         if v.is_empty() {
             return Err(fail(ErrorKind::Invalid));
         }
-        *slot = v;
+        *slot = v.clone();
+        drop(st);
+        self.show(pid, tid, &v);
         Ok(())
     }
 
@@ -503,5 +582,33 @@ impl Kernel for FakeKernel {
             .copied()
             .filter(|c| st.procs.contains_key(c))
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::status;
+
+    #[test]
+    fn an_affinity_set_is_what_the_fake_procfs_shows() {
+        let dir = tempfile::tempdir().unwrap();
+        let procfs = FakeProcfs::new(dir.path()).unwrap();
+        let k = FakeKernel::new(&[0, 1, 2, 3]).shown_in(procfs.root());
+        let mut p = FakeProcess::new(100, "mcf");
+        p.cpus_allowed = "0-3".into();
+        k.spawn(&p).unwrap();
+        let shown = || {
+            let path = dir.path().join("100/status");
+            let text = std::fs::read_to_string(&path).unwrap();
+            status::parse(&text, &path).unwrap().cpus_allowed
+        };
+        assert_eq!(shown(), Some(CpuSet::from([0, 1, 2, 3])));
+        k.set_affinity(100, 100, &CpuSet::from([2, 3])).unwrap();
+        assert_eq!(shown(), Some(CpuSet::from([2, 3])));
+        assert_eq!(k.affinity_of(100, 100), Some(CpuSet::from([2, 3])));
+        // A refused change shows nothing new.
+        assert!(k.set_affinity(100, 100, &CpuSet::from([7])).is_err());
+        assert_eq!(shown(), Some(CpuSet::from([2, 3])));
     }
 }

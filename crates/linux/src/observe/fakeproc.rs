@@ -163,6 +163,13 @@ impl FakeProc {
         Ok(f)
     }
 
+    /// A fake procfs already made (by [`FakeProc::new`]) at `root`.
+    pub fn at(root: &Path) -> FakeProc {
+        FakeProc {
+            root: root.to_path_buf(),
+        }
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -173,11 +180,21 @@ impl FakeProc {
 
     /// Writes (or rewrites) a process and its threads.
     pub fn add(&self, p: &FakeProcess) -> io::Result<()> {
+        self.update(p)?;
+        fs::write(
+            self.root.join(p.pid.to_string()).join("status"),
+            p.status_text(),
+        )
+    }
+
+    /// Rewrites what a process does (its stat, threads, memory, sched) but not its
+    /// status, which holds what it may use: that is the fake kernel's to show once
+    /// it is shown here (`FakeKernel::shown_in`).
+    pub fn update(&self, p: &FakeProcess) -> io::Result<()> {
         let dir = self.root.join(p.pid.to_string());
         let _ = fs::remove_dir_all(dir.join("task"));
         fs::create_dir_all(&dir)?;
         fs::write(dir.join("stat"), p.stat_line())?;
-        fs::write(dir.join("status"), p.status_text())?;
         fs::write(dir.join("numa_maps"), &p.numa_maps)?;
         match &p.sched {
             Some(s) => fs::write(dir.join("sched"), s)?,

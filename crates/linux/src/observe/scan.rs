@@ -184,12 +184,10 @@ pub fn with_info_mut<'a>(
     processes: &'a mut [Process],
     details: &'a HashMap<ProcessKey, ProcInfo>,
 ) -> impl Iterator<Item = (&'a mut Process, &'a ProcInfo)> {
-    processes
-        .iter_mut()
-        .filter_map(move |p| {
-            let info = details.get(&p.key())?;
-            Some((p, info))
-        })
+    processes.iter_mut().filter_map(move |p| {
+        let info = details.get(&p.key())?;
+        Some((p, info))
+    })
 }
 
 /// Holds what one pass needs from the earlier ones.
