@@ -15,13 +15,13 @@ use numasched::daemon::select::Selector;
 use numasched::daemon::trigger::TriggerParams;
 use numasched::daemon::{Engine, EngineConfig, Stages};
 use numasched::model::{Process, Snapshot};
-use numasched::observe::fakeproc::{FakeProc, FakeProcess};
+use numasched::observe::fakeproc::{FakeProcess, FakeProcfs};
 use numasched::observe::{ScanConfig, Scanner};
 use numasched::policy;
 use numasched::topology::{self, Topology};
 
 fn engine(n: usize, dir: &std::path::Path) -> Engine<FakeKernel> {
-    let fake = FakeProc::new(&dir.join("proc")).expect("fake procfs");
+    let fake = FakeProcfs::new(&dir.join("proc")).expect("fake procfs");
     let topo = topology::machine("2n:2l:8c:2t").expect("spec");
     let cpus: Vec<u32> = topo.cpus().iter().map(|c| c.id).collect();
     let kernel = FakeKernel::new(&cpus);

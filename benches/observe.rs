@@ -10,14 +10,14 @@
 use std::collections::HashSet;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use numasched::observe::fakeproc::{FakeProc, FakeProcess, TICKS};
+use numasched::observe::fakeproc::{FakeProcess, FakeProcfs, TICKS};
 use numasched::observe::{ReadOptions, ScanConfig, Scanner};
 use numasched::topology::{self, Topology};
 
 /// `n` processes: 1–4 threads, 2–40 numa_maps lines spread over two nodes, a tenth
 /// of them kernel threads (skipped after stat), like a busy server's /proc. Returns
 /// the user processes, for benchmarks that change them.
-fn populate(f: &FakeProc, n: u32) -> Vec<FakeProcess> {
+fn populate(f: &FakeProcfs, n: u32) -> Vec<FakeProcess> {
     let mut user = Vec::new();
     for i in 0..n {
         let pid = 1000 + i * 8;
@@ -46,16 +46,16 @@ fn populate(f: &FakeProc, n: u32) -> Vec<FakeProcess> {
 
 /// A fake /proc of `n` processes on tmpfs where there is one: procfs is in memory
 /// too, and a disk filesystem's directory lookups would dominate the figure.
-fn tree(n: u32) -> (tempfile::TempDir, FakeProc, Vec<FakeProcess>) {
+fn tree(n: u32) -> (tempfile::TempDir, FakeProcfs, Vec<FakeProcess>) {
     let dir = tempfile::tempdir_in("/dev/shm")
         .or_else(|_| tempfile::tempdir())
         .unwrap();
-    let f = FakeProc::new(&dir.path().join("proc")).unwrap();
+    let f = FakeProcfs::new(&dir.path().join("proc")).unwrap();
     let user = populate(&f, n);
     (dir, f, user)
 }
 
-fn config(f: &FakeProc) -> ScanConfig {
+fn config(f: &FakeProcfs) -> ScanConfig {
     ScanConfig {
         proc_root: f.root().to_path_buf(),
         exclude: HashSet::new(),

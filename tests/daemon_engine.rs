@@ -15,7 +15,7 @@ use numasched::daemon::recovery::JournalFile;
 use numasched::daemon::select::Selector;
 use numasched::daemon::trigger::TriggerParams;
 use numasched::daemon::{Engine, EngineConfig, EpochReport, Stages};
-use numasched::observe::fakeproc::{FakeProc, FakeProcess};
+use numasched::observe::fakeproc::{FakeProcess, FakeProcfs};
 use numasched::observe::slurm::{JobMode, SlurmReader};
 use numasched::observe::{CounterError, CounterSample, CounterSource, ScanConfig, Scanner};
 use numasched::topology::{spec, CpuId};
@@ -60,7 +60,7 @@ const ALL: [CpuId; 4] = [0, 1, 2, 3];
 
 struct Bed {
     _dir: tempfile::TempDir,
-    fake: FakeProc,
+    fake: FakeProcfs,
     counts: Scripted,
     engine: Engine<FakeKernel>,
     uptime: f64,
@@ -85,7 +85,7 @@ fn bed_scanning(
     every_pass: bool,
 ) -> Bed {
     let dir = tempfile::tempdir().expect("tempdir");
-    let fake = FakeProc::new(&dir.path().join("proc")).expect("fake procfs");
+    let fake = FakeProcfs::new(&dir.path().join("proc")).expect("fake procfs");
     let journal = dir.path().join("journal.json");
     let topology = spec::parse("2n:1l:2c:1t").expect("spec");
     let counts = Scripted::default();
@@ -349,10 +349,10 @@ fn a_quiet_process_is_released_after_release_after_epochs_not_before() {
     assert_eq!(b.epoch(4.0).managed, 0);
 }
 
-fn test_status() -> numasched::daemon::Status {
-    numasched::daemon::Status {
+fn test_status() -> numasched::daemon::DaemonStatus {
+    numasched::daemon::DaemonStatus {
         errors_total: 99,
-        ..numasched::daemon::Status::new(numasched::observe::Sensors::detect_with(
+        ..numasched::daemon::DaemonStatus::new(numasched::observe::Sensors::detect_with(
             &numasched::observe::sensors::Roots {
                 proc: "/nonexistent".into(),
                 sys: "/nonexistent".into(),

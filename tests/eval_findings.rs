@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use numasched::policy::Policy;
 use numasched::sim::eval::runner::{Row, LINUX, ORACLE, ROTATION};
-use numasched::sim::eval::{bridge, suites};
+use numasched::sim::eval::{from_model, suites};
 use numasched::sim::{params_for, ProfileSet};
 
 /// Every row of the suite, in case order, computed once.
@@ -21,10 +21,10 @@ fn rows() -> &'static [Row] {
 fn run_suite() -> Vec<Row> {
     let profiles = ProfileSet::builtin();
     let suite = suites::suite("nmass", None, &|t, p| {
-        bridge::facts(t, &params_for(t), &profiles, p)
+        from_model::facts(t, &params_for(t), &profiles, p)
     })
     .expect("the nmass suite builds from the built-in profiles");
-    let runner = bridge::runner_for(&suite, profiles.clone()).expect("cases");
+    let runner = from_model::runner_for(&suite, profiles.clone()).expect("cases");
     let policies: Vec<Box<dyn Policy>> = suite
         .policies
         .iter()
@@ -312,11 +312,11 @@ fn the_oracle_is_proven_and_unbeaten() {
 fn migration_adds_to_placement_and_the_oracle_still_bounds_it() {
     let profiles = ProfileSet::builtin();
     let suite = suites::suite("nmass-migrate", None, &|t, p| {
-        bridge::facts(t, &params_for(t), &profiles, p)
+        from_model::facts(t, &params_for(t), &profiles, p)
     })
     .expect("suite");
     assert!(suite.migration);
-    let runner = bridge::runner_for(&suite, profiles.clone()).expect("cases");
+    let runner = from_model::runner_for(&suite, profiles.clone()).expect("cases");
     let names = ["nmass", "auto", "auto-migrate", "oracle"];
     let policies: Vec<Box<dyn Policy>> = names.iter().map(|n| runner.policy(n).unwrap()).collect();
     let rows = runner.run_all(&suite.cases, &policies, 2, &|_, _| {});
@@ -405,10 +405,10 @@ fn autonuma_is_the_second_baseline() {
 fn membus_rotation_beats_linux_as_published() {
     let profiles = ProfileSet::builtin();
     let suite = suites::suite("membus", None, &|t, p| {
-        bridge::facts(t, &params_for(t), &profiles, p)
+        from_model::facts(t, &params_for(t), &profiles, p)
     })
     .expect("the membus suite builds from the built-in profiles");
-    let runner = bridge::runner_for(&suite, profiles.clone()).expect("cases");
+    let runner = from_model::runner_for(&suite, profiles.clone()).expect("cases");
     let names = [LINUX, ROTATION];
     let policies: Vec<Box<dyn Policy>> = names
         .iter()

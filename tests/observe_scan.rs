@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use numasched::observe::fakeproc::{FakeProc, FakeProcess, TICKS};
+use numasched::observe::fakeproc::{FakeProcess, FakeProcfs, TICKS};
 use numasched::observe::{
     read_process, DemandBasis, ObserveError, ProcDir, ReadOptions, ScanConfig, Scanner,
 };
@@ -28,9 +28,9 @@ fn config(root: &Path) -> ScanConfig {
     }
 }
 
-fn fake() -> (tempfile::TempDir, FakeProc) {
+fn fake() -> (tempfile::TempDir, FakeProcfs) {
     let dir = tempfile::tempdir().unwrap();
-    let f = FakeProc::new(&dir.path().join("proc")).unwrap();
+    let f = FakeProcfs::new(&dir.path().join("proc")).unwrap();
     (dir, f)
 }
 

@@ -13,7 +13,7 @@ use crate::policy::Policy;
 use crate::sim::eval::report::{self, Results};
 use crate::sim::eval::suites::{ProgramFacts, Suite};
 use crate::sim::eval::workloads::{self, Workloads};
-use crate::sim::eval::{bridge, html, suites};
+use crate::sim::eval::{from_model, html, suites};
 use crate::sim::ProfileSet;
 use crate::topology::{Topology, THIS};
 
@@ -127,7 +127,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         (Some(name), None) => built_in(name, &args)?,
         (None, None) => anyhow::bail!("say what to run: --suite S or --workloads FILE"),
     };
-    let mut runner = bridge::runner_for(&suite, profiles).context("the suite has no cases")?;
+    let mut runner = from_model::runner_for(&suite, profiles).context("the suite has no cases")?;
     runner.pin = args.pin;
     let names: Vec<String> = wanted.unwrap_or_else(|| suite.policies.clone());
     let policies: Vec<Box<dyn Policy>> = names
@@ -299,7 +299,7 @@ fn from_file(path: &Path, args: &EvalArgs) -> anyhow::Result<(Suite, ProfileSet)
 
 /// What the suites know of a program on a machine: its profile and a solo run there.
 fn facts_of(profiles: &ProfileSet) -> impl Fn(&Topology, &str) -> Option<ProgramFacts> + '_ {
-    |t, p| bridge::facts(t, &crate::sim::params_for(t), profiles, p)
+    |t, p| from_model::facts(t, &crate::sim::params_for(t), profiles, p)
 }
 
 /// Creates `dir` if needed and proves a file can be made in it.

@@ -17,7 +17,7 @@ use crate::daemon::logging;
 use crate::model::character::PenaltySource;
 use crate::model::{Process, Snapshot};
 use crate::policy::{self, Policy as _};
-use crate::sim::eval::{bridge, runner::Runner};
+use crate::sim::eval::{from_model, runner::Runner};
 use crate::sim::{self, ProfileSet};
 use crate::topology::cpulist;
 
@@ -50,7 +50,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     // penalty from the snapshot).
     let inner = if name == "oracle" {
         let params = sim::params_for(&snapshot.topology);
-        Runner::new(bridge::time_model(params, ProfileSet::builtin(), None)).oracle()
+        Runner::new(from_model::time_model(params, ProfileSet::builtin(), None)).oracle()
     } else {
         policy::by_name(name)?
     };

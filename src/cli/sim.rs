@@ -13,7 +13,7 @@ use crate::model::{Placement, Plan, Snapshot};
 use crate::policy::alloc::{self, Occupancy};
 use crate::policy::{linux::Linux, Policy};
 use crate::sim::eval::runner::{effective, with_current, Runner, ORACLE, ROTATION};
-use crate::sim::eval::{bridge, suites};
+use crate::sim::eval::{from_model, suites};
 use crate::sim::{self, ProfileSet};
 use crate::topology::{cpulist, CpuId, NodeId, Topology};
 
@@ -110,7 +110,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<String>>()?;
     let programs: Vec<&str> = args.programs.iter().map(String::as_str).collect();
     let case = suites::case("sim", "sim", &map, &topo, &programs, &|t, p| {
-        bridge::facts(t, &params, &profiles, p)
+        from_model::facts(t, &params, &profiles, p)
     })
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let snapshot = case.snapshot;
@@ -309,7 +309,11 @@ fn by_policy(
              cannot show it; `numasched eval --suite membus` scores it"
         );
     }
-    let runner = Runner::new(bridge::time_model(params.clone(), profiles.clone(), None));
+    let runner = Runner::new(from_model::time_model(
+        params.clone(),
+        profiles.clone(),
+        None,
+    ));
     // `sim` shows the oracle's placement too, so the list of what it knows says so.
     let pol = runner.policy(name).map_err(|e| {
         anyhow::anyhow!(

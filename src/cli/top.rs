@@ -27,7 +27,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use super::manage::SelectArgs;
 use crate::daemon::config::{parse_duration, parse_policy, DEFAULT_SOCKET};
-use crate::daemon::status::Status;
+use crate::daemon::status::DaemonStatus;
 use source::Source;
 use view::{Key, Outcome, Screen, UiState};
 
@@ -67,7 +67,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
     let interval = args.interval.max(MIN_INTERVAL);
     let mut tui = Tui::enter()?;
     let mut ui = UiState::default();
-    let mut status: Option<Status> = None;
+    let mut status: Option<DaemonStatus> = None;
     let mut error: Option<String> = None;
     match first {
         Ok(s) => status = Some(s),

@@ -12,7 +12,7 @@ use super::engine::{Engine, EngineConfig, Stages};
 use super::jobs::Jobs;
 use super::recovery::{self, JournalFile, JournalLock};
 use super::select::Selector;
-use super::status::Status;
+use super::status::DaemonStatus;
 use super::trigger::TriggerParams;
 use numasched_linux::apply::{Actuator, ActuatorConfig, LinuxKernel};
 use numasched_linux::characterise::live::{Live, LiveConfig};
@@ -72,8 +72,8 @@ impl Built {
         migrate_pages: bool,
         started_unix: i64,
         last_epoch: std::time::Duration,
-    ) -> Status {
-        let mut s = Status {
+    ) -> DaemonStatus {
+        let mut s = DaemonStatus {
             started_unix,
             now_unix: super::service::unix_now(),
             policy: self.policy.to_string(),
@@ -82,7 +82,7 @@ impl Built {
             migrate_pages,
             store: self.store.as_ref().map(|p| p.display().to_string()),
             last_epoch_ms: last_epoch.as_secs_f64() * 1e3,
-            ..Status::new(self.sensors.clone())
+            ..DaemonStatus::new(self.sensors.clone())
         };
         self.engine.fill_status(&mut s);
         for n in &mut s.nodes_view {

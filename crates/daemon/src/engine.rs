@@ -18,7 +18,7 @@ use super::need::{Need, Needs, Reading};
 use super::recovery::{JournalFile, RecoveryError};
 use super::select::{self, Managed, Selector, Tree};
 use super::stabilise::stabilise;
-use super::status::{Decision, ProcessView, Status};
+use super::status::{DaemonStatus, Decision, ProcessView};
 use super::trigger::{self, Trigger, TriggerParams};
 use numasched_linux::apply::{Action, Actuator, ApplyReport, Journal, Kernel, Restored};
 use numasched_linux::characterise::live::{Characterised, Live};
@@ -670,7 +670,7 @@ impl<K: Kernel> Engine<K> {
 
     /// Fills what the engine knows into the status; the caller adds options,
     /// sensors and times.
-    pub fn fill_status(&self, s: &mut Status) {
+    pub fn fill_status(&self, s: &mut DaemonStatus) {
         let views = self.views();
         s.max_epoch_ms = self.max_epoch_ms;
         s.max_migration_step_ms = self.actuator.longest_migration_step_s() * 1e3;

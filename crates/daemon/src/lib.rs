@@ -20,7 +20,6 @@
 //! - [`privileges`]: once started, every capability the epochs do not use is dropped.
 
 pub mod assemble;
-pub mod board;
 pub mod config;
 pub mod conns;
 pub mod engine;
@@ -38,8 +37,9 @@ pub mod service;
 pub mod socket;
 pub mod stabilise;
 pub mod status;
+pub mod status_board;
 pub mod trigger;
 
 pub use config::Options;
 pub use engine::{Engine, EngineConfig, EpochReport, Stages};
-pub use status::Status;
+pub use status::DaemonStatus;

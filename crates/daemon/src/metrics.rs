@@ -1,4 +1,4 @@
-//! The Prometheus endpoint (`--metrics ADDR`, off by default): the daemon's [`Status`]
+//! The Prometheus endpoint (`--metrics ADDR`, off by default): the daemon's [`DaemonStatus`]
 //! in the text exposition format 0.0.4, over a deliberately tiny HTTP/1.1 server.
 //!
 //! [`render`] is a pure function of the status the epoch loop publishes for the control
@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use super::conns::{self, Conns, Request};
 use super::socket::Shared;
-use super::status::Status;
+use super::status::DaemonStatus;
 
 /// The whole request (line and headers) must arrive within this time.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -228,7 +228,7 @@ impl Out {
 
 /// The status in the text exposition format, version 0.0.4.
 #[allow(clippy::too_many_lines)] // longer than the rest: to be split (issue 15)
-pub fn render(s: &Status) -> String {
+pub fn render(s: &DaemonStatus) -> String {
     let mut o = Out(String::new());
     o.family(
         "numasched_info",
@@ -475,7 +475,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::io::Read;
 
-    fn status() -> Status {
+    fn status() -> DaemonStatus {
         let p = |pid: u32, program: &str, mpki: Option<f64>, changes: u64| ProcessView {
             pid,
             start_time: 1,
@@ -497,7 +497,7 @@ mod tests {
             waiting: 0.0,
             job: None,
         };
-        Status {
+        DaemonStatus {
             version: "0.1.0".into(),
             pid: 42,
             now_unix: 10,
@@ -545,7 +545,7 @@ mod tests {
                 tasks: 2,
                 managed: 1,
             }],
-            ..Status::new(Sensors::detect_with(
+            ..DaemonStatus::new(Sensors::detect_with(
                 &numasched_linux::observe::sensors::Roots {
                     proc: "/nonexistent".into(),
                     sys: "/nonexistent".into(),
@@ -665,7 +665,7 @@ mod tests {
     #[test]
     fn serves_get_metrics_only_and_drops_slow_or_huge_requests() {
         let (wake, _loop) = std::sync::mpsc::channel();
-        let shared: Shared = Shared::new(super::super::board::Board::new(wake));
+        let shared: Shared = Shared::new(super::super::status_board::Board::new(wake));
         let server = MetricsServer::start("127.0.0.1:0".parse().expect("addr"), shared.clone())
             .expect("bind");
         let addr = server.addr();

@@ -21,12 +21,12 @@ use signal_hook::iterator::Signals;
 use tracing::{debug, info, warn};
 
 use super::assemble::Built;
-use super::board::{Board, Wake};
 use super::config::Options;
 use super::engine::EpochReport;
 use super::metrics::MetricsServer;
 use super::privileges;
 use super::socket::{Server, Shared};
+use super::status_board::{Board, Wake};
 use numasched_linux::apply::{Action, Restored};
 
 pub fn unix_now() -> i64 {

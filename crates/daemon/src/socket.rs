@@ -1,5 +1,5 @@
 //! The control socket: a unix stream socket, mode 0600, that answers `status` with the
-//! daemon's [`Status`] as one JSON line, and takes `job-task {json}` lines from the
+//! daemon's [`DaemonStatus`] as one JSON line, and takes `job-task {json}` lines from the
 //! Slurm SPANK plugin (a task of a job started or exited, see [`super::jobs`]).
 //!
 //! Why a socket and not a file: the status is the daemon's memory, only valid while it
@@ -18,10 +18,10 @@ use std::time::Duration;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use nix::sys::stat::{umask, Mode};
 
-use super::board::Board;
 use super::conns::{self, Conns};
 use super::jobs::{Jobs, TaskEvent};
-use super::status::Status;
+use super::status::DaemonStatus;
+use super::status_board::Board;
 
 /// How long a client may take to send its request, so a stuck client cannot hold the
 /// server thread.
@@ -224,7 +224,7 @@ fn error_json(what: &str) -> String {
 }
 
 /// Asks the daemon at `path` for its status.
-pub fn request_status(path: &Path) -> Result<Status, SocketError> {
+pub fn request_status(path: &Path) -> Result<DaemonStatus, SocketError> {
     let unreachable = |err| SocketError::Unreachable {
         path: path.into(),
         err,

@@ -14,7 +14,7 @@ use numasched_model::topology::{cpulist, CpuId, NodeId};
 use numasched_model::CpuSet;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Status {
+pub struct DaemonStatus {
     pub version: String,
     pub pid: u32,
     pub started_unix: i64,
@@ -138,12 +138,12 @@ fn opt(v: Option<f64>, prec: usize) -> String {
     v.map_or("-".into(), |x| format!("{x:.prec$}"))
 }
 
-impl Status {
+impl DaemonStatus {
     /// This process's status before the engine and the options fill it in
     /// ([`super::Engine::fill_status`], [`super::assemble::Built::status`]): counts at
     /// zero, nothing managed, nothing decided.
-    pub fn new(sensors: Sensors) -> Status {
-        Status {
+    pub fn new(sensors: Sensors) -> DaemonStatus {
+        DaemonStatus {
             version: env!("CARGO_PKG_VERSION").into(),
             pid: std::process::id(),
             started_unix: 0,
@@ -173,7 +173,7 @@ impl Status {
         }
     }
 
-    /// The Slurm job steps' table of [`Status::render`], if there are any.
+    /// The Slurm job steps' table of [`DaemonStatus::render`], if there are any.
     fn render_jobs(&self, s: &mut String) {
         if self.jobs.is_empty() {
             return;

@@ -1,4 +1,4 @@
-//! Where `top` gets a [`Status`] each refresh: the running daemon over its control
+//! Where `top` gets a [`DaemonStatus`] each refresh: the running daemon over its control
 //! socket, or this process observing the machine itself, exactly as live `plan` does
 //! (a dry pipeline that writes nothing) but with one engine kept across refreshes so
 //! CPU rates are per interval.
@@ -13,7 +13,7 @@ use crate::daemon::assemble::{self, Built, Use};
 use crate::daemon::config::parse_policy;
 use crate::daemon::service::unix_now;
 use crate::daemon::socket::{request_status, SocketError};
-use crate::daemon::status::Status;
+use crate::daemon::status::DaemonStatus;
 
 pub enum Source {
     Daemon {
@@ -32,7 +32,7 @@ pub enum Source {
 impl Source {
     /// Attaches to the daemon if it answers (or says why it cannot yet), otherwise
     /// observes the machine here. Returns the first status, or the daemon's error.
-    pub fn open(args: &TopArgs) -> anyhow::Result<(Source, Result<Status, String>)> {
+    pub fn open(args: &TopArgs) -> anyhow::Result<(Source, Result<DaemonStatus, String>)> {
         if args.standalone {
             return standalone(args, "--standalone".into());
         }
@@ -58,7 +58,7 @@ impl Source {
     }
 
     /// For the header.
-    pub fn mode(&self, status: Option<&Status>) -> String {
+    pub fn mode(&self, status: Option<&DaemonStatus>) -> String {
         match self {
             Source::Daemon { socket } => match status {
                 Some(s) => format!("attached to daemon pid {} at {}", s.pid, socket.display()),
@@ -70,7 +70,7 @@ impl Source {
         }
     }
 
-    pub fn fetch(&mut self) -> anyhow::Result<Status> {
+    pub fn fetch(&mut self) -> anyhow::Result<DaemonStatus> {
         match self {
             Source::Daemon { socket } => Ok(request_status(socket)?),
             Source::Standalone {
@@ -91,7 +91,10 @@ impl Source {
     }
 }
 
-fn standalone(args: &TopArgs, why: String) -> anyhow::Result<(Source, Result<Status, String>)> {
+fn standalone(
+    args: &TopArgs,
+    why: String,
+) -> anyhow::Result<(Source, Result<DaemonStatus, String>)> {
     let mut opts = args.select.options()?;
     if let Some(p) = &args.policy {
         opts.policy = parse_policy(p).map_err(anyhow::Error::msg)?;
@@ -112,7 +115,7 @@ fn standalone(args: &TopArgs, why: String) -> anyhow::Result<(Source, Result<Sta
 }
 
 /// The daemon's status, built the way the daemon publishes it.
-fn status_of(built: &Built, interval_s: f64, started_unix: i64, t0: Instant) -> Status {
+fn status_of(built: &Built, interval_s: f64, started_unix: i64, t0: Instant) -> DaemonStatus {
     // A standalone view plans and never applies: a dry run, no migration.
     built.status(interval_s, true, false, started_unix, t0.elapsed())
 }

@@ -1,5 +1,5 @@
 //! The pure half of `numasched top`: which rows, in which order, how each cell reads,
-//! and the widget tree for one frame, from a [`Status`] and the UI state. No terminal
+//! and the widget tree for one frame, from a [`DaemonStatus`] and the UI state. No terminal
 //! here, so everything is tested by rendering into ratatui's `TestBackend`.
 
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -9,7 +9,7 @@ use ratatui::widgets::{Block, Paragraph, Row, Table};
 use ratatui::Frame;
 
 use crate::daemon::nodes::NodeView;
-use crate::daemon::status::{ProcessView, Status};
+use crate::daemon::status::{DaemonStatus, ProcessView};
 use crate::topology::{cpulist, CpuId};
 
 /// The column the process table is sorted by; `s` cycles through them in this order.
@@ -306,7 +306,7 @@ const NODE_WIDTHS: [Constraint; 6] = [
 /// What the frame shows besides the status: where it came from and the last error.
 #[derive(Debug, Clone, Copy)]
 pub struct Screen<'a> {
-    pub status: Option<&'a Status>,
+    pub status: Option<&'a DaemonStatus>,
     /// `attached to ...` or `standalone (...)`.
     pub mode: &'a str,
     pub error: Option<&'a str>,
@@ -482,7 +482,7 @@ mod tests {
         .expect("process view")
     }
 
-    fn status() -> Status {
+    fn status() -> DaemonStatus {
         let topo = crate::topology::spec::parse("2n:1l:2c:1t").expect("spec");
         let processes = vec![
             proc(100, "mcf", 1.0, Some(30.0), Some(0.5)),
@@ -492,7 +492,7 @@ mod tests {
         let mut nodes_view = crate::daemon::nodes::node_views(&topo, &processes);
         nodes_view[0].memory_used_bytes = Some(3 << 30);
         let sensor = |available: bool| serde_json::json!({"available": available, "detail": "-"});
-        let mut s: Status = serde_json::from_value(serde_json::json!({
+        let mut s: DaemonStatus = serde_json::from_value(serde_json::json!({
             "version": "0.1.0",
             "pid": 1234,
             "started_unix": 0,

@@ -16,12 +16,13 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::kernel::{ErrorKind, Identity, Kernel, KernelError, Moving, Op, Region};
-use crate::observe::fakeproc::{FakeProc as FakeProcfs, FakeProcess};
+use crate::observe::fakeproc::{FakeProcess, FakeProcfs};
 use numasched_model::topology::{CpuId, NodeId};
 use numasched_model::CpuSet;
 
+/// A process as the fake kernel holds it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FakeProc {
+pub struct KernelProcess {
     pub start_time: u64,
     pub kernel_thread: bool,
     /// Affinity per thread id.
@@ -86,7 +87,7 @@ pub enum Call {
 #[derive(Debug, Default)]
 struct State {
     online: CpuSet,
-    procs: BTreeMap<u32, FakeProc>,
+    procs: BTreeMap<u32, KernelProcess>,
     triggers: Vec<Trigger>,
     calls: Vec<Call>,
     /// What [`Kernel::now`] says.
@@ -143,7 +144,7 @@ impl FakeKernel {
             .collect();
         self.state.borrow_mut().procs.insert(
             p.pid,
-            FakeProc {
+            KernelProcess {
                 start_time: p.start_time,
                 kernel_thread: false,
                 threads,
@@ -195,7 +196,7 @@ impl FakeKernel {
             .collect();
         self.state.borrow_mut().procs.insert(
             pid,
-            FakeProc {
+            KernelProcess {
                 start_time,
                 kernel_thread: false,
                 threads,
@@ -246,7 +247,7 @@ impl FakeKernel {
     }
 
     /// Direct access to a process, to set a cpuset, memory, or to inspect it.
-    pub fn with_proc<R>(&self, pid: u32, f: impl FnOnce(&mut FakeProc) -> R) -> Option<R> {
+    pub fn with_proc<R>(&self, pid: u32, f: impl FnOnce(&mut KernelProcess) -> R) -> Option<R> {
         self.state.borrow_mut().procs.get_mut(&pid).map(f)
     }
 
@@ -320,7 +321,7 @@ impl FakeKernel {
                     let online = st.online.clone();
                     st.procs.insert(
                         pid,
-                        FakeProc {
+                        KernelProcess {
                             start_time,
                             kernel_thread: false,
                             threads: BTreeMap::from([(pid, online)]),

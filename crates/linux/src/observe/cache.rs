@@ -468,7 +468,7 @@ mod tests {
     use std::collections::{BTreeMap, HashSet};
 
     use super::*;
-    use crate::observe::fakeproc::{FakeProc, FakeProcess, TICKS};
+    use crate::observe::fakeproc::{FakeProcess, FakeProcfs, TICKS};
     use crate::observe::{Observation, Scanner};
     use numasched_model::topology::{self, Topology};
 
@@ -476,17 +476,17 @@ mod tests {
         topology::machine("2n:1l:2c:1t").unwrap()
     }
 
-    fn fake() -> (tempfile::TempDir, FakeProc) {
+    fn fake() -> (tempfile::TempDir, FakeProcfs) {
         // tmpfs where there is one: the churn test writes thousands of files.
         let dir = tempfile::tempdir_in("/dev/shm")
             .or_else(|_| tempfile::tempdir())
             .unwrap();
-        let f = FakeProc::new(&dir.path().join("proc")).unwrap();
+        let f = FakeProcfs::new(&dir.path().join("proc")).unwrap();
         (dir, f)
     }
 
     /// Ages as configured, without the idle extension (tested on its own).
-    fn config(f: &FakeProc) -> ScanConfig {
+    fn config(f: &FakeProcfs) -> ScanConfig {
         ScanConfig {
             proc_root: f.root().to_path_buf(),
             exclude: HashSet::new(),
@@ -546,7 +546,7 @@ mod tests {
     }
 
     /// Replaces the numa_maps file only: RSS in stat stays as it was.
-    fn move_pages(f: &FakeProc, pid: u32, to: &[(u32, u64)]) {
+    fn move_pages(f: &FakeProcfs, pid: u32, to: &[(u32, u64)]) {
         let text = FakeProcess::new(pid, "x").pages(to).numa_maps;
         f.write(pid, "numa_maps", &text).unwrap();
     }
@@ -919,7 +919,7 @@ mod tests {
     /// Passes of one process under `cfg`, uptime one second apart from 101 s; its
     /// CPU demand in each, after `before(pass)` changed the files.
     fn demands(
-        f: &FakeProc,
+        f: &FakeProcfs,
         cfg: ScanConfig,
         passes: u64,
         mut before: impl FnMut(u64),

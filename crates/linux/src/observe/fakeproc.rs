@@ -148,24 +148,24 @@ impl FakeProcess {
 }
 
 /// The directory standing in for `/proc`.
-pub struct FakeProc {
+pub struct FakeProcfs {
     root: PathBuf,
 }
 
-impl FakeProc {
+impl FakeProcfs {
     /// Creates `root` (if needed) with an `uptime` of 100 s.
-    pub fn new(root: &Path) -> io::Result<FakeProc> {
+    pub fn new(root: &Path) -> io::Result<FakeProcfs> {
         fs::create_dir_all(root)?;
-        let f = FakeProc {
+        let f = FakeProcfs {
             root: root.to_path_buf(),
         };
         f.set_uptime(100.0)?;
         Ok(f)
     }
 
-    /// A fake procfs already made (by [`FakeProc::new`]) at `root`.
-    pub fn at(root: &Path) -> FakeProc {
-        FakeProc {
+    /// A fake procfs already made (by [`FakeProcfs::new`]) at `root`.
+    pub fn at(root: &Path) -> FakeProcfs {
+        FakeProcfs {
             root: root.to_path_buf(),
         }
     }

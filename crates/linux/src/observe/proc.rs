@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::error::{classify, IoOutcome, ObserveError};
 use super::numa_maps::{self, NumaMaps};
 use super::sched::{self, NumaFaults};
-use super::status::{self, Status};
+use super::status::{self, ProcStatus};
 use numasched_model::topology::{CpuId, NodeId};
 use numasched_model::CpuSet;
 
@@ -320,7 +320,7 @@ impl ProcDir {
         parse_stat(&bytes, &self.path.join("stat")).map(Some)
     }
 
-    pub fn status(&self) -> Result<Option<Status>, ObserveError> {
+    pub fn status(&self) -> Result<Option<ProcStatus>, ObserveError> {
         let Some(bytes) = self.read("status")? else {
             return Ok(None);
         };

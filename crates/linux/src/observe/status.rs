@@ -1,6 +1,6 @@
 //! The few lines of `/proc/<pid>/status` placement needs.
 //!
-//! procfs's `Status` insists on some thirty fields (Uid, SigQ, CapBnd, ...) and fails
+//! procfs's `ProcStatus` insists on some thirty fields (Uid, SigQ, CapBnd, ...) and fails
 //! the process when one is missing; we need five and parse them here, so a kernel that
 //! drops or renames an unrelated line costs nothing.
 
@@ -11,7 +11,7 @@ use numasched_model::topology::{cpulist, NodeId};
 use numasched_model::CpuSet;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Status {
+pub struct ProcStatus {
     pub ppid: Option<u32>,
     pub threads: Option<u32>,
     /// The CPUs its main thread may run on (other threads may differ; see `proc`).
@@ -21,8 +21,8 @@ pub struct Status {
     pub kthread: Option<bool>,
 }
 
-pub fn parse(text: &str, path: &Path) -> Result<Status, ObserveError> {
-    let mut s = Status::default();
+pub fn parse(text: &str, path: &Path) -> Result<ProcStatus, ObserveError> {
+    let mut s = ProcStatus::default();
     for (i, line) in text.lines().enumerate() {
         let Some((key, value)) = line.split_once(':') else {
             continue;
@@ -69,7 +69,7 @@ mod tests {
 
     #[test]
     fn missing_lines_are_unknown_and_bad_ones_are_located() {
-        assert_eq!(parse("", Path::new("s")).unwrap(), Status::default());
+        assert_eq!(parse("", Path::new("s")).unwrap(), ProcStatus::default());
         let e = parse(
             "Name: x\nCpus_allowed_list:\t3-1\n",
             Path::new("/proc/9/status"),

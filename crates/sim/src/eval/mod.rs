@@ -1,8 +1,8 @@
 //! The evaluation harness: suites of workloads × allocation maps × policies, run on the
 //! performance model, reported as tables, JSON, CSV and an HTML page of charts.
 
-pub mod bridge;
 pub mod charts;
+pub mod from_model;
 pub mod html;
 pub mod report;
 pub mod runner;

@@ -1,6 +1,6 @@
 use super::*;
 use crate::characterise::store::{Fault, NumaHistory, StoredProgram};
-use crate::observe::fakeproc::{FakeProc, FakeProcess};
+use crate::observe::fakeproc::{FakeProcess, FakeProcfs};
 use crate::observe::{CounterSample, ScanConfig, Scanner};
 use numasched_model::topology::Topology;
 use std::sync::{Arc, Mutex};
@@ -45,7 +45,7 @@ fn topo() -> Topology {
     numasched_model::topology::spec::parse("2n:1l:2c:1t").expect("spec")
 }
 
-fn scan(fake: &FakeProc) -> Observation {
+fn scan(fake: &FakeProcfs) -> Observation {
     let mut s = Scanner::new(ScanConfig {
         proc_root: fake.root().to_path_buf(),
         exclude: Default::default(),
@@ -57,7 +57,7 @@ fn scan(fake: &FakeProc) -> Observation {
 #[test]
 fn counters_then_store_then_regression_then_unknown() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let fake = FakeProc::new(&dir.path().join("proc")).expect("fake");
+    let fake = FakeProcfs::new(&dir.path().join("proc")).expect("fake");
     fake.add(&FakeProcess::new(100, "measured").pages(&[(0, 100)]))
         .expect("add");
     fake.add(&FakeProcess::new(101, "profiled").pages(&[(0, 100)]))
@@ -99,7 +99,7 @@ fn counters_then_store_then_regression_then_unknown() {
 #[test]
 fn learned_samples_reach_the_store_in_batches() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let fake = FakeProc::new(&dir.path().join("proc")).expect("fake");
+    let fake = FakeProcfs::new(&dir.path().join("proc")).expect("fake");
     fake.add(
         &FakeProcess::new(100, "milc")
             .threads_on(&[0])
@@ -133,8 +133,8 @@ fn learned_samples_reach_the_store_in_batches() {
 
 /// One process of `program` with its memory and its thread on node 0 (every epoch
 /// local), CPI 1 and MPKI 20 by its counters.
-fn local_process(root: &std::path::Path, program: &str) -> (FakeProc, Scripted) {
-    let fake = FakeProc::new(&root.join("proc")).expect("fake");
+fn local_process(root: &std::path::Path, program: &str) -> (FakeProcfs, Scripted) {
+    let fake = FakeProcfs::new(&root.join("proc")).expect("fake");
     fake.add(
         &FakeProcess::new(100, program)
             .threads_on(&[0])
@@ -154,7 +154,7 @@ fn manual_flush() -> LiveConfig {
     }
 }
 
-fn epochs(live: &mut Live, fake: &FakeProc, times: std::ops::Range<i64>) {
+fn epochs(live: &mut Live, fake: &FakeProcfs, times: std::ops::Range<i64>) {
     for now in times {
         let mut obs = scan(fake);
         live.characterise(&mut obs, now);
@@ -466,7 +466,7 @@ fn a_full_filesystem_fails_the_flush_and_the_retry_succeeds() {
 #[test]
 fn hinting_faults_stand_in_for_unreadable_numa_maps() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let fake = FakeProc::new(&dir.path().join("proc")).expect("fake");
+    let fake = FakeProcfs::new(&dir.path().join("proc")).expect("fake");
     let mut p = FakeProcess::new(100, "x").threads_on(&[2]);
     p.rss_pages = 1000; // resident, but numa_maps (empty here) says nothing
     fake.add(&p).expect("add");
@@ -492,7 +492,7 @@ fn hinting_faults_stand_in_for_unreadable_numa_maps() {
 #[test]
 fn resctrl_bandwidth_reaches_the_snapshot() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let fake = FakeProc::new(&dir.path().join("proc")).expect("fake");
+    let fake = FakeProcfs::new(&dir.path().join("proc")).expect("fake");
     fake.add(&FakeProcess::new(100, "lbm").pages(&[(0, 100)]))
         .expect("add");
     let rc = dir.path().join("resctrl");

@@ -94,7 +94,7 @@ impl StoredProgram {
         let mpki = self.mpki.best()?.0;
         let mut p = Profile::new(&self.program, mpki, self.numa_penalty.best().map(|b| b.0));
         // The simulator's streaming fraction is the share of misses no cache removes;
-        // cache reuse is the rest (as in `sim::eval::bridge`).
+        // cache reuse is the rest (as in `sim::eval::from_model`).
         if let Some((r, _)) = self.cache_reuse.best() {
             p.streaming_fraction = complement(r);
         }

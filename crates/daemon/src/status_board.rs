@@ -1,6 +1,6 @@
 //! The status `status`, `top` and the metrics read, built when someone asks.
 //!
-//! Only the epoch loop may build a [`Status`]: it owns the engine. Building one every
+//! Only the epoch loop may build a [`DaemonStatus`]: it owns the engine. Building one every
 //! epoch (a view of every managed process, with the nodes' memory read from sysfs)
 //! was a tenth of an idle daemon's cost while, most of the time, nobody reads it. So
 //! a reader that finds the status older than the last epoch wakes the loop and waits
@@ -11,7 +11,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::status::Status;
+use super::status::DaemonStatus;
 
 /// What wakes the epoch loop between epochs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,8 +21,8 @@ pub enum Wake {
     Status,
 }
 
-/// A board of [`Status`]es; generic only so that tests can post numbers.
-pub struct Board<T = Status> {
+/// A board of [`DaemonStatus`]es; generic only so that tests can post numbers.
+pub struct Board<T = DaemonStatus> {
     state: Mutex<State<T>>,
     built: Condvar,
 }
