@@ -227,9 +227,36 @@ impl Out {
 }
 
 /// The status in the text exposition format, version 0.0.4.
-#[allow(clippy::too_many_lines)] // longer than the rest: to be split (issue 15)
 pub fn render(s: &DaemonStatus) -> String {
     let mut o = Out(String::new());
+    daemon_families(&mut o, s);
+    migration_families(&mut o, s);
+    o.family(
+        "numasched_managed_processes",
+        "gauge",
+        "Processes managed in the last epoch.",
+    );
+    o.sample("numasched_managed_processes", &[], s.processes.len() as f64);
+    o.family(
+        "numasched_uncharacterised_processes",
+        "gauge",
+        "Managed processes with neither counters nor a profile (placed for locality only).",
+    );
+    o.sample(
+        "numasched_uncharacterised_processes",
+        &[],
+        s.uncharacterised.len() as f64,
+    );
+    node_families(&mut o, &s.nodes_view);
+    process_families(&mut o, &s.processes);
+    if !s.jobs.is_empty() {
+        job_families(&mut o, &s.jobs);
+    }
+    o.0
+}
+
+/// The daemon as a whole: what runs, how many epochs and plans, errors, epoch times.
+fn daemon_families(o: &mut Out, s: &DaemonStatus) {
     o.family(
         "numasched_info",
         "gauge",
@@ -283,6 +310,10 @@ pub fn render(s: &DaemonStatus) -> String {
         &[],
         s.max_epoch_ms / 1e3,
     );
+}
+
+/// Page moves: the longest step since start, and per move in progress its progress.
+fn migration_families(o: &mut Out, s: &DaemonStatus) {
     o.family(
         "numasched_migration_step_max_seconds",
         "gauge",
@@ -317,30 +348,14 @@ pub fn render(s: &DaemonStatus) -> String {
             m.left_bytes as f64,
         );
     }
-    o.family(
-        "numasched_managed_processes",
-        "gauge",
-        "Processes managed in the last epoch.",
-    );
-    o.sample("numasched_managed_processes", &[], s.processes.len() as f64);
-    o.family(
-        "numasched_uncharacterised_processes",
-        "gauge",
-        "Managed processes with neither counters nor a profile (placed for locality only).",
-    );
-    o.sample(
-        "numasched_uncharacterised_processes",
-        &[],
-        s.uncharacterised.len() as f64,
-    );
+}
 
-    let nodes: Vec<(String, &super::nodes::NodeView)> = s
-        .nodes_view
-        .iter()
-        .map(|n| (n.node.to_string(), n))
-        .collect();
+/// Per node: load, memory, and LLC pressure.
+fn node_families(o: &mut Out, view: &[super::nodes::NodeView]) {
+    let nodes: Vec<(String, &super::nodes::NodeView)> =
+        view.iter().map(|n| (n.node.to_string(), n)).collect();
     type NodeGet = fn(&super::nodes::NodeView) -> Option<f64>;
-    let node_families: [(&str, &str, NodeGet); 5] = [
+    let families: [(&str, &str, NodeGet); 5] = [
         (
             "numasched_node_load_cpus",
             "CPUs' worth of managed processes' demand running on the node.",
@@ -367,7 +382,7 @@ pub fn render(s: &DaemonStatus) -> String {
             |n| Some(n.llc_pressure),
         ),
     ];
-    for (name, help, get) in node_families {
+    for (name, help, get) in families {
         o.family(name, "gauge", help);
         for (id, n) in &nodes {
             if let Some(x) = get(n) {
@@ -375,9 +390,12 @@ pub fn render(s: &DaemonStatus) -> String {
             }
         }
     }
+}
 
+/// Per managed process: demand, locality, cache behaviour, threads, changes.
+fn process_families(o: &mut Out, processes: &[super::status::ProcessView]) {
     let procs: Vec<(String, &super::status::ProcessView)> =
-        s.processes.iter().map(|p| (p.pid.to_string(), p)).collect();
+        processes.iter().map(|p| (p.pid.to_string(), p)).collect();
     type ProcGet = fn(&super::status::ProcessView) -> Option<f64>;
     let proc_families: [(&str, &str, &str, ProcGet); 7] = [
         (
@@ -431,10 +449,6 @@ pub fn render(s: &DaemonStatus) -> String {
             }
         }
     }
-    if !s.jobs.is_empty() {
-        job_families(&mut o, &s.jobs);
-    }
-    o.0
 }
 
 /// Per Slurm job step: what it holds and how much of it numasched manages.

@@ -55,8 +55,8 @@ use crate::alloc::{self, AllowedMask, Occupancy};
 use crate::linux::Linux;
 use crate::Policy;
 use numasched_model::plan::{PageMove, Placement, Plan};
-use numasched_model::snapshot::Snapshot;
-use numasched_model::topology::{NodeId, Topology};
+use numasched_model::snapshot::{Process, Snapshot};
+use numasched_model::topology::{CpuId, NodeId, Topology};
 use numasched_model::CpuSet;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -175,13 +175,121 @@ struct Task {
     fault_seconds: f64,
 }
 
+impl Task {
+    /// Process `p` on CPU ids `ids`, before its first scan: its memory cut into
+    /// windows of at most a scan's size, in node order.
+    fn new(topo: &Topology, p: &Process, ids: &[CpuId], params: &AutoNumaParams) -> Task {
+        let n_nodes = topo.nodes().len();
+        let mut windows = Vec::new();
+        for (&node, &bytes) in &p.memory_bytes {
+            let Some(ni) = topo.node_index(node) else {
+                continue;
+            };
+            let mut left = bytes;
+            while left > 0 {
+                let b = left.min(params.scan_size_bytes.max(1));
+                windows.push(Window {
+                    node: ni,
+                    bytes: b,
+                    last_fault: None,
+                });
+                left -= b;
+            }
+        }
+        Task {
+            windows,
+            cursor: 0,
+            passes: 0,
+            period: params.scan_period_min_s,
+            next_scan: params.scan_delay_s,
+            faults: vec![0.0; n_nodes],
+            pass_faults: vec![0.0; n_nodes],
+            pass_local: 0.0,
+            pass_remote: 0.0,
+            preferred: None,
+            cpus: alloc::indices(topo, ids),
+            fault_seconds: 0.0,
+        }
+    }
+}
+
+/// The placement (CPU ids) and memory (bytes per node id) of every task, as a phase
+/// records them.
+fn state_of(topo: &Topology, tasks: &[Task]) -> (Vec<CpuSet>, Vec<BTreeMap<NodeId, u64>>) {
+    let cpus = tasks.iter().map(|t| alloc::ids(topo, &t.cpus)).collect();
+    let memory = tasks
+        .iter()
+        .map(|t| {
+            let mut m: BTreeMap<NodeId, u64> = BTreeMap::new();
+            for w in &t.windows {
+                *m.entry(topo.nodes()[w.node].id).or_default() += w.bytes;
+            }
+            m
+        })
+        .collect();
+    (cpus, memory)
+}
+
+/// The task that scans next: earliest time, then lowest index; tasks without memory
+/// never scan.
+fn next_scanner(tasks: &[Task]) -> Option<usize> {
+    (0..tasks.len())
+        .filter(|&i| !tasks[i].windows.is_empty())
+        .min_by(|&a, &b| {
+            tasks[a]
+                .next_scan
+                .total_cmp(&tasks[b].next_scan)
+                .then(a.cmp(&b))
+        })
+}
+
+/// Records the state at `now` (which may have changed) as the last phase: a new phase
+/// from `now` to `horizon_s` when it differs, replacing the last one's state instead
+/// when that one also starts at `now`.
+fn record_phase(
+    phases: &mut Vec<Phase>,
+    topo: &Topology,
+    tasks: &[Task],
+    now: f64,
+    horizon_s: f64,
+) {
+    let (cpus, memory) = state_of(topo, tasks);
+    let last = phases.last_mut().expect("one phase at least");
+    if last.cpus != cpus || last.memory != memory {
+        if last.start_s == now {
+            last.cpus = cpus;
+            last.memory = memory;
+        } else {
+            last.end_s = now;
+            phases.push(Phase {
+                start_s: now,
+                end_s: horizon_s,
+                cpus,
+                memory,
+            });
+        }
+    }
+}
+
+/// `phases` with adjacent phases that ended up equal (a move and its undoing) joined.
+fn merge_phases(phases: Vec<Phase>) -> Vec<Phase> {
+    let mut merged: Vec<Phase> = Vec::with_capacity(phases.len());
+    for ph in phases {
+        match merged.last_mut() {
+            Some(last) if last.cpus == ph.cpus && last.memory == ph.memory => {
+                last.end_s = ph.end_s;
+            }
+            _ => merged.push(ph),
+        }
+    }
+    merged
+}
+
 /// The balancing of `snapshot` from where its processes run now (`current_cpus`; a
 /// process without is placed as [`Linux`] would) over `params.horizon_s`. Pure and
 /// deterministic.
-#[allow(clippy::too_many_lines)] // longer than the rest: to be split (issue 15)
 pub fn trajectory(snapshot: &Snapshot, params: &AutoNumaParams) -> Trajectory {
     let topo = &snapshot.topology;
-    let n_nodes = topo.nodes().len();
     let start = Linux.plan(snapshot);
     let mut tasks: Vec<Task> = snapshot
         .processes
@@ -189,57 +297,14 @@ pub fn trajectory(snapshot: &Snapshot, params: &AutoNumaParams) -> Trajectory {
         .enumerate()
         .map(|(i, p)| {
             let ids = if p.current_cpus.is_empty() {
-                start.placements[i].cpus.clone()
+                &start.placements[i].cpus
             } else {
-                p.current_cpus.clone()
+                &p.current_cpus
             };
-            let mut windows = Vec::new();
-            for (&node, &bytes) in &p.memory_bytes {
-                let Some(ni) = topo.node_index(node) else {
-                    continue;
-                };
-                let mut left = bytes;
-                while left > 0 {
-                    let b = left.min(params.scan_size_bytes.max(1));
-                    windows.push(Window {
-                        node: ni,
-                        bytes: b,
-                        last_fault: None,
-                    });
-                    left -= b;
-                }
-            }
-            Task {
-                windows,
-                cursor: 0,
-                passes: 0,
-                period: params.scan_period_min_s,
-                next_scan: params.scan_delay_s,
-                faults: vec![0.0; n_nodes],
-                pass_faults: vec![0.0; n_nodes],
-                pass_local: 0.0,
-                pass_remote: 0.0,
-                preferred: None,
-                cpus: alloc::indices(topo, &ids),
-                fault_seconds: 0.0,
-            }
+            Task::new(topo, p, ids, params)
         })
         .collect();
-    let snapshot_state = |tasks: &[Task]| -> (Vec<CpuSet>, Vec<BTreeMap<NodeId, u64>>) {
-        let cpus = tasks.iter().map(|t| alloc::ids(topo, &t.cpus)).collect();
-        let memory = tasks
-            .iter()
-            .map(|t| {
-                let mut m: BTreeMap<NodeId, u64> = BTreeMap::new();
-                for w in &t.windows {
-                    *m.entry(topo.nodes()[w.node].id).or_default() += w.bytes;
-                }
-                m
-            })
-            .collect();
-        (cpus, memory)
-    };
-    let (cpus, memory) = snapshot_state(&tasks);
+    let (cpus, memory) = state_of(topo, &tasks);
     let mut phases = vec![Phase {
         start_s: 0.0,
         end_s: params.horizon_s,
@@ -255,19 +320,7 @@ pub fn trajectory(snapshot: &Snapshot, params: &AutoNumaParams) -> Trajectory {
             t.windows.clear();
         }
     }
-
-    // The next scan: earliest time, then lowest index.
-    let next = |tasks: &[Task]| {
-        (0..tasks.len())
-            .filter(|&i| !tasks[i].windows.is_empty())
-            .min_by(|&a, &b| {
-                tasks[a]
-                    .next_scan
-                    .total_cmp(&tasks[b].next_scan)
-                    .then(a.cmp(&b))
-            })
-    };
-    while let Some(i) = next(&tasks) {
+    while let Some(i) = next_scanner(&tasks) {
         let now = tasks[i].next_scan;
         if now >= params.horizon_s {
             break;
@@ -284,36 +337,11 @@ pub fn trajectory(snapshot: &Snapshot, params: &AutoNumaParams) -> Trajectory {
         let period = tasks[i].period;
         tasks[i].next_scan = now + period;
         if changed {
-            let (cpus, memory) = snapshot_state(&tasks);
-            let last = phases.last_mut().expect("one phase at least");
-            if last.cpus != cpus || last.memory != memory {
-                if last.start_s == now {
-                    last.cpus = cpus;
-                    last.memory = memory;
-                } else {
-                    last.end_s = now;
-                    phases.push(Phase {
-                        start_s: now,
-                        end_s: params.horizon_s,
-                        cpus,
-                        memory,
-                    });
-                }
-            }
-        }
-    }
-    // Adjacent phases that ended up equal (a move and its undoing) are one.
-    let mut merged: Vec<Phase> = Vec::with_capacity(phases.len());
-    for ph in phases {
-        match merged.last_mut() {
-            Some(last) if last.cpus == ph.cpus && last.memory == ph.memory => {
-                last.end_s = ph.end_s;
-            }
-            _ => merged.push(ph),
+            record_phase(&mut phases, topo, &tasks, now, params.horizon_s);
         }
     }
     Trajectory {
-        phases: merged,
+        phases: merge_phases(phases),
         fault_seconds: tasks.iter().map(|t| t.fault_seconds).collect(),
         copies,
         moves,
@@ -643,7 +671,6 @@ impl Policy for AutoNuma {
 mod tests {
     use super::*;
     use numasched_model::testkit::nehalem_workload;
-    use numasched_model::topology::CpuId;
 
     fn placed(map: &str, cpus: &[u32]) -> Snapshot {
         let programs = vec!["mcf"; map.len()];

@@ -239,7 +239,6 @@ impl Policy for CmLoad {
         "cmload"
     }
 
-    #[allow(clippy::too_many_lines)] // longer than the rest: to be split (issue 15)
     fn plan(&self, snapshot: &Snapshot) -> Plan {
         let topo = &snapshot.topology;
         let procs = &snapshot.processes;
@@ -260,10 +259,7 @@ impl Policy for CmLoad {
             .map(|p| alloc::indices(topo, &p.current_cpus))
             .collect();
         for (i, p) in procs.iter().enumerate() {
-            let s = share(p, mi[i], current[i].len());
-            for &c in &current[i] {
-                st.loads[c].add(s, 1.0);
-            }
+            st.charge(&current[i], share(p, mi[i], current[i].len()), 1.0);
         }
         let order = placement_order(procs, &current);
         let mut planned_node: Vec<Option<usize>> = vec![None; n];
@@ -271,110 +267,21 @@ impl Policy for CmLoad {
         for i in order {
             let p = &procs[i];
             if !current[i].is_empty() {
-                let s = share(p, mi[i], current[i].len());
-                for &c in &current[i] {
-                    st.loads[c].add(s, -1.0);
-                }
+                st.charge(&current[i], share(p, mi[i], current[i].len()), -1.0);
             }
             let allowed = alloc::allowed(topo, p);
-            let home = p.home_node().and_then(|h| topo.node_index(h));
-            let (rule, from, mut why) = if let Some(cur) = majority_node(topo, &current[i]) {
-                let total = p.rss_bytes();
-                let local = topo.nodes()[cur].id;
-                let local = *p.memory_bytes.get(&local).unwrap_or(&0);
-                let remote = total - local.min(total);
-                if remote > local {
-                    (
-                        Rule::BalanceExec,
-                        None,
-                        format!(
-                            "balance: {:.0}% of its memory is remote from node {}, so re-placed like exec",
-                            remote as f64 * 100.0 / total.max(1) as f64,
-                            topo.nodes()[cur].id
-                        ),
-                    )
-                } else {
-                    (
-                        Rule::BalanceFork,
-                        Some(cur),
-                        format!(
-                            "balance: memory mostly local, so it stays on node {}",
-                            topo.nodes()[cur].id
-                        ),
-                    )
-                }
-            } else {
-                let parent = p
-                    .parent
-                    .and_then(|pp| procs.iter().position(|q| q.pid == pp && q.pid != p.pid));
-                match parent {
-                    Some(j) => {
-                        let node = planned_node[j].or_else(|| majority_node(topo, &current[j]));
-                        match node {
-                            Some(nd) => (
-                                Rule::Fork,
-                                Some(nd),
-                                format!(
-                                    "fork: child of {} stays on its node {}",
-                                    procs[j].pid,
-                                    topo.nodes()[nd].id
-                                ),
-                            ),
-                            None => (
-                                Rule::Exec,
-                                None,
-                                format!("exec: parent {} has no node yet", procs[j].pid),
-                            ),
-                        }
-                    }
-                    None => (Rule::Exec, None, "exec: new process".to_string()),
-                }
+            let (rule, from, mut why) = match majority_node(topo, &current[i]) {
+                Some(cur) => balance_rule(topo, p, cur),
+                None => new_process_rule(topo, procs, i, &planned_node, &current),
             };
-            let from = from.filter(|&nd| allowed.iter().any(|&c| topo.cpus()[c].node == nd));
-            let node = match from {
-                Some(nd) => Some(nd),
-                None => {
-                    if matches!(rule, Rule::Fork | Rule::BalanceFork) {
-                        why.push_str(", but the pin excludes it, so like exec");
-                    }
-                    let nd = st.exec_node(&allowed, home);
-                    if let Some(nd) = nd {
-                        why.push_str(&format!(
-                            "; node {} had the least memory load ({:.2})",
-                            topo.nodes()[nd].id,
-                            st.node_sum(nd)
-                        ));
-                    }
-                    nd
-                }
-            };
-            let Some(node) = node else {
+            let Some(node) = st.rule_node(&allowed, p, rule, from, &mut why) else {
                 out[i] = Some(Placement::unchanged(
                     p.pid,
                     "no allowed CPU exists on this machine".into(),
                 ));
                 continue;
             };
-            let slots = p.slots();
-            let provisional = share(p, mi[i], slots);
-            let chosen = st.pick(&allowed, node, slots, provisional);
-            let fin = share(p, mi[i], chosen.len());
-            for &c in &chosen {
-                st.loads[c].add(provisional, -1.0);
-                st.loads[c].add(fin, 1.0);
-            }
-            let least = chosen
-                .iter()
-                .map(|&c| st.loads[c].cm(self.params.core_alpha) - fin.ci)
-                .fold(f64::INFINITY, f64::min);
-            why.push_str(&format!(
-                "; least CPU load there ({:.2} before it came)",
-                if least.is_finite() {
-                    least.max(0.0)
-                } else {
-                    0.0
-                }
-            ));
+            let chosen = st.take_cpus(&allowed, node, p, mi[i], &mut why);
             planned_node[i] = majority_node(topo, &chosen);
             out[i] = Some(Placement::new(topo, p.pid, alloc::ids(topo, &chosen), why));
         }
@@ -384,6 +291,142 @@ impl Policy for CmLoad {
             .map(|(pl, p)| pl.unwrap_or_else(|| Placement::unchanged(p.pid, "not planned".into())))
             .collect();
         Plan::new(self.name(), placements)
+    }
+}
+
+impl State<'_> {
+    /// Adds (`sign` 1) or lifts (−1) the per-CPU share `s` on each of `cpus`.
+    fn charge(&mut self, cpus: &[usize], s: Intensity, sign: f64) {
+        for &c in cpus {
+            self.loads[c].add(s, sign);
+        }
+    }
+
+    /// The node a process goes to: `from` (its rule's node) when its pin allows it,
+    /// otherwise the exec rule's; `None` when no allowed CPU exists. Says why in `why`.
+    fn rule_node(
+        &self,
+        allowed: &[usize],
+        p: &Process,
+        rule: Rule,
+        from: Option<usize>,
+        why: &mut String,
+    ) -> Option<usize> {
+        let topo = self.topo;
+        let from = from.filter(|&nd| allowed.iter().any(|&c| topo.cpus()[c].node == nd));
+        if let Some(nd) = from {
+            return Some(nd);
+        }
+        if matches!(rule, Rule::Fork | Rule::BalanceFork) {
+            why.push_str(", but the pin excludes it, so like exec");
+        }
+        let home = p.home_node().and_then(|h| topo.node_index(h));
+        let nd = self.exec_node(allowed, home);
+        if let Some(nd) = nd {
+            why.push_str(&format!(
+                "; node {} had the least memory load ({:.2})",
+                topo.nodes()[nd].id,
+                self.node_sum(nd)
+            ));
+        }
+        nd
+    }
+
+    /// Picks `p`'s CPUs from `node` outward and charges it there, its share spread
+    /// over the CPUs it got (a group may get fewer than it has threads). Says why in
+    /// `why`.
+    fn take_cpus(
+        &mut self,
+        allowed: &[usize],
+        node: usize,
+        p: &Process,
+        mi: f64,
+        why: &mut String,
+    ) -> Vec<usize> {
+        let slots = p.slots();
+        let provisional = share(p, mi, slots);
+        let chosen = self.pick(allowed, node, slots, provisional);
+        let fin = share(p, mi, chosen.len());
+        for &c in &chosen {
+            self.loads[c].add(provisional, -1.0);
+            self.loads[c].add(fin, 1.0);
+        }
+        let least = chosen
+            .iter()
+            .map(|&c| self.loads[c].cm(self.params.core_alpha) - fin.ci)
+            .fold(f64::INFINITY, f64::min);
+        why.push_str(&format!(
+            "; least CPU load there ({:.2} before it came)",
+            if least.is_finite() {
+                least.max(0.0)
+            } else {
+                0.0
+            }
+        ));
+        chosen
+    }
+}
+
+/// Load balancing of a process running mostly on node `cur`: exec's rule when more of
+/// its memory is remote than local, otherwise fork's from `cur`.
+fn balance_rule(topo: &Topology, p: &Process, cur: usize) -> (Rule, Option<usize>, String) {
+    let total = p.rss_bytes();
+    let local = topo.nodes()[cur].id;
+    let local = *p.memory_bytes.get(&local).unwrap_or(&0);
+    let remote = total - local.min(total);
+    if remote > local {
+        (
+            Rule::BalanceExec,
+            None,
+            format!(
+                "balance: {:.0}% of its memory is remote from node {}, so re-placed like exec",
+                remote as f64 * 100.0 / total.max(1) as f64,
+                topo.nodes()[cur].id
+            ),
+        )
+    } else {
+        (
+            Rule::BalanceFork,
+            Some(cur),
+            format!(
+                "balance: memory mostly local, so it stays on node {}",
+                topo.nodes()[cur].id
+            ),
+        )
+    }
+}
+
+/// A new process `i`: fork's rule on its parent's node (as planned, or where the
+/// parent runs) when the parent is in the snapshot and has one, otherwise exec's.
+fn new_process_rule(
+    topo: &Topology,
+    procs: &[Process],
+    i: usize,
+    planned_node: &[Option<usize>],
+    current: &[Vec<usize>],
+) -> (Rule, Option<usize>, String) {
+    let p = &procs[i];
+    let parent = p
+        .parent
+        .and_then(|pp| procs.iter().position(|q| q.pid == pp && q.pid != p.pid));
+    let Some(j) = parent else {
+        return (Rule::Exec, None, "exec: new process".to_string());
+    };
+    match planned_node[j].or_else(|| majority_node(topo, &current[j])) {
+        Some(nd) => (
+            Rule::Fork,
+            Some(nd),
+            format!(
+                "fork: child of {} stays on its node {}",
+                procs[j].pid,
+                topo.nodes()[nd].id
+            ),
+        ),
+        None => (
+            Rule::Exec,
+            None,
+            format!("exec: parent {} has no node yet", procs[j].pid),
+        ),
     }
 }
 

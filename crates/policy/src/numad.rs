@@ -204,6 +204,164 @@ pub struct Evaluation {
     pub cpu_request: f64,
 }
 
+/// A process's request (step 2), with what the credit-back needs to know of it.
+struct Request {
+    /// Its memory per node index, MiB, and their sum.
+    pmb: Vec<f64>,
+    rss: f64,
+    /// Its CPU demand, finite and not negative.
+    demand: f64,
+    /// Memory asked for, MiB: its RSS over the target utilisation (at most 1).
+    mbs: f64,
+    /// CPUs asked for: its demand over the target utilisation, at most one per thread.
+    cpus: f64,
+}
+
+/// The nodes as one process sees them (steps 3 and 4), per node index: spare memory
+/// and CPU with its own credited back, and the score of each usable node (0 for the
+/// others).
+struct Spare {
+    mem: Vec<f64>,
+    cpu: Vec<f64>,
+    score: Vec<f64>,
+}
+
+impl Spare {
+    /// Credits `req`'s own resources back to `nodes`, then scores them.
+    fn new(topo: &Topology, st: &NodeState, p: &Process, req: &Request, nodes: &[usize]) -> Spare {
+        let bound = bound_nodes(topo, p);
+        let mut mem_free = st.mem_free.clone();
+        let mut cpu_free = st.cpu_free.clone();
+        let bound_avg = bound.as_ref().map(|b| {
+            (req.demand + b.iter().map(|&n| st.cpu_free[n]).sum::<f64>()) / b.len() as f64
+        });
+        for &n in nodes {
+            match (&bound, bound_avg) {
+                (Some(b), Some(avg)) => {
+                    mem_free[n] += req.pmb[n] * 5.0 / 4.0;
+                    if b.contains(&n) {
+                        cpu_free[n] = avg;
+                    }
+                }
+                _ => {
+                    mem_free[n] += req.pmb[n] * 17.0 / 16.0;
+                    if req.rss > 0.0 {
+                        cpu_free[n] += req.demand * req.pmb[n] / req.rss;
+                    }
+                }
+            }
+            mem_free[n] = mem_free[n].min(st.mem_total[n]);
+            cpu_free[n] = cpu_free[n].min(st.cpu_total[n]).max(MIN_CPU_FREE);
+        }
+        let mut mag = vec![0.0; topo.nodes().len()];
+        for &n in nodes {
+            mag[n] = score(req.mbs, req.cpus, mem_free[n], cpu_free[n]);
+        }
+        Spare {
+            mem: mem_free,
+            cpu: cpu_free,
+            score: mag,
+        }
+    }
+
+    /// `nodes` ordered by distance from `from`, ties to the higher score.
+    fn by_distance(&self, topo: &Topology, nodes: &[usize], from: usize) -> Vec<usize> {
+        let mut v = nodes.to_vec();
+        v.sort_by(|&a, &b| {
+            topo.distance(from, a)
+                .cmp(&topo.distance(from, b))
+                .then(self.score[b].total_cmp(&self.score[a]))
+                .then(a.cmp(&b))
+        });
+        v
+    }
+
+    /// The best node (step 5): the one whose `min_req` nearest nodes have the highest
+    /// sum of scores over distance²; the first such in `nodes` on ties.
+    fn best_node(&self, topo: &Topology, nodes: &[usize], min_req: usize) -> usize {
+        let mut best = nodes[0];
+        let mut best_total = f64::NEG_INFINITY;
+        for &ix in nodes {
+            let total: f64 = self
+                .by_distance(topo, nodes, ix)
+                .iter()
+                .take(min_req)
+                .map(|&j| {
+                    let d = topo.distance(ix, j).max(1) as f64;
+                    self.score[j] / (d * d)
+                })
+                .sum();
+            if total > best_total {
+                best_total = total;
+                best = ix;
+            }
+        }
+        best
+    }
+
+    /// Takes nodes in `order` until at least `min_req` are taken and the request is
+    /// covered: its memory with [`MBS_MARGIN`] left on each node, its CPUs up to
+    /// `flex` (or entirely when `assume` says there are CPUs enough).
+    fn fill(
+        &self,
+        order: Vec<usize>,
+        mut min_req: usize,
+        req: &Request,
+        flex: f64,
+        assume: bool,
+    ) -> Vec<usize> {
+        let (mut mbs, mut cpus) = (req.mbs, req.cpus);
+        let mut target = Vec::new();
+        for n in order {
+            if !(min_req > 0 || mbs > 0.0 || (cpus > flex && !assume)) {
+                break;
+            }
+            target.push(n);
+            min_req = min_req.saturating_sub(1);
+            if self.mem[n] >= mbs + MBS_MARGIN {
+                mbs = 0.0;
+            } else {
+                mbs -= (self.mem[n] - MBS_MARGIN).max(0.0);
+            }
+            if self.cpu[n] >= cpus {
+                cpus = 0.0;
+            } else {
+                cpus -= self.cpu[n];
+            }
+        }
+        target
+    }
+}
+
+/// The node indices of `cpus` (CPU indices), sorted, each once.
+fn nodes_of(topo: &Topology, cpus: &[usize]) -> Vec<usize> {
+    let mut nodes: Vec<usize> = cpus.iter().map(|&c| topo.cpus()[c].node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
+}
+
+/// The fewest nodes that can hold `req` (step 5), between 1 and all of `nodes`, and the
+/// CPU flex: half the utilisation margin of the biggest node.
+fn min_nodes(st: &NodeState, nodes: &[usize], req: &Request, util: f64) -> (usize, f64) {
+    let node_mem = nodes.iter().map(|&n| st.mem_total[n]).fold(0.0, f64::max);
+    let node_cpus = nodes.iter().map(|&n| st.cpu_total[n]).fold(0.0, f64::max);
+    let flex = (1.0 - util).max(0.0) * node_cpus / 2.0;
+    let need = |amount: f64, per: f64| {
+        if amount <= 0.0 {
+            0
+        } else if per <= 0.0 {
+            nodes.len()
+        } else {
+            (amount / per).ceil().min(nodes.len() as f64) as usize
+        }
+    };
+    let min_req = need(req.mbs, node_mem)
+        .max(need(req.cpus - flex, node_cpus))
+        .clamp(1, nodes.len());
+    (min_req, flex)
+}
+
 impl Numad {
     /// `pick_numa_nodes` for one process against the current node state; `None` when the
     /// process may use no node with CPUs.
@@ -214,157 +372,55 @@ impl Numad {
         p: &Process,
         assume_enough_cpus: bool,
     ) -> Option<Evaluation> {
-        let allowed = alloc::allowed(topo, p);
-        let mut nodes: Vec<usize> = allowed.iter().map(|&c| topo.cpus()[c].node).collect();
-        nodes.sort_unstable();
-        nodes.dedup();
+        let nodes = nodes_of(topo, &alloc::allowed(topo, p));
         if nodes.is_empty() {
             return None;
         }
-        let util =
-            if self.params.target_utilization.is_finite() && self.params.target_utilization > 0.0 {
-                self.params.target_utilization
-            } else {
-                1.0
-            };
-        let pmb = process_mb(topo, p);
-        let rss: f64 = pmb.iter().sum();
-        let demand = if p.cpu_demand.is_finite() {
-            p.cpu_demand.max(0.0)
-        } else {
-            0.0
-        };
-        let mut mbs = rss / util.min(1.0);
-        let mut cpus = (demand / util).min(p.threads.max(1) as f64);
-        let (mb_request, cpu_request) = (mbs, cpus);
-
-        let bound = bound_nodes(topo, p);
-        let mut mem_free = st.mem_free.clone();
-        let mut cpu_free = st.cpu_free.clone();
-        let bound_avg = bound
-            .as_ref()
-            .map(|b| (demand + b.iter().map(|&n| st.cpu_free[n]).sum::<f64>()) / b.len() as f64);
-        for &n in &nodes {
-            match (&bound, bound_avg) {
-                (Some(b), Some(avg)) => {
-                    mem_free[n] += pmb[n] * 5.0 / 4.0;
-                    if b.contains(&n) {
-                        cpu_free[n] = avg;
-                    }
-                }
-                _ => {
-                    mem_free[n] += pmb[n] * 17.0 / 16.0;
-                    if rss > 0.0 {
-                        cpu_free[n] += demand * pmb[n] / rss;
-                    }
-                }
-            }
-            mem_free[n] = mem_free[n].min(st.mem_total[n]);
-            cpu_free[n] = cpu_free[n].min(st.cpu_total[n]).max(MIN_CPU_FREE);
-        }
-        let mut mag = vec![0.0; topo.nodes().len()];
-        for &n in &nodes {
-            mag[n] = score(mb_request, cpu_request, mem_free[n], cpu_free[n]);
-        }
-        let sum_cpu_free: f64 = nodes.iter().map(|&n| cpu_free[n]).sum();
-        let assume = assume_enough_cpus || cpus > sum_cpu_free;
-        let node_mem = nodes.iter().map(|&n| st.mem_total[n]).fold(0.0, f64::max);
-        let node_cpus = nodes.iter().map(|&n| st.cpu_total[n]).fold(0.0, f64::max);
-        let flex = (1.0 - util).max(0.0) * node_cpus / 2.0;
-        let need = |amount: f64, per: f64| {
-            if amount <= 0.0 {
-                0
-            } else if per <= 0.0 {
-                nodes.len()
-            } else {
-                (amount / per).ceil().min(nodes.len() as f64) as usize
-            }
-        };
-        let mut min_req = need(mbs, node_mem)
-            .max(need(cpus - flex, node_cpus))
-            .clamp(1, nodes.len());
-        // Nodes ordered by distance from `from`, ties to the higher score.
-        let by_distance = |from: usize| {
-            let mut v = nodes.clone();
-            v.sort_by(|&a, &b| {
-                topo.distance(from, a)
-                    .cmp(&topo.distance(from, b))
-                    .then(mag[b].total_cmp(&mag[a]))
-                    .then(a.cmp(&b))
-            });
-            v
-        };
-        let mut best = nodes[0];
-        let mut best_total = f64::NEG_INFINITY;
-        for &ix in &nodes {
-            let total: f64 = by_distance(ix)
-                .iter()
-                .take(min_req)
-                .map(|&j| {
-                    let d = topo.distance(ix, j).max(1) as f64;
-                    mag[j] / (d * d)
-                })
-                .sum();
-            if total > best_total {
-                best_total = total;
-                best = ix;
-            }
-        }
-        let mut target = Vec::new();
-        for n in by_distance(best) {
-            if !(min_req > 0 || mbs > 0.0 || (cpus > flex && !assume)) {
-                break;
-            }
-            target.push(n);
-            min_req = min_req.saturating_sub(1);
-            if mem_free[n] >= mbs + MBS_MARGIN {
-                mbs = 0.0;
-            } else {
-                mbs -= (mem_free[n] - MBS_MARGIN).max(0.0);
-            }
-            if cpu_free[n] >= cpus {
-                cpus = 0.0;
-            } else {
-                cpus -= cpu_free[n];
-            }
-        }
+        let util = self.utilisation();
+        let req = request(topo, p, util);
+        let spare = Spare::new(topo, st, p, &req, &nodes);
+        let sum_cpu_free: f64 = nodes.iter().map(|&n| spare.cpu[n]).sum();
+        let assume = assume_enough_cpus || req.cpus > sum_cpu_free;
+        let (min_req, flex) = min_nodes(st, &nodes, &req, util);
+        let best = spare.best_node(topo, &nodes, min_req);
+        let target = spare.fill(
+            spare.by_distance(topo, &nodes, best),
+            min_req,
+            &req,
+            flex,
+            assume,
+        );
         Some(Evaluation {
-            scores: nodes.iter().map(|&n| (n, mag[n])).collect(),
+            scores: nodes.iter().map(|&n| (n, spare.score[n])).collect(),
             best,
             target,
-            mb_request,
-            cpu_request,
+            mb_request: req.mbs,
+            cpu_request: req.cpus,
         })
+    }
+
+    /// The target utilisation, or 1 when the parameter is not a positive number.
+    fn utilisation(&self) -> f64 {
+        if self.params.target_utilization.is_finite() && self.params.target_utilization > 0.0 {
+            self.params.target_utilization
+        } else {
+            1.0
+        }
     }
 
     fn is_candidate(&self, p: &Process) -> bool {
         p.rss_bytes() > self.params.memory_threshold_bytes
             && p.cpu_demand > self.params.cpu_threshold
     }
-}
 
-fn node_list(topo: &Topology, nodes: &[usize]) -> String {
-    let mut ids: Vec<u32> = nodes.iter().map(|&n| topo.nodes()[n].id).collect();
-    ids.sort_unstable();
-    let s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-    s.join(",")
-}
-
-impl Policy for Numad {
-    fn uses_current_placement(&self) -> bool {
-        true
-    }
-    fn name(&self) -> &str {
-        "numad"
-    }
-
-    #[allow(clippy::too_many_lines)] // longer than the rest: to be split (issue 15)
-    fn plan(&self, snapshot: &Snapshot) -> Plan {
-        let topo = &snapshot.topology;
-        let procs = &snapshot.processes;
-        let mut st = NodeState::new(snapshot);
-        let mut out: Vec<Option<Placement>> = vec![None; procs.len()];
-        let mut page_moves = Vec::new();
+    /// The candidates (step 1) in numad's order: not yet bound ones first, then bound
+    /// ones, each biggest first. Every other process gets its placement in `out`.
+    fn candidates(
+        &self,
+        topo: &Topology,
+        procs: &[Process],
+        out: &mut [Option<Placement>],
+    ) -> Vec<usize> {
         let mut candidates = Vec::new();
         for (i, p) in procs.iter().enumerate() {
             if self.is_candidate(p) {
@@ -393,6 +449,186 @@ impl Policy for Numad {
                 .then(magnitude(b).total_cmp(&magnitude(a)))
                 .then(a.cmp(&b))
         });
+        candidates
+    }
+
+    /// Steps 2–6 for one candidate: its placement, and whether it was moved. A move is
+    /// committed to `st` (and its page moves added to `page_moves`) so that the next
+    /// candidate sees the machine with it in place.
+    fn place(
+        &self,
+        topo: &Topology,
+        st: &mut NodeState,
+        p: &Process,
+        assume_enough: bool,
+        page_moves: &mut Vec<PageMove>,
+    ) -> (Placement, bool) {
+        let Some(ev) = self.evaluate(topo, st, p, assume_enough) else {
+            return (
+                Placement::unchanged(p.pid, "no node with CPUs inside its pin".into()),
+                false,
+            );
+        };
+        let mut target = ev.target.clone();
+        target.sort_unstable();
+        let (local, nonlocal) = locality(topo, p, &target);
+        let need = format!(
+            "asks {:.2} CPUs and {:.0} MiB",
+            ev.cpu_request, ev.mb_request
+        );
+        let bound_to = bound_nodes(topo, p);
+        if bound_to.as_ref() == Some(&target) && local >= self.params.target_memlocality - 1e-12 {
+            let reason = format!(
+                "numad: {need}; already bound to its best nodes {} with {:.0}% of its memory there",
+                node_list(topo, &target),
+                local * 100.0
+            );
+            return (Placement::unchanged(p.pid, reason), false);
+        }
+        let allowed = alloc::allowed(topo, p);
+        let cpus: Vec<usize> = allowed
+            .iter()
+            .copied()
+            .filter(|&c| target.contains(&topo.cpus()[c].node))
+            .collect();
+        if bound_to.is_none() && target == nodes_of(topo, &allowed) && nonlocal <= 0.0 {
+            let reason = format!("numad: {need}; it needs every node it may use, so no bind");
+            return (Placement::unchanged(p.pid, reason), false);
+        }
+        move_cpu_demand(topo, st, p, &target);
+        let moved = if self.params.migrate_memory {
+            move_memory(topo, st, p, &ev.target, &target, page_moves)
+        } else {
+            0.0
+        };
+        let best_score = ev
+            .scores
+            .iter()
+            .find(|(n, _)| *n == ev.best)
+            .map_or(0.0, |s| s.1);
+        let reason = format!(
+            "numad: {need}; best node {} (score {:.3e}); bound to nodes {}{}",
+            topo.nodes()[ev.best].id,
+            best_score,
+            node_list(topo, &target),
+            if moved > 0.0 {
+                format!(", moving {moved:.0} MiB of memory there")
+            } else {
+                String::new()
+            }
+        );
+        let placement = Placement::new(topo, p.pid, alloc::ids(topo, &cpus), reason);
+        (placement, true)
+    }
+}
+
+/// What `p` asks for (step 2) at target utilisation `util`.
+fn request(topo: &Topology, p: &Process, util: f64) -> Request {
+    let pmb = process_mb(topo, p);
+    let rss: f64 = pmb.iter().sum();
+    let demand = if p.cpu_demand.is_finite() {
+        p.cpu_demand.max(0.0)
+    } else {
+        0.0
+    };
+    let mbs = rss / util.min(1.0);
+    let cpus = (demand / util).min(p.threads.max(1) as f64);
+    Request {
+        pmb,
+        rss,
+        demand,
+        mbs,
+        cpus,
+    }
+}
+
+/// The fraction of `p`'s memory on `target` (1 when it has none), and its memory
+/// elsewhere, MiB.
+fn locality(topo: &Topology, p: &Process, target: &[usize]) -> (f64, f64) {
+    let pmb = process_mb(topo, p);
+    let rss: f64 = pmb.iter().sum();
+    let nonlocal: f64 = (0..pmb.len())
+        .filter(|n| !target.contains(n))
+        .map(|n| pmb[n])
+        .sum();
+    let local = if rss > 0.0 { 1.0 - nonlocal / rss } else { 1.0 };
+    (local, nonlocal)
+}
+
+/// Moves `p`'s CPU demand in `st` from the nodes it runs on to `target`, spread in
+/// proportion to their CPUs.
+fn move_cpu_demand(topo: &Topology, st: &mut NodeState, p: &Process, target: &[usize]) {
+    for (n, c) in cpu_by_node(topo, p).into_iter().enumerate() {
+        st.cpu_free[n] = (st.cpu_free[n] + c).min(st.cpu_total[n]);
+    }
+    let target_cpus: f64 = target.iter().map(|&n| st.cpu_total[n]).sum();
+    for &n in target {
+        if target_cpus > 0.0 {
+            let share = p.cpu_demand.max(0.0) * st.cpu_total[n] / target_cpus;
+            st.cpu_free[n] = (st.cpu_free[n] - share).max(0.0);
+        }
+    }
+}
+
+/// Moves `p`'s memory off `target` (sorted) to the nearest node of `chosen` (the same
+/// nodes in the order they were chosen, which decides distance ties), in `st` and as
+/// page moves; returns the MiB moved.
+fn move_memory(
+    topo: &Topology,
+    st: &mut NodeState,
+    p: &Process,
+    chosen: &[usize],
+    target: &[usize],
+    page_moves: &mut Vec<PageMove>,
+) -> f64 {
+    let mut moved = 0.0;
+    for (&id, &bytes) in &p.memory_bytes {
+        let Some(from) = topo.node_index(id) else {
+            continue;
+        };
+        if bytes == 0 || target.contains(&from) {
+            continue;
+        }
+        let Some(&to) = chosen.iter().min_by_key(|&&t| topo.distance(from, t)) else {
+            continue;
+        };
+        let mb = bytes as f64 / MIB;
+        st.mem_free[from] = (st.mem_free[from] + mb).min(st.mem_total[from]);
+        st.mem_free[to] = (st.mem_free[to] - mb).max(0.0);
+        moved += mb;
+        page_moves.push(PageMove {
+            pid: p.pid,
+            from_node: id,
+            to_node: topo.nodes()[to].id,
+            bytes,
+            reason: format!("numad binds memory to nodes {}", node_list(topo, target)),
+        });
+    }
+    moved
+}
+
+fn node_list(topo: &Topology, nodes: &[usize]) -> String {
+    let mut ids: Vec<u32> = nodes.iter().map(|&n| topo.nodes()[n].id).collect();
+    ids.sort_unstable();
+    let s: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    s.join(",")
+}
+
+impl Policy for Numad {
+    fn uses_current_placement(&self) -> bool {
+        true
+    }
+    fn name(&self) -> &str {
+        "numad"
+    }
+
+    fn plan(&self, snapshot: &Snapshot) -> Plan {
+        let topo = &snapshot.topology;
+        let procs = &snapshot.processes;
+        let mut st = NodeState::new(snapshot);
+        let mut out: Vec<Option<Placement>> = vec![None; procs.len()];
+        let mut page_moves = Vec::new();
+        let candidates = self.candidates(topo, procs, &mut out);
         let sum_used: f64 = candidates.iter().map(|&i| procs[i].cpu_demand).sum();
         let sum_total: f64 = topo.cpu_nodes().map(|n| st.cpu_total[n]).sum();
         let assume_enough = sum_used <= sum_total;
@@ -409,113 +645,11 @@ impl Policy for Numad {
                 ));
                 continue;
             }
-            let Some(ev) = self.evaluate(topo, &st, p, assume_enough) else {
-                out[i] = Some(Placement::unchanged(
-                    p.pid,
-                    "no node with CPUs inside its pin".into(),
-                ));
-                continue;
-            };
-            let mut target = ev.target.clone();
-            target.sort_unstable();
-            let pmb = process_mb(topo, p);
-            let rss: f64 = pmb.iter().sum();
-            let nonlocal: f64 = (0..pmb.len())
-                .filter(|n| !target.contains(n))
-                .map(|n| pmb[n])
-                .sum();
-            let local = if rss > 0.0 { 1.0 - nonlocal / rss } else { 1.0 };
-            let need = format!(
-                "asks {:.2} CPUs and {:.0} MiB",
-                ev.cpu_request, ev.mb_request
-            );
-            let bound_to = bound_nodes(topo, p);
-            if bound_to.as_ref() == Some(&target) && local >= self.params.target_memlocality - 1e-12
-            {
-                out[i] = Some(Placement::unchanged(
-                    p.pid,
-                    format!(
-                        "numad: {need}; already bound to its best nodes {} with {:.0}% of its memory there",
-                        node_list(topo, &target),
-                        local * 100.0
-                    ),
-                ));
-                continue;
+            let (placement, moved) = self.place(topo, &mut st, p, assume_enough, &mut page_moves);
+            out[i] = Some(placement);
+            if moved {
+                moves += 1;
             }
-            let allowed = alloc::allowed(topo, p);
-            let cpus: Vec<usize> = allowed
-                .iter()
-                .copied()
-                .filter(|&c| target.contains(&topo.cpus()[c].node))
-                .collect();
-            let usable: Vec<usize> = {
-                let mut v: Vec<usize> = allowed.iter().map(|&c| topo.cpus()[c].node).collect();
-                v.sort_unstable();
-                v.dedup();
-                v
-            };
-            if bound_to.is_none() && target == usable && nonlocal <= 0.0 {
-                out[i] = Some(Placement::unchanged(
-                    p.pid,
-                    format!("numad: {need}; it needs every node it may use, so no bind"),
-                ));
-                continue;
-            }
-            // Commit: move its CPU demand and (optionally) its memory to the target.
-            for (n, c) in cpu_by_node(topo, p).into_iter().enumerate() {
-                st.cpu_free[n] = (st.cpu_free[n] + c).min(st.cpu_total[n]);
-            }
-            let target_cpus: f64 = target.iter().map(|&n| st.cpu_total[n]).sum();
-            for &n in &target {
-                if target_cpus > 0.0 {
-                    let share = p.cpu_demand.max(0.0) * st.cpu_total[n] / target_cpus;
-                    st.cpu_free[n] = (st.cpu_free[n] - share).max(0.0);
-                }
-            }
-            let mut moved = 0.0;
-            if self.params.migrate_memory {
-                for (&id, &bytes) in &p.memory_bytes {
-                    let Some(from) = topo.node_index(id) else {
-                        continue;
-                    };
-                    if bytes == 0 || target.contains(&from) {
-                        continue;
-                    }
-                    let Some(&to) = ev.target.iter().min_by_key(|&&t| topo.distance(from, t))
-                    else {
-                        continue;
-                    };
-                    let mb = bytes as f64 / MIB;
-                    st.mem_free[from] = (st.mem_free[from] + mb).min(st.mem_total[from]);
-                    st.mem_free[to] = (st.mem_free[to] - mb).max(0.0);
-                    moved += mb;
-                    page_moves.push(PageMove {
-                        pid: p.pid,
-                        from_node: id,
-                        to_node: topo.nodes()[to].id,
-                        bytes,
-                        reason: format!("numad binds memory to nodes {}", node_list(topo, &target)),
-                    });
-                }
-            }
-            let best_score = ev
-                .scores
-                .iter()
-                .find(|(n, _)| *n == ev.best)
-                .map_or(0.0, |s| s.1);
-            let reason = format!(
-                "numad: {need}; best node {} (score {:.3e}); bound to nodes {}{}",
-                topo.nodes()[ev.best].id,
-                best_score,
-                node_list(topo, &target),
-                if moved > 0.0 {
-                    format!(", moving {moved:.0} MiB of memory there")
-                } else {
-                    String::new()
-                }
-            );
-            out[i] = Some(Placement::new(topo, p.pid, alloc::ids(topo, &cpus), reason));
-            moves += 1;
         }
         let placements = out
             .into_iter()

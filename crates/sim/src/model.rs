@@ -704,21 +704,24 @@ pub(super) fn false_position(
     w
 }
 
-#[allow(clippy::too_many_lines)] // longer than the rest: to be split (issue 15)
-fn summarise(net: &Network, s: &State, procs: &[SimProcess], solo_rates: &[f64]) -> Outcome {
-    #[derive(Default, Clone, Copy)]
-    struct Acc {
-        rate: f64,
-        run: f64,
-        misses: f64,
-        local: f64,
-        latency: f64,
-        local_plain: f64,
-        latency_plain: f64,
-        bytes: f64,
-        cache: f64,
-    }
-    let mut acc = vec![Acc::default(); procs.len()];
+/// One process's sums over its threads, for [`summarise`].
+#[derive(Default, Clone, Copy)]
+struct Acc {
+    rate: f64,
+    run: f64,
+    misses: f64,
+    local: f64,
+    latency: f64,
+    local_plain: f64,
+    latency_plain: f64,
+    bytes: f64,
+    cache: f64,
+}
+
+/// The sums of each of `processes` processes over its threads, misses weighting
+/// locality and latency (and, for a process without misses, plain sums of them).
+fn accumulate(net: &Network, s: &State, processes: usize) -> Vec<Acc> {
+    let mut acc = vec![Acc::default(); processes];
     for (t, th) in net.threads.iter().enumerate() {
         let a = &mut acc[th.process];
         let m = s.rate[t] * s.mpi[t];
@@ -742,62 +745,51 @@ fn summarise(net: &Network, s: &State, procs: &[SimProcess], solo_rates: &[f64])
             .map(|u| m * u.bytes_per_miss)
             .sum::<f64>();
     }
-    let f = s.clock_ghz;
-    let processes: Vec<ProcessOutcome> = acc
-        .iter()
-        .enumerate()
-        .map(|(p, a)| {
-            let n = net.thread_count[p] as f64;
-            let solo = solo_rates.get(p).copied().unwrap_or(0.0);
-            let speed = if n > 0.0 && solo > 0.0 && a.rate.is_finite() {
-                a.rate / (n * solo)
-            } else {
-                0.0
-            };
-            let per_thread = |x: f64| if n > 0.0 { x / n } else { 0.0 };
-            let (local_fraction, latency_ns) = if a.misses > 0.0 {
-                (a.local / a.misses, a.latency / a.misses)
-            } else {
-                (per_thread(a.local_plain), per_thread(a.latency_plain))
-            };
-            ProcessOutcome {
-                ipc: if a.run > 0.0 {
-                    a.rate / (a.run * f)
-                } else {
-                    0.0
-                },
-                effective_mpki: if a.rate > 0.0 {
-                    1000.0 * a.misses / a.rate
-                } else {
-                    0.0
-                },
-                slowdown: if speed > 0.0 {
-                    1.0 / speed - 1.0
-                } else {
-                    f64::INFINITY
-                },
-                speed,
-                local_fraction,
-                latency_ns,
-                bandwidth_gbps: a.bytes,
-                cpu_share: per_thread(a.run),
-                llc_bytes: per_thread(a.cache),
-            }
-        })
-        .collect();
-    let n = processes.len().max(1) as f64;
-    let avg_slowdown = processes.iter().map(|p| p.slowdown).sum::<f64>() / n;
-    let performance = processes.iter().map(|p| p.speed).sum::<f64>() / n;
-    let var = processes
-        .iter()
-        .map(|p| (p.speed - performance).powi(2))
-        .sum::<f64>()
-        / n;
-    let unfairness = if performance > 0.0 {
-        var.sqrt() / performance
+    acc
+}
+
+/// The outcome of a process of `threads` threads from its sums `a`, against its solo
+/// rate per thread `solo`, at `clock_ghz`.
+fn process_outcome(a: &Acc, threads: f64, solo: f64, clock_ghz: f64) -> ProcessOutcome {
+    let speed = if threads > 0.0 && solo > 0.0 && a.rate.is_finite() {
+        a.rate / (threads * solo)
     } else {
         0.0
     };
+    let per_thread = |x: f64| if threads > 0.0 { x / threads } else { 0.0 };
+    let (local_fraction, latency_ns) = if a.misses > 0.0 {
+        (a.local / a.misses, a.latency / a.misses)
+    } else {
+        (per_thread(a.local_plain), per_thread(a.latency_plain))
+    };
+    ProcessOutcome {
+        ipc: if a.run > 0.0 {
+            a.rate / (a.run * clock_ghz)
+        } else {
+            0.0
+        },
+        effective_mpki: if a.rate > 0.0 {
+            1000.0 * a.misses / a.rate
+        } else {
+            0.0
+        },
+        slowdown: if speed > 0.0 {
+            1.0 / speed - 1.0
+        } else {
+            f64::INFINITY
+        },
+        speed,
+        local_fraction,
+        latency_ns,
+        bandwidth_gbps: a.bytes,
+        cpu_share: per_thread(a.run),
+        llc_bytes: per_thread(a.cache),
+    }
+}
+
+/// The loaded resources, then each arbitrated bus as a whole: the traffic of all its
+/// controllers against its sustainable bandwidth, and their traffic-weighted delay.
+fn resource_loads(net: &Network, s: &State) -> Vec<ResourceLoad> {
     let mut resources: Vec<ResourceLoad> = net
         .resources
         .iter()
@@ -810,8 +802,6 @@ fn summarise(net: &Network, s: &State, procs: &[SimProcess], solo_rates: &[f64])
             delay_ns: s.delay[i],
         })
         .collect();
-    // Each arbitrated bus as a whole: the traffic of all its controllers against its
-    // sustainable bandwidth, and their traffic-weighted delay.
     for bus in &net.buses {
         let gbps: f64 = bus.agents.iter().map(|&a| s.traffic[a]).sum();
         if gbps > 0.0 {
@@ -829,12 +819,40 @@ fn summarise(net: &Network, s: &State, procs: &[SimProcess], solo_rates: &[f64])
             });
         }
     }
+    resources
+}
+
+/// The outcome of a solved state: per process, over all of them, and per loaded
+/// resource.
+fn summarise(net: &Network, s: &State, procs: &[SimProcess], solo_rates: &[f64]) -> Outcome {
+    let processes: Vec<ProcessOutcome> = accumulate(net, s, procs.len())
+        .iter()
+        .enumerate()
+        .map(|(p, a)| {
+            let n = net.thread_count[p] as f64;
+            let solo = solo_rates.get(p).copied().unwrap_or(0.0);
+            process_outcome(a, n, solo, s.clock_ghz)
+        })
+        .collect();
+    let n = processes.len().max(1) as f64;
+    let avg_slowdown = processes.iter().map(|p| p.slowdown).sum::<f64>() / n;
+    let performance = processes.iter().map(|p| p.speed).sum::<f64>() / n;
+    let var = processes
+        .iter()
+        .map(|p| (p.speed - performance).powi(2))
+        .sum::<f64>()
+        / n;
+    let unfairness = if performance > 0.0 {
+        var.sqrt() / performance
+    } else {
+        0.0
+    };
     Outcome {
         processes,
         avg_slowdown,
         performance,
         unfairness,
-        resources,
+        resources: resource_loads(net, s),
         iterations: s.sweeps,
         converged: s.converged,
     }

@@ -124,159 +124,236 @@ pub struct Topology {
 /// MAX_NUMNODES (1024), small enough that id-indexed tables stay cheap.
 pub const MAX_ID: u32 = 1 << 16;
 
-impl Topology {
-    #[allow(clippy::too_many_lines)] // longer than the rest: to be split (issue 15)
-    pub fn from_desc(desc: TopologyDesc) -> Result<Topology, TopologyError> {
-        let invalid = |what: String| TopologyError::Invalid(what);
-        if desc.nodes.is_empty() {
-            return Err(invalid("the machine has no nodes".into()));
+fn invalid(what: String) -> TopologyError {
+    TopologyError::Invalid(what)
+}
+
+/// Distance rows are in ascending-id order (sysfs order), so nodes must be listed that
+/// way too, each id once.
+fn check_node_order(node_descs: &[NodeDesc]) -> Result<(), TopologyError> {
+    if node_descs.windows(2).any(|w| w[0].id >= w[1].id) {
+        let mut ids: Vec<_> = node_descs.iter().map(|n| n.id).collect();
+        ids.sort_unstable();
+        if ids.windows(2).any(|w| w[0] == w[1]) {
+            return Err(invalid("node ids are not unique".into()));
         }
-        let mut node_descs = desc.nodes;
-        // Distance rows are in ascending-id order (sysfs order); keep nodes that way too.
-        if node_descs.windows(2).any(|w| w[0].id >= w[1].id) {
-            let mut ids: Vec<_> = node_descs.iter().map(|n| n.id).collect();
-            ids.sort_unstable();
-            if ids.windows(2).any(|w| w[0] == w[1]) {
-                return Err(invalid("node ids are not unique".into()));
-            }
-            return Err(invalid(format!(
-                "nodes must be listed in ascending id order, got {:?}",
-                node_descs.iter().map(|n| n.id).collect::<Vec<_>>()
-            )));
+        return Err(invalid(format!(
+            "nodes must be listed in ascending id order, got {:?}",
+            node_descs.iter().map(|n| n.id).collect::<Vec<_>>()
+        )));
+    }
+    Ok(())
+}
+
+/// No node or CPU id above [`MAX_ID`]. Lookup tables are indexed by id: an absurd id
+/// (from a hand-written or corrupt snapshot) would ask for gigabytes before anything
+/// else could fail.
+fn check_id_bounds(node_descs: &[NodeDesc]) -> Result<(), TopologyError> {
+    let too_big = |id: u32| id > MAX_ID;
+    if let Some(nd) = node_descs.iter().find(|nd| too_big(nd.id)) {
+        return Err(invalid(format!(
+            "node id {} is implausibly large (at most {MAX_ID})",
+            nd.id
+        )));
+    }
+    if let Some(c) = node_descs
+        .iter()
+        .flat_map(|nd| nd.llcs.iter().flat_map(|l| l.cpus.iter()))
+        .find(|c| too_big(**c))
+    {
+        return Err(invalid(format!(
+            "CPU id {c} is implausibly large (at most {MAX_ID})"
+        )));
+    }
+    Ok(())
+}
+
+/// Node `ni` of `n` has a distance to every node, the smallest (and not zero) to
+/// itself.
+fn check_distances(ni: usize, nd: &NodeDesc, n: usize) -> Result<(), TopologyError> {
+    if nd.distances.len() != n {
+        return Err(invalid(format!(
+            "node {}: distance row has {} entries for {} nodes",
+            nd.id,
+            nd.distances.len(),
+            n
+        )));
+    }
+    if nd.distances[ni] == 0 || nd.distances.iter().any(|&d| d < nd.distances[ni]) {
+        return Err(invalid(format!(
+            "node {}: distance to itself ({}) must be the smallest and non-zero, row {:?}",
+            nd.id, nd.distances[ni], nd.distances
+        )));
+    }
+    Ok(())
+}
+
+/// The cores (hardware-thread groups, each sorted, in order) of LLC `li` of node
+/// `node`, whose sorted CPUs are `llc_cpus`: one per CPU when none are given, otherwise
+/// the given ones, which must partition the CPUs.
+fn core_groups(
+    node: NodeId,
+    li: usize,
+    ld: &LlcDesc,
+    llc_cpus: &[CpuId],
+) -> Result<Vec<Vec<CpuId>>, TopologyError> {
+    if ld.cores.is_empty() {
+        return Ok(llc_cpus.iter().map(|&c| vec![c]).collect());
+    }
+    let mut flat: Vec<CpuId> = ld.cores.iter().flatten().copied().collect();
+    flat.sort_unstable();
+    if flat != llc_cpus || ld.cores.iter().any(|g| g.is_empty()) {
+        return Err(invalid(format!(
+            "node {node} LLC {li}: cores {:?} do not partition its CPUs {:?}",
+            ld.cores, llc_cpus
+        )));
+    }
+    let mut g = ld.cores.clone();
+    for c in &mut g {
+        c.sort_unstable();
+    }
+    g.sort_unstable();
+    Ok(g)
+}
+
+/// The flat tables of [`Topology`], built node by node from the description.
+#[derive(Default)]
+struct Tables {
+    nodes: Vec<Node>,
+    llcs: Vec<Llc>,
+    cores: Vec<Core>,
+    /// Every CPU id added so far, so that one listed twice is caught.
+    seen: BTreeSet<CpuId>,
+}
+
+impl Tables {
+    /// Adds node `ni` with its LLCs and cores; its CPUs are those of its LLCs, and the
+    /// ones it lists, if any, must be the same.
+    fn add_node(&mut self, ni: usize, nd: &NodeDesc) -> Result<(), TopologyError> {
+        let llc_start = self.llcs.len();
+        for (li, ld) in nd.llcs.iter().enumerate() {
+            self.add_llc(ni, nd.id, li, ld)?;
         }
-        // Lookup tables are indexed by id: an absurd id (from a hand-written or
-        // corrupt snapshot) would ask for gigabytes before anything else could fail.
-        let too_big = |id: u32| id > MAX_ID;
-        if let Some(nd) = node_descs.iter().find(|nd| too_big(nd.id)) {
-            return Err(invalid(format!(
-                "node id {} is implausibly large (at most {MAX_ID})",
-                nd.id
-            )));
-        }
-        if let Some(c) = node_descs
+        let mut node_cpus: Vec<CpuId> = self.llcs[llc_start..]
             .iter()
-            .flat_map(|nd| nd.llcs.iter().flat_map(|l| l.cpus.iter()))
-            .find(|c| too_big(**c))
-        {
-            return Err(invalid(format!(
-                "CPU id {c} is implausibly large (at most {MAX_ID})"
-            )));
+            .flat_map(|l| l.cpus.iter().copied())
+            .collect();
+        node_cpus.sort_unstable();
+        if !nd.cpus.is_empty() {
+            let mut given = nd.cpus.clone();
+            given.sort_unstable();
+            if given != node_cpus {
+                return Err(invalid(format!(
+                    "node {}: cpus {:?} disagree with its LLCs' CPUs {:?}",
+                    nd.id, given, node_cpus
+                )));
+            }
         }
-        let n = node_descs.len();
-        let mut nodes = Vec::with_capacity(n);
-        let mut llcs = Vec::new();
-        let mut cores = Vec::new();
-        let mut seen: BTreeSet<CpuId> = BTreeSet::new();
-        for (ni, nd) in node_descs.iter_mut().enumerate() {
-            if nd.distances.len() != n {
-                return Err(invalid(format!(
-                    "node {}: distance row has {} entries for {} nodes",
-                    nd.id,
-                    nd.distances.len(),
-                    n
-                )));
+        self.nodes.push(Node {
+            id: nd.id,
+            memory_bytes: nd.memory_bytes,
+            distances: nd.distances.clone(),
+            llcs: llc_start..self.llcs.len(),
+            cpus: node_cpus.into(),
+        });
+        Ok(())
+    }
+
+    /// Adds LLC `li` of node index `ni` (id `node`) and its cores.
+    fn add_llc(
+        &mut self,
+        ni: usize,
+        node: NodeId,
+        li: usize,
+        ld: &LlcDesc,
+    ) -> Result<(), TopologyError> {
+        if ld.cpus.is_empty() {
+            return Err(invalid(format!("node {node} LLC {li}: no CPUs")));
+        }
+        let mut llc_cpus = ld.cpus.clone();
+        llc_cpus.sort_unstable();
+        let groups = core_groups(node, li, ld, &llc_cpus)?;
+        for &c in &llc_cpus {
+            if !self.seen.insert(c) {
+                return Err(invalid(format!("CPU {c} appears more than once")));
             }
-            if nd.distances[ni] == 0 || nd.distances.iter().any(|&d| d < nd.distances[ni]) {
-                return Err(invalid(format!(
-                    "node {}: distance to itself ({}) must be the smallest and non-zero, row {:?}",
-                    nd.id, nd.distances[ni], nd.distances
-                )));
-            }
-            let llc_start = llcs.len();
-            let mut node_cpus = Vec::new();
-            for (li, ld) in nd.llcs.iter().enumerate() {
-                if ld.cpus.is_empty() {
-                    return Err(invalid(format!("node {} LLC {li}: no CPUs", nd.id)));
-                }
-                let mut llc_cpus = ld.cpus.clone();
-                llc_cpus.sort_unstable();
-                let groups: Vec<Vec<CpuId>> = if ld.cores.is_empty() {
-                    llc_cpus.iter().map(|&c| vec![c]).collect()
-                } else {
-                    let mut flat: Vec<CpuId> = ld.cores.iter().flatten().copied().collect();
-                    flat.sort_unstable();
-                    if flat != llc_cpus || ld.cores.iter().any(|g| g.is_empty()) {
-                        return Err(invalid(format!(
-                            "node {} LLC {li}: cores {:?} do not partition its CPUs {:?}",
-                            nd.id, ld.cores, llc_cpus
-                        )));
-                    }
-                    let mut g = ld.cores.clone();
-                    for c in &mut g {
-                        c.sort_unstable();
-                    }
-                    g.sort_unstable();
-                    g
-                };
-                for &c in &llc_cpus {
-                    if !seen.insert(c) {
-                        return Err(invalid(format!("CPU {c} appears more than once")));
-                    }
-                }
-                let llc_index = llcs.len();
-                let core_start = cores.len();
-                for g in groups {
-                    cores.push(Core {
-                        index: cores.len(),
-                        llc: llc_index,
-                        cpus: g.into(),
-                    });
-                }
-                node_cpus.extend_from_slice(&llc_cpus);
-                llcs.push(Llc {
-                    index: llc_index,
-                    node: ni,
-                    package: ld.package.unwrap_or(nd.id),
-                    size_bytes: ld.size_bytes,
-                    cores: core_start..cores.len(),
-                    cpus: llc_cpus.into(),
-                });
-            }
-            node_cpus.sort_unstable();
-            if !nd.cpus.is_empty() {
-                let mut given = nd.cpus.clone();
-                given.sort_unstable();
-                if given != node_cpus {
-                    return Err(invalid(format!(
-                        "node {}: cpus {:?} disagree with its LLCs' CPUs {:?}",
-                        nd.id, given, node_cpus
-                    )));
-                }
-            }
-            nodes.push(Node {
-                id: nd.id,
-                memory_bytes: nd.memory_bytes,
-                distances: nd.distances.clone(),
-                llcs: llc_start..llcs.len(),
-                cpus: node_cpus.into(),
+        }
+        let llc_index = self.llcs.len();
+        let core_start = self.cores.len();
+        for g in groups {
+            self.cores.push(Core {
+                index: self.cores.len(),
+                llc: llc_index,
+                cpus: g.into(),
             });
         }
-        if seen.is_empty() {
+        self.llcs.push(Llc {
+            index: llc_index,
+            node: ni,
+            package: ld.package.unwrap_or(node),
+            size_bytes: ld.size_bytes,
+            cores: core_start..self.cores.len(),
+            cpus: llc_cpus.into(),
+        });
+        Ok(())
+    }
+}
+
+/// The CPUs sorted by id with their indices, and the id → index table.
+fn cpu_table(cores: &[Core], llcs: &[Llc]) -> (Vec<Cpu>, Vec<usize>) {
+    let mut cpus: Vec<Cpu> = cores
+        .iter()
+        .flat_map(|core| {
+            let llc = core.llc;
+            let node = llcs[llc].node;
+            core.cpus.iter().map(move |&id| Cpu {
+                id,
+                index: 0,
+                core: core.index,
+                llc,
+                node,
+            })
+        })
+        .collect();
+    cpus.sort_unstable_by_key(|c| c.id);
+    let max_id = cpus.last().map(|c| c.id).unwrap_or(0) as usize;
+    let mut by_id = vec![usize::MAX; max_id + 1];
+    for (i, c) in cpus.iter_mut().enumerate() {
+        c.index = i;
+        by_id[c.id as usize] = i;
+    }
+    (cpus, by_id)
+}
+
+impl Topology {
+    pub fn from_desc(desc: TopologyDesc) -> Result<Topology, TopologyError> {
+        let TopologyDesc {
+            name,
+            nodes: node_descs,
+        } = desc;
+        if node_descs.is_empty() {
+            return Err(invalid("the machine has no nodes".into()));
+        }
+        check_node_order(&node_descs)?;
+        check_id_bounds(&node_descs)?;
+        let n = node_descs.len();
+        let mut tables = Tables {
+            nodes: Vec::with_capacity(n),
+            ..Tables::default()
+        };
+        for (ni, nd) in node_descs.iter().enumerate() {
+            check_distances(ni, nd, n)?;
+            tables.add_node(ni, nd)?;
+        }
+        if tables.seen.is_empty() {
             return Err(invalid("the machine has no CPUs".into()));
         }
-        let mut cpus: Vec<Cpu> = cores
-            .iter()
-            .flat_map(|core| {
-                let llc = core.llc;
-                let node = llcs[llc].node;
-                core.cpus.iter().map(move |&id| Cpu {
-                    id,
-                    index: 0,
-                    core: core.index,
-                    llc,
-                    node,
-                })
-            })
-            .collect();
-        cpus.sort_unstable_by_key(|c| c.id);
-        let max_id = cpus.last().map(|c| c.id).unwrap_or(0) as usize;
-        let mut by_id = vec![usize::MAX; max_id + 1];
-        for (i, c) in cpus.iter_mut().enumerate() {
-            c.index = i;
-            by_id[c.id as usize] = i;
-        }
+        let Tables {
+            nodes, llcs, cores, ..
+        } = tables;
+        let (cpus, by_id) = cpu_table(&cores, &llcs);
         Ok(Topology {
-            name: desc.name,
+            name,
             nodes,
             llcs,
             cores,
