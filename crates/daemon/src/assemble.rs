@@ -75,7 +75,7 @@ impl Built {
     ) -> DaemonStatus {
         let mut s = DaemonStatus {
             started_unix,
-            now_unix: super::service::unix_now(),
+            now_unix: super::clock::unix_now(),
             policy: self.policy.to_string(),
             interval_s,
             dry_run,
@@ -96,7 +96,7 @@ impl Built {
     pub fn observe_once(&mut self) -> anyhow::Result<(Snapshot, Plan)> {
         let rep = self
             .engine
-            .epoch(0.0, super::service::unix_now())
+            .epoch(0.0, super::clock::unix_now())
             .context("observing the processes")?;
         let snapshot = rep.snapshot.unwrap_or_else(|| Snapshot {
             topology: self.engine.topology().clone(),

@@ -20,6 +20,7 @@
 //! - [`privileges`]: once started, every capability the epochs do not use is dropped.
 
 pub mod assemble;
+pub mod clock;
 pub mod config;
 pub mod conns;
 pub mod engine;

@@ -14,13 +14,14 @@ use std::collections::HashSet;
 use std::process::{Child, ExitStatus};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use tracing::{debug, info, warn};
 
 use super::assemble::Built;
+use super::clock::unix_now;
 use super::config::Options;
 use super::engine::EpochReport;
 use super::metrics::MetricsServer;
@@ -28,12 +29,6 @@ use super::privileges;
 use super::socket::{Server, Shared};
 use super::status_board::{Board, Wake};
 use numasched_linux::apply::{Action, Restored};
-
-pub fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
 
 /// What ends the loop.
 pub enum Until {

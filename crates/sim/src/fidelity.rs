@@ -8,8 +8,9 @@
 //! was made (a stream with idle work between accesses), not fitted to the row's result.
 
 use super::machine::{params_for, MachineParams};
-use super::model::{simulate, Outcome, SimProcess};
+use super::model::{simulate, Outcome};
 use super::network::ResourceKind;
+use super::process::SimProcess;
 use numasched_model::profile::{Profile, ProfileSet};
 use numasched_model::topology::{self, Topology};
 

@@ -20,13 +20,13 @@ mod lru;
 pub mod machine;
 mod model;
 mod network;
+mod process;
 mod snapshot;
 
 pub use machine::{params_for, MachineParams};
-pub use model::{
-    simulate, simulate_with_solo, solo_rate, Outcome, ProcessOutcome, ResourceLoad, SimProcess,
-};
+pub use model::{simulate, simulate_with_solo, solo_rate, Outcome, ProcessOutcome, ResourceLoad};
 pub use network::ResourceKind;
+pub use process::SimProcess;
 // Program profiles are model vocabulary (the profile store reads and writes them too);
 // what `simulate` takes, so they are named here as well.
 pub use numasched_model::profile::{Class, Profile, ProfileError, ProfileSet};

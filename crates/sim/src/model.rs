@@ -15,20 +15,9 @@ use serde::{Deserialize, Serialize};
 use super::lru;
 use super::machine::{MachineParams, MAX_UTILISATION};
 use super::network::{self, Network, ResourceKind};
+use super::process::SimProcess;
 use numasched_model::profile::{Derived, Profile};
 use numasched_model::topology::Topology;
-
-/// One program as the simulator runs it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SimProcess {
-    pub profile: Profile,
-    /// Where its memory is: (node index, fraction). Fractions are normalised; invalid
-    /// entries are ignored; with none, memory is where each thread runs (first touch).
-    pub memory: Vec<(usize, f64)>,
-    /// One CPU index (position in `Topology::cpus()`) per thread. A CPU listed by k
-    /// threads is time-shared k ways. Indices past the machine are ignored.
-    pub cpus: Vec<usize>,
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessOutcome {

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::machine::MachineParams;
-use super::model::SimProcess;
+use super::process::SimProcess;
 use numasched_model::topology::Topology;
 
 /// A shared element that misses queue at.

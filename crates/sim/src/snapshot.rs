@@ -4,7 +4,8 @@
 use std::sync::Mutex;
 
 use super::machine::MachineParams;
-use super::model::{simulate_with_solo, solo_rate, SimProcess};
+use super::model::{simulate_with_solo, solo_rate};
+use super::process::SimProcess;
 use numasched_model::profile::{Profile, ProfileSet};
 use numasched_model::topology::{CpuId, NodeId, Topology};
 use numasched_model::{Plan, Snapshot};

@@ -10,8 +10,8 @@ use anyhow::Context;
 
 use super::TopArgs;
 use crate::daemon::assemble::{self, Built, Use};
+use crate::daemon::clock::unix_now;
 use crate::daemon::config::parse_policy;
-use crate::daemon::service::unix_now;
 use crate::daemon::socket::{request_status, SocketError};
 use crate::daemon::status::DaemonStatus;
 

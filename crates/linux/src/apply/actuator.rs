@@ -453,53 +453,74 @@ impl<K: Kernel> Actuator<K> {
         }
     }
 
+    /// Carries out one placement: first whether it may be (a pure check of the plan
+    /// against the snapshot and the journal), then, thread by thread, the change.
     fn place(&mut self, pl: &Placement, proc: Option<&Process>, machine: &CpuSet) -> Line {
+        match self.admit(pl, proc) {
+            Ok(p) => self.carry_out(pl, p, machine),
+            Err(refusal) => refusal,
+        }
+    }
+
+    /// The process `pl` may change, or the line saying why not: nothing planned, a
+    /// protected or vanished pid, one the kernel refused before, or a pin someone
+    /// else set that the plan would leave. Reads only the process's identity.
+    fn admit<'p>(
+        &mut self,
+        pl: &Placement,
+        proc: Option<&'p Process>,
+    ) -> Result<&'p Process, Line> {
         let pid = pl.pid;
-        let target = pl.cpus.clone();
+        let target = &pl.cpus;
         if target.is_empty() {
-            return line(pid, &target, Action::LeftAlone, pl.reason.clone());
+            return Err(line(pid, target, Action::LeftAlone, pl.reason.clone()));
         }
         if self.protected(pid) {
-            return line(
+            return Err(line(
                 pid,
-                &target,
+                target,
                 Action::Skipped,
                 "protected pid (init, kthreadd, numasched or excluded)",
-            );
+            ));
         }
         let Some(p) = proc else {
-            return line(pid, &target, Action::Skipped, "not in the snapshot");
+            return Err(line(pid, target, Action::Skipped, "not in the snapshot"));
         };
-        if let Err(l) = self.check_identity(p, &target) {
-            return l;
-        }
-        let start = p.start_time;
+        self.check_identity(p, target)?;
         if let Some(why) = self.refused.get(&p.key()) {
-            return line(
+            return Err(line(
                 pid,
-                &target,
+                target,
                 Action::LeftAlone,
                 format!("left as it is: the kernel refused to move it ({why})"),
-            );
+            ));
         }
-        let entry = self.journal.get(pid, start).cloned();
-        let fmt = cpulist::format;
-
         // A pin in the snapshot that is not numasched's own is someone else's.
         if let Some(allowed) = &p.allowed_cpus {
-            let ours = entry
-                .as_ref()
+            let ours = self
+                .journal
+                .get(pid, p.start_time)
                 .and_then(|e| e.applied.as_ref())
                 .is_some_and(|a| a == allowed);
             if !ours && !target.is_subset(allowed) {
-                return line(
+                return Err(line(
                     pid,
-                    &target,
+                    target,
                     Action::Refused,
-                    format!("outside CPUs {} pinned by someone else", fmt(allowed)),
-                );
+                    format!("outside CPUs {allowed} pinned by someone else"),
+                ));
             }
         }
+        Ok(p)
+    }
+
+    /// Sets `pl` on every thread of admitted process `p`, journaling first, unless a
+    /// pin found on the threads themselves (re-pinned since, or inherited from a
+    /// parent numasched narrowed) says otherwise.
+    fn carry_out(&mut self, pl: &Placement, p: &Process, machine: &CpuSet) -> Line {
+        let (pid, start) = (pl.pid, p.start_time);
+        let target = pl.cpus.clone();
+        let entry = self.journal.get(pid, start).cloned();
 
         // Current affinity of every thread, read before changing anything.
         let (current, mut errors) = match self.read_threads(pid, start) {
@@ -532,7 +553,7 @@ impl<K: Kernel> Actuator<K> {
                     pid,
                     &target,
                     Action::Refused,
-                    format!("outside its parent's original pin {}", fmt(orig)),
+                    format!("outside its parent's original pin {orig}"),
                 );
             }
         }

@@ -37,7 +37,7 @@ use std::collections::HashMap;
 
 use super::error::ObserveError;
 use super::proc::{sole_thread, Affinity, Memory, ProcDir, ReadOptions, Source, Stat, ThreadStat};
-use super::scan::ScanConfig;
+use super::scan_config::ScanConfig;
 
 /// Costly file groups (status; `task/*/stat`; numa_maps with sched) of one pass.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
