@@ -17,6 +17,7 @@
 )]
 
 pub mod cli;
+pub mod flags;
 pub mod workload;
 
 // The layers below, as crates of their own (docs/architecture.md), under the names the

@@ -68,11 +68,11 @@ pub struct WorkloadArgs {
     pub seconds: f64,
     /// Bind all memory to this NUMA node (set_mempolicy MPOL_BIND) before allocating.
     #[arg(long, allow_hyphen_values = true, value_name = "NODE", conflicts_with = "touch_node",
-          value_parser = crate::cli::node_id())]
+          value_parser = crate::flags::node_id())]
     pub membind: Option<NodeId>,
     /// Allocate all memory on this NUMA node, then drop the policy: the pages sit there
     /// with nothing binding them, as if the program had first run on that node.
-    #[arg(long, allow_hyphen_values = true, value_name = "NODE", value_parser = crate::cli::node_id())]
+    #[arg(long, allow_hyphen_values = true, value_name = "NODE", value_parser = crate::flags::node_id())]
     pub touch_node: Option<NodeId>,
     /// Worker threads, each with its own arrays or loop; rates are summed.
     #[arg(long, allow_hyphen_values = true, value_name = "N", default_value_t = 1,

@@ -424,7 +424,7 @@ impl<K: Kernel> Engine<K> {
         // pages moved without RSS changing, and an affinity the kernel now has. A kept
         // status would show the set this daemon gave before, which against the
         // journal's newer one reads as someone else's pin and pulls the process back
-        // (tests/daemon_engine.rs, a process the daemon moved).
+        // (tests/it/daemon_engine.rs, a process the daemon moved).
         let changed = report.placements.iter().chain(&report.moves);
         for line in changed.filter(|l| l.action == Action::Done) {
             self.scanner.invalidate(line.pid);

@@ -2,7 +2,7 @@
 //!
 //! No policy reads a file, a clock or a global; that is what lets the daemon, `plan`, the
 //! simulator and the tests run the very same code. The build holds this crate to it: it
-//! depends on the model alone (`tests/layering.rs` checks the manifest), and the
+//! depends on the model alone (`tests/it/layering.rs` checks the manifest), and the
 //! `clippy.toml` beside it forbids files, clocks, the environment and processes. Each
 //! policy module's doc names the algorithm and where it comes from.
 

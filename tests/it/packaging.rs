@@ -11,7 +11,7 @@ use std::process::Command;
 
 use numasched::daemon::Options;
 
-mod common;
+use crate::common;
 use common::numasched;
 
 const UNIT: &str = "packaging/numasched.service";

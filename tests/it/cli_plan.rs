@@ -1,7 +1,7 @@
 //! `numasched plan` end to end: the binary, a snapshot file, the output contract and
 //! the one-line errors.
 
-mod common;
+use crate::common;
 use common::numasched;
 
 const WL9: &str = "examples/snapshots/wl9-all-on-node0.json";

@@ -3,8 +3,6 @@
 //! `/dev/null-journal` in /dev, and a 100,000-character glob took 22 s to compile. Each
 //! must be one clear line, quickly, with nothing created.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! Needs CPUs 0 and 1; on a machine with fewer, each test prints why and passes.
 //! Every child is killed and reaped by a guard, even when an assertion fails.
 
-mod common;
+use crate::common;
 
 use std::cell::RefCell;
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! that `q` ends the program with the terminal restored. Skipped (with the reason
 //! printed) when tmux is not installed; CI installs it.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -6,7 +6,7 @@
 
 use numasched::sim::fidelity::{markdown, rows, Row};
 
-const DOC: &str = include_str!("../docs/fidelity.md");
+const DOC: &str = include_str!("../../docs/fidelity.md");
 
 fn all() -> Vec<Row> {
     rows().expect("presets and built-in profiles exist")

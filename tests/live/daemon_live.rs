@@ -9,7 +9,7 @@
 //! touch anything else on the machine. Needs CPUs 0 and 1; otherwise each test says
 //! why and passes.
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

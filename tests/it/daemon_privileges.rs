@@ -7,7 +7,7 @@
 //! Needs root (to start a daemon with capabilities to drop); otherwise each test says
 //! why and passes.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::fs::File;

@@ -3,7 +3,7 @@
 //! no TCP port at all, and an address on every interface is refused. Also `advise` on
 //! this machine. Each test selects its own processes by a command name of its own.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::io::{Read, Write};

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::numasched;
 
 fn topo_json(args: &[&str]) -> Value {

@@ -9,7 +9,7 @@
 //! wrong set would starve a process, so that is where widening and giving back are
 //! checked. Needs CPUs 0 and 1; otherwise each test says why and passes.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

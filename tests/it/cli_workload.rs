@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::numasched;
 
 fn lines(stdout: &str) -> Vec<Value> {

@@ -1,7 +1,7 @@
 //! The operator commands end to end: `config check|default`, `completions`, `man`, as
 //! the binary runs them (exit codes, stdout versus stderr).
 
-mod common;
+use crate::common;
 use common::numasched;
 
 #[test]

@@ -392,7 +392,7 @@ fn a_placed_process_is_not_frozen_by_its_own_narrowed_affinity() {
 /// daemon moves a process, the status it kept shows the set the daemon gave before;
 /// read against the journal's newer set, that looked like someone else's pin, and the
 /// next epoch planned the process back inside its old set (a two-thread load narrowed
-/// to one CPU, `tests/no_harm_live.rs`, under load). What the daemon changes is read
+/// to one CPU, `tests/live/no_harm_live.rs`, under load). What the daemon changes is read
 /// afresh the next pass.
 #[test]
 fn a_process_the_daemon_moved_is_not_held_to_the_set_it_had_before() {
