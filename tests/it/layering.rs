@@ -357,3 +357,76 @@ fn the_checks_can_fail() {
     assert_eq!(got, ["daemon", "topology"]);
     assert!(named("crate::topologyx and crate::daemons").is_empty());
 }
+
+/// The sibling modules a file's code names as `super::<name>` (or `crate::<name>` at
+/// a crate root), outside its tests (where `super::` is the file itself).
+fn siblings_named(file: &Path, text: &str) -> BTreeSet<String> {
+    let dir = file.parent().expect("a file has a directory");
+    let at_root = dir.ends_with("src");
+    // Code only: not its tests, and not comments (a doc link is no dependency).
+    let code: String = text
+        .split("#[cfg(test)]")
+        .next()
+        .unwrap_or(text)
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let code = code.as_str();
+    let mut out = BTreeSet::new();
+    let prefixes: &[&str] = if at_root {
+        &["super::", "crate::"]
+    } else {
+        &["super::"]
+    };
+    for prefix in prefixes {
+        for (at, _) in code.match_indices(prefix) {
+            let name: String = code[at + prefix.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let is_sibling = dir.join(format!("{name}.rs")).is_file()
+                || dir.join(&name).join("mod.rs").is_file();
+            if !name.is_empty() && is_sibling {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+/// No two modules of a crate name each other: a type both need lives below both
+/// (daemon/clock.rs, observe/scan_config.rs, sim/process.rs were made for this).
+/// Checks pairs, the cycles reading found; longer rings are not looked for.
+#[test]
+fn no_two_modules_name_each_other() {
+    let mut files = Vec::new();
+    sources(&repo().join("src"), &mut files);
+    sources(&repo().join("crates"), &mut files);
+    let mut edges: BTreeSet<(PathBuf, String)> = BTreeSet::new();
+    for f in &files {
+        let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        if stem == "mod" || stem == "lib" || stem == "main" {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).expect("source readable");
+        for name in siblings_named(f, &text) {
+            edges.insert((f.clone(), name));
+        }
+    }
+    let mut bad = Vec::new();
+    for (f, name) in &edges {
+        let dir = f.parent().expect("dir");
+        let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        let back = [
+            dir.join(format!("{name}.rs")),
+            dir.join(name).join("mod.rs"),
+        ]
+        .into_iter()
+        .any(|g| edges.contains(&(g, stem.to_string())));
+        if back && stem < name.as_str() {
+            bad.push(format!("{} <-> {name}", f.display()));
+        }
+    }
+    assert!(bad.is_empty(), "module cycles:\n{}", bad.join("\n"));
+}

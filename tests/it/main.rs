@@ -1,7 +1,6 @@
 //! The integration tests that need no real process of their own to act on: the command
 //! line, the daemon on a fake machine, the simulator and its findings, parsers, the
-//! packaging and the layering. One binary, one module per subject (linking 20 binaries
-//! against the whole crate was most of a test build).
+//! packaging and the layering. One binary, one module per subject, linked once.
 
 #[path = "../common/mod.rs"]
 mod common;

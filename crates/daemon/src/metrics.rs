@@ -351,10 +351,10 @@ fn migration_families(o: &mut Out, s: &DaemonStatus) {
 }
 
 /// Per node: load, memory, and LLC pressure.
-fn node_families(o: &mut Out, view: &[super::nodes::NodeView]) {
-    let nodes: Vec<(String, &super::nodes::NodeView)> =
+fn node_families(o: &mut Out, view: &[super::status::NodeView]) {
+    let nodes: Vec<(String, &super::status::NodeView)> =
         view.iter().map(|n| (n.node.to_string(), n)).collect();
-    type NodeGet = fn(&super::nodes::NodeView) -> Option<f64>;
+    type NodeGet = fn(&super::status::NodeView) -> Option<f64>;
     let families: [(&str, &str, NodeGet); 5] = [
         (
             "numasched_node_load_cpus",
@@ -482,7 +482,7 @@ fn job_families(o: &mut Out, jobs: &[super::jobs::JobView]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nodes::NodeView;
+    use crate::status::NodeView;
     use crate::status::ProcessView;
     use numasched_linux::observe::Sensors;
     use numasched_model::character::PenaltySource;

@@ -4,28 +4,8 @@
 //! numasched places), so it reads as "numasched's view", not as system totals; the
 //! node's memory in use comes from sysfs, read by the caller.
 
-use serde::{Deserialize, Serialize};
-
-use super::status::ProcessView;
+use super::status::{NodeView, ProcessView};
 use numasched_model::topology::{NodeId, Topology};
-use numasched_model::CpuSet;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NodeView {
-    pub node: NodeId,
-    pub cpus: CpuSet,
-    /// CPUs' worth of managed processes' demand running on this node's CPUs (each
-    /// process's demand split evenly over the CPUs its threads last ran on).
-    pub load: f64,
-    /// Bytes of managed processes' memory on this node (numa_maps).
-    pub managed_memory_bytes: u64,
-    pub memory_total_bytes: u64,
-    /// Memory in use on the node (sysfs `MemUsed`), when readable.
-    pub memory_used_bytes: Option<u64>,
-    /// Σ MPKI of the managed processes on its LLCs, a process away from its memory
-    /// counting MPKI × NUMA penalty (Majo & Gross, ISMM 2011), summed over the node's LLCs.
-    pub llc_pressure: f64,
-}
 
 /// One view per node, in topology order.
 pub fn node_views(topo: &Topology, procs: &[ProcessView]) -> Vec<NodeView> {
@@ -91,6 +71,7 @@ mod tests {
     use super::*;
     use numasched_model::character::PenaltySource;
     use numasched_model::topology::CpuId;
+    use numasched_model::CpuSet;
     use std::collections::BTreeMap;
 
     fn view(cpus: &[CpuId], home: NodeId, mpki: f64, np: f64) -> ProcessView {

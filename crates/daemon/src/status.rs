@@ -53,7 +53,7 @@ pub struct DaemonStatus {
     pub errors_total: u64,
     /// Per node, as numasched sees it (see [`super::nodes`]).
     #[serde(default)]
-    pub nodes_view: Vec<super::nodes::NodeView>,
+    pub nodes_view: Vec<NodeView>,
     /// Shared with the engine, which builds it once per epoch: the status published
     /// every epoch would otherwise copy every process's view.
     pub processes: Arc<Vec<ProcessView>>,
@@ -312,4 +312,22 @@ impl DaemonStatus {
         }
         s
     }
+}
+
+/// One node as the status shows it (built by `nodes::node_views`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeView {
+    pub node: NodeId,
+    pub cpus: CpuSet,
+    /// CPUs' worth of managed processes' demand running on this node's CPUs (each
+    /// process's demand split evenly over the CPUs its threads last ran on).
+    pub load: f64,
+    /// Bytes of managed processes' memory on this node (numa_maps).
+    pub managed_memory_bytes: u64,
+    pub memory_total_bytes: u64,
+    /// Memory in use on the node (sysfs `MemUsed`), when readable.
+    pub memory_used_bytes: Option<u64>,
+    /// Σ MPKI of the managed processes on its LLCs, a process away from its memory
+    /// counting MPKI × NUMA penalty (Majo & Gross, ISMM 2011), summed over the node's LLCs.
+    pub llc_pressure: f64,
 }

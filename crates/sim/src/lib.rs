@@ -21,6 +21,7 @@ pub mod machine;
 mod model;
 mod network;
 mod process;
+mod roots;
 mod snapshot;
 
 pub use machine::{params_for, MachineParams};

@@ -11,7 +11,7 @@
 //! insertions (which would let a streaming co-runner's dead lines crowd it out); with
 //! flat miss curves both rules agree.
 
-use super::model::false_position;
+use super::roots::false_position;
 
 /// One occupant's fill time on a grid of cache sizes at one instruction per ns:
 /// `(bytes, ns)`, increasing in both. At `r` instructions per ns it fills `r` times as

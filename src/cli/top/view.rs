@@ -8,7 +8,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Row, Table};
 use ratatui::Frame;
 
-use crate::daemon::nodes::NodeView;
+use crate::daemon::status::NodeView;
 use crate::daemon::status::{DaemonStatus, ProcessView};
 use crate::topology::{cpulist, CpuId};
 

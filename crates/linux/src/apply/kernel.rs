@@ -5,130 +5,21 @@
 //! decisions can be tested against `FakeKernel` (module `fake`, tests only) with any
 //! fault injected between any two calls. [`LinuxKernel`] is the real thing.
 //!
-//! Errors say which operation on which pid/tid failed and sort the errno into what it
-//! means for the caller: [`ErrorKind::Gone`] (ESRCH/ENOENT, a normal event: processes
-//! exit at any moment), [`ErrorKind::PermissionDenied`], [`ErrorKind::Invalid`] (most
-//! often a cpuset that forbids every CPU asked for), or anything else.
+//! Its errors are [`KernelError`]s (module `kernel_error`).
 
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::kernel_error::{ErrorKind, KernelError, Op};
 pub use super::mover::Moving;
 use super::mover::{Job, Mover};
+pub use super::regions::Region;
 use crate::observe::ProcDir;
 use numasched_model::topology::NodeId;
 use numasched_model::CpuSet;
-
-/// Which kernel operation an error comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Op {
-    ListThreads,
-    Identity,
-    GetAffinity,
-    SetAffinity,
-    MigratePages,
-    MovePages,
-    ReadRegions,
-    ReadMems,
-    ListChildren,
-}
-
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Op::ListThreads => "list threads",
-            Op::Identity => "read identity",
-            Op::GetAffinity => "sched_getaffinity",
-            Op::SetAffinity => "sched_setaffinity",
-            Op::MigratePages => "migrate_pages",
-            Op::MovePages => "move_pages",
-            Op::ReadRegions => "read maps and numa_maps",
-            Op::ReadMems => "read Mems_allowed",
-            Op::ListChildren => "list children",
-        })
-    }
-}
-
-/// What went wrong, in the terms the actuator acts on.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ErrorKind {
-    /// ESRCH/ENOENT: the process or thread exited. Normal; never worth more than a note.
-    #[error("no such process (exited)")]
-    Gone,
-    /// EPERM: not allowed (capabilities, or another user's process without them).
-    #[error("permission denied (EPERM)")]
-    PermissionDenied,
-    /// EINVAL: e.g. the CPU set is empty after the kernel intersects it with the
-    /// process's cpuset, or names CPUs that do not exist.
-    #[error("invalid argument (EINVAL)")]
-    Invalid,
-    /// EBUSY: the kernel will not move this task (a SCHED_DEADLINE task, whose
-    /// affinity must cover its root domain, or a per-CPU kernel thread).
-    #[error("the kernel refuses to move it (EBUSY; e.g. a SCHED_DEADLINE task)")]
-    Busy,
-    /// Anything else, as the OS or parser described it.
-    #[error("{0}")]
-    Other(String),
-}
-
-impl ErrorKind {
-    pub fn from_errno(errno: i32) -> ErrorKind {
-        match errno {
-            libc::ESRCH | libc::ENOENT => ErrorKind::Gone,
-            libc::EPERM => ErrorKind::PermissionDenied,
-            libc::EINVAL => ErrorKind::Invalid,
-            libc::EBUSY => ErrorKind::Busy,
-            e => ErrorKind::Other(io::Error::from_raw_os_error(e).to_string()),
-        }
-    }
-
-    pub fn from_io(err: &io::Error) -> ErrorKind {
-        match err.raw_os_error() {
-            Some(e) => ErrorKind::from_errno(e),
-            None if err.kind() == io::ErrorKind::NotFound => ErrorKind::Gone,
-            None if err.kind() == io::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
-            None => ErrorKind::Other(err.to_string()),
-        }
-    }
-}
-
-/// A failed kernel operation: which one, on what, and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{op} on {}: {kind}", target(*pid, *tid))]
-pub struct KernelError {
-    pub op: Op,
-    pub pid: u32,
-    /// The thread, for per-thread operations.
-    pub tid: Option<u32>,
-    pub kind: ErrorKind,
-}
-
-fn target(pid: u32, tid: Option<u32>) -> String {
-    match tid {
-        Some(t) if t != pid => format!("pid {pid} tid {t}"),
-        _ => format!("pid {pid}"),
-    }
-}
-
-impl KernelError {
-    pub fn new(op: Op, pid: u32, tid: Option<u32>, kind: ErrorKind) -> KernelError {
-        KernelError { op, pid, tid, kind }
-    }
-
-    pub fn is_gone(&self) -> bool {
-        self.kind == ErrorKind::Gone
-    }
-
-    /// The kernel refuses this change for this task, and would again next epoch
-    /// (EBUSY, EINVAL): retrying only repeats the failure.
-    pub fn is_refusal(&self) -> bool {
-        matches!(self.kind, ErrorKind::Busy | ErrorKind::Invalid)
-    }
-}
 
 /// Who a pid is right now: enough to tell a process from a later one with the same pid
 /// and to keep away from kernel threads.
@@ -137,19 +28,6 @@ pub struct Identity {
     /// Clock ticks after boot (`/proc/<pid>/stat` field 22).
     pub start_time: u64,
     pub kernel_thread: bool,
-}
-
-/// A mapping of a process whose pages page migration may move: private to the
-/// process's memory policy (`default`, not bound), not hugetlbfs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Region {
-    pub start: u64,
-    /// One past the last byte.
-    pub end: u64,
-    /// Resident pages per node.
-    pub node_pages: Vec<(NodeId, u64)>,
-    /// Bytes per page of this mapping.
-    pub page_bytes: u64,
 }
 
 /// The operations the apply layer needs from the kernel. Methods take `&self`: the

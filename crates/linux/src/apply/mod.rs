@@ -40,6 +40,7 @@ pub mod bucket;
 pub mod fake;
 pub mod journal;
 pub mod kernel;
+pub mod kernel_error;
 pub mod migrate;
 pub mod mover;
 pub mod regions;

@@ -13,7 +13,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::kernel::{ErrorKind, KernelError, Op};
+use super::kernel_error::{ErrorKind, KernelError, Op};
 use numasched_model::topology::NodeId;
 
 /// The answer of a `move_pages` call that may still be running.

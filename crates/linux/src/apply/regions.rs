@@ -8,14 +8,28 @@
 
 use std::collections::HashMap;
 
-use super::kernel::Region;
 use crate::observe::numa_maps;
+use numasched_model::topology::NodeId;
+use serde::{Deserialize, Serialize};
 
 /// Bytes per base page when `numa_maps` does not say.
 const BASE_PAGE: u64 = 4096;
 
 /// The movable regions, in address order. Lines either file cannot parse are skipped:
 /// a mapping that appeared or vanished between the two reads is not worth an error.
+/// A mapping of a process whose pages page migration may move: private to the
+/// process's memory policy (`default`, not bound), not hugetlbfs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Region {
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// Resident pages per node.
+    pub node_pages: Vec<(NodeId, u64)>,
+    /// Bytes per page of this mapping.
+    pub page_bytes: u64,
+}
+
 pub fn join(maps: &str, numa: &str) -> Vec<Region> {
     let mut ranges: HashMap<u64, u64> = HashMap::new();
     for line in maps.lines() {

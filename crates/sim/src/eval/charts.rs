@@ -114,7 +114,7 @@ const BOTTOM: u32 = 40;
 pub fn grouped_bars(groups: &[Group], series: &[Series], axis: &Axis) -> String {
     match draw(groups, series, axis) {
         Ok(svg) => svg,
-        Err(e) => format!("<p>(chart not drawn: {})</p>", super::html::esc(&e)),
+        Err(e) => format!("<p>(chart not drawn: {})</p>", esc(&e)),
     }
 }
 
@@ -182,9 +182,9 @@ fn draw(groups: &[Group], series: &[Series], axis: &Axis) -> Result<String, Stri
                     p.1,
                     (q.0 - p.0).max(1),
                     (q.1 - p.1).max(1),
-                    super::html::esc(&s.name),
-                    super::html::esc(&g.label),
-                    super::html::esc(&(axis.format)(v))
+                    esc(&s.name),
+                    esc(&g.label),
+                    esc(&(axis.format)(v))
                 ));
             }
         }
@@ -209,6 +209,14 @@ fn draw(groups: &[Group], series: &[Series], axis: &Axis) -> Result<String, Stri
     };
     svg.insert_str(end, &hover);
     Ok(svg)
+}
+
+/// Text made safe inside HTML and SVG alike (the report and its charts).
+pub(super) fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::charts::{colour, grouped_bars, span, Axis, Group, Series};
+use super::charts::{colour, esc, grouped_bars, span, Axis, Group, Series};
 use super::report::{machine_per_case, policies, program_extremes, summaries, Summary};
 use super::runner::{Row, LINUX, ORACLE};
 
@@ -482,13 +482,6 @@ fn legend(names: &[String]) -> String {
     }
     out.push_str("</div>");
     out
-}
-
-pub(super) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 pub mod charts;
 pub mod from_model;
 pub mod html;
+pub mod measured;
 pub mod report;
 pub mod runner;
 pub mod slices;

@@ -22,9 +22,8 @@ use numasched_policy::linux::balanced_schedules;
 use numasched_policy::oracle::Oracle;
 use numasched_policy::{self as policy, Granular, Pin, Policy, UnknownPolicy};
 
-/// Per-process run time, normalised to running alone and local on the idle machine
-/// (1.0 = no slowdown), for a snapshot run under a plan. Deterministic.
-pub type TimeModel = dyn Fn(&Snapshot, &Plan) -> Vec<f64> + Send + Sync;
+pub use super::measured::{Measured, TimeModel};
+pub use super::slices::ROTATION;
 
 /// What the model's answer depends on: CPUs per process and page moves.
 type PlanKey = (Vec<CpuSet>, Vec<(u32, u32, u32, u64)>);
@@ -77,11 +76,6 @@ pub struct Row {
 pub const LINUX: &str = "linux";
 pub const ORACLE: &str = numasched_policy::EVAL_ONLY[0];
 pub const AUTONUMA: &str = "autonuma";
-/// Tudu et al.'s round-robin time-sharing, scored slice by slice ([`super::slices`]):
-/// a schedule, not a placement, so the simulator's alone.
-pub const ROTATION: &str = numasched_policy::EVAL_ONLY[1];
-/// Names the runner knows beside [`numasched_policy::NAMES`].
-pub const EVAL_ONLY: &[&str] = &numasched_policy::EVAL_ONLY;
 
 /// Per-process run times memoised by what the model's answer depends on.
 type PhaseKey = (Vec<CpuSet>, Vec<Vec<(NodeId, u64)>>);
@@ -106,13 +100,6 @@ pub struct Runner {
     /// Per machine, the share of a memory controller's bandwidth a page copy takes
     /// (charged to processes with memory on either end while it runs).
     pub copy_share: Arc<dyn Fn(&Topology) -> f64 + Send + Sync>,
-}
-
-/// Times of one policy on one case before they are turned into a row.
-pub struct Measured {
-    pub times: Vec<f64>,
-    pub proven_optimal: Option<bool>,
-    pub evaluated: usize,
 }
 
 impl Runner {

@@ -18,7 +18,11 @@ use numasched_policy::membus::{Class, MemBus, MemBusParams};
 use numasched_policy::rotation::{buses, Rotation};
 use numasched_policy::Policy;
 
-use super::runner::{Measured, TimeModel, ROTATION};
+use super::measured::{Measured, TimeModel};
+
+/// Tudu et al.'s round-robin time-sharing, scored slice by slice: a schedule, not a
+/// placement, so the simulator's alone.
+pub const ROTATION: &str = numasched_policy::EVAL_ONLY[1];
 
 /// Slices simulated: 8 s of Tudu's 200 ms slices, many turns of any list.
 pub const SLICES: usize = 40;

@@ -29,7 +29,6 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::runner::EVAL_ONLY;
 use super::suites::{self, Lookup, Suite, MIGRATE_POLICIES, NMASS_POLICIES};
 use numasched_model::topology::{cpulist, NodeId, Topology, THIS};
 
@@ -392,11 +391,13 @@ pub fn check_policies(list: &[String]) -> Result<Vec<String>, (usize, String)> {
         return Err((0, "the list is empty; leave it out for the default".into()));
     }
     for (i, p) in list.iter().enumerate() {
-        if !EVAL_ONLY.contains(&p.as_str()) && !numasched_policy::NAMES.contains(&p.as_str()) {
+        if !numasched_policy::EVAL_ONLY.contains(&p.as_str())
+            && !numasched_policy::NAMES.contains(&p.as_str())
+        {
             let known = format!(
                 "{}, {}",
                 numasched_policy::NAMES.join(", "),
-                EVAL_ONLY.join(", ")
+                numasched_policy::EVAL_ONLY.join(", ")
             );
             return Err((i, format!("unknown policy '{p}' (known: {known})")));
         }
