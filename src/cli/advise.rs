@@ -10,7 +10,7 @@
 //! pinned to the others. The decision itself, [`advise`], is a pure function of the
 //! snapshot, the policy and the free memory.
 
-use numasched_model::CpuSet;
+use crate::model::CpuSet;
 use std::collections::BTreeMap;
 
 use anyhow::Context;

@@ -153,7 +153,10 @@ fn print_plan(
         "{:>8}  {:<16} {:>5} {:>5} {:<10}  {:<11} {:<11} nodes",
         "pid", "program", "cpus", "np", "source", "ran on", "planned"
     );
-    for (p, pl) in snapshot.processes.iter().zip(&plan.placements) {
+    for p in &snapshot.processes {
+        let Some(pl) = plan.placement(p.pid) else {
+            continue;
+        };
         let list = |v: &[u32]| {
             if v.is_empty() {
                 "-".to_string()

@@ -2,7 +2,7 @@
 //! their memory lives and where they run (given, or chosen by a policy) — and what each
 //! program's speed would be.
 
-use numasched_model::CpuSet;
+use crate::model::CpuSet;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
@@ -131,10 +131,11 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         processes: snapshot
             .processes
             .iter()
-            .zip(&plan.placements)
             .zip(&out.processes)
             .zip(&procs)
-            .map(|(((p, pl), o), sp)| {
+            .map(|((p, o), sp)| {
+                let as_now = Placement::unchanged(p.pid, String::new());
+                let pl = plan.placement(p.pid).unwrap_or(&as_now);
                 let cpu = sp.cpus.first().map_or_else(
                     || pl.cpus.first().copied().unwrap_or_default(),
                     |&i| topo.cpus()[i].id,

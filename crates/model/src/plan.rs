@@ -76,6 +76,13 @@ impl Placement {
 }
 
 impl Plan {
+    /// The placement of `pid`, found by identity rather than by position: readers
+    /// that walk a snapshot must not rely on a plan listing its processes in the same
+    /// order.
+    pub fn placement(&self, pid: u32) -> Option<&Placement> {
+        self.placements.iter().find(|pl| pl.pid == pid)
+    }
+
     pub fn new(policy: &str, placements: Vec<Placement>) -> Plan {
         Plan {
             policy: policy.to_string(),
