@@ -39,6 +39,22 @@ pub struct KernelProcess {
     pub children: Vec<u32>,
 }
 
+impl KernelProcess {
+    /// A user process with these threads, no cpuset, no memory and no children yet.
+    fn running(start_time: u64, threads: BTreeMap<u32, CpuSet>) -> KernelProcess {
+        KernelProcess {
+            start_time,
+            kernel_thread: false,
+            threads,
+            cpuset: None,
+            memory: BTreeMap::new(),
+            pages: BTreeMap::new(),
+            mems: None,
+            children: Vec::new(),
+        }
+    }
+}
+
 /// What happens when a fault fires.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fault {
@@ -142,19 +158,10 @@ impl FakeKernel {
             .iter()
             .map(|t| (t.tid, affinity.clone()))
             .collect();
-        self.state.borrow_mut().procs.insert(
-            p.pid,
-            KernelProcess {
-                start_time: p.start_time,
-                kernel_thread: false,
-                threads,
-                cpuset: None,
-                memory: BTreeMap::new(),
-                pages: BTreeMap::new(),
-                mems: None,
-                children: Vec::new(),
-            },
-        );
+        self.state
+            .borrow_mut()
+            .procs
+            .insert(p.pid, KernelProcess::running(p.start_time, threads));
         Ok(())
     }
 
@@ -194,19 +201,10 @@ impl FakeKernel {
         let threads = (0..threads.max(1))
             .map(|i| (pid + i, CpuSet::from(affinity)))
             .collect();
-        self.state.borrow_mut().procs.insert(
-            pid,
-            KernelProcess {
-                start_time,
-                kernel_thread: false,
-                threads,
-                cpuset: None,
-                memory: BTreeMap::new(),
-                pages: BTreeMap::new(),
-                mems: None,
-                children: Vec::new(),
-            },
-        );
+        self.state
+            .borrow_mut()
+            .procs
+            .insert(pid, KernelProcess::running(start_time, threads));
     }
 
     /// `parent` forks `child` (start time `start_time`): one thread with the affinity
@@ -321,16 +319,7 @@ impl FakeKernel {
                     let online = st.online.clone();
                     st.procs.insert(
                         pid,
-                        KernelProcess {
-                            start_time,
-                            kernel_thread: false,
-                            threads: BTreeMap::from([(pid, online)]),
-                            cpuset: None,
-                            memory: BTreeMap::new(),
-                            pages: BTreeMap::new(),
-                            mems: None,
-                            children: Vec::new(),
-                        },
+                        KernelProcess::running(start_time, BTreeMap::from([(pid, online)])),
                     );
                 }
                 Fault::SpawnThread { tid } => {
