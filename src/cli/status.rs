@@ -13,7 +13,7 @@ pub struct StatusArgs {
     /// The daemon's control socket.
     #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
-    /// Print the status as JSON (the `Status` contract).
+    /// Print the status as JSON (the `DaemonStatus` contract).
     #[arg(long)]
     pub json: bool,
 }
