@@ -223,7 +223,7 @@ impl<K: Kernel> Actuator<K> {
     }
 
     fn apply_within(&mut self, plan: &Plan, snapshot: &Snapshot) -> (ApplyReport, StepClock) {
-        let machine: CpuSet = snapshot.topology.cpus().iter().map(|c| c.id).collect();
+        let machine = snapshot.topology.all_cpus();
         let mut report = ApplyReport {
             dry_run: self.config.dry_run,
             ..ApplyReport::default()

@@ -189,7 +189,7 @@ impl Scanner {
         };
         let ctx = PassContext {
             topology,
-            machine: topology.cpus().iter().map(|c| c.id).collect(),
+            machine: topology.all_cpus(),
             uptime,
             tps: self.config.ticks_per_second.max(1) as f64,
         };
