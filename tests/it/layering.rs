@@ -9,7 +9,7 @@
 //! simulator and the tests share one implementation); and inside `numasched-linux` and
 //! the `numasched` crate, which stage module may name which (`crate::<module>`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// What each lower crate may depend on. The model, the policies and the simulator lack
@@ -361,7 +361,8 @@ fn the_checks_can_fail() {
 /// The sibling modules a file's code names as `super::<name>` (or `crate::<name>` at
 /// a crate root), outside its tests (where `super::` is the file itself).
 fn siblings_named(file: &Path, text: &str) -> BTreeSet<String> {
-    let dir = file.parent().expect("a file has a directory");
+    let dir = module_dir(file).expect("a file has a directory");
+    let dir = dir.as_path();
     let at_root = dir.ends_with("src");
     // Code only: not its tests, and not comments (a doc link is no dependency).
     let code: String = text
@@ -381,52 +382,169 @@ fn siblings_named(file: &Path, text: &str) -> BTreeSet<String> {
     };
     for prefix in prefixes {
         for (at, _) in code.match_indices(prefix) {
-            let name: String = code[at + prefix.len()..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            let is_sibling = dir.join(format!("{name}.rs")).is_file()
-                || dir.join(&name).join("mod.rs").is_file();
-            if !name.is_empty() && is_sibling {
-                out.insert(name);
+            let rest = &code[at + prefix.len()..];
+            // `super::{a, b::C}` names a and b; `super::a::C` names a.
+            let names: Vec<String> = match rest.strip_prefix('{') {
+                Some(group) => top_level_items(group)
+                    .into_iter()
+                    .map(|item| leading_ident(item.trim_start()))
+                    .collect(),
+                None => vec![leading_ident(rest)],
+            };
+            for name in names {
+                let is_sibling = dir.join(format!("{name}.rs")).is_file()
+                    || dir.join(&name).join("mod.rs").is_file();
+                if !name.is_empty() && is_sibling {
+                    out.insert(name);
+                }
             }
         }
     }
     out
 }
 
-/// No two modules of a crate name each other: a type both need lives below both
-/// (daemon/clock.rs, observe/scan_config.rs, sim/process.rs were made for this).
-/// Checks pairs, the cycles reading found; longer rings are not looked for.
+fn leading_ident(text: &str) -> String {
+    text.chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// The comma-separated items of a `{...}` group whose opening brace is already
+/// consumed, nested groups kept whole.
+fn top_level_items(group: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&group[start..i]);
+                return items;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items
+}
+
+/// No modules of a crate name each other in a ring, of two or of more: a type both
+/// need lives below both (daemon/clock.rs, observe/scan_config.rs, sim/process.rs
+/// were made for this). Siblings are modules of one directory; a ring through a parent
+/// (`mod.rs`, `lib.rs`) is not looked for, as a parent re-exports its children.
 #[test]
-fn no_two_modules_name_each_other() {
+fn no_modules_name_each_other_in_a_ring() {
     let mut files = Vec::new();
     sources(&repo().join("src"), &mut files);
     sources(&repo().join("crates"), &mut files);
-    let mut edges: BTreeSet<(PathBuf, String)> = BTreeSet::new();
+    // Per directory, each module and the siblings it names.
+    let mut graphs: BTreeMap<PathBuf, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     for f in &files {
-        let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-        if stem == "mod" || stem == "lib" || stem == "main" {
+        let stem = module_name(f);
+        if stem == "lib" || stem == "main" || f.ends_with("src/mod.rs") {
             continue;
         }
+        let (Some(dir), false) = (module_dir(f), stem.is_empty()) else {
+            continue;
+        };
         let text = std::fs::read_to_string(f).expect("source readable");
-        for name in siblings_named(f, &text) {
-            edges.insert((f.clone(), name));
-        }
+        let named = siblings_named(f, &text);
+        graphs
+            .entry(dir)
+            .or_default()
+            .entry(stem)
+            .or_default()
+            .extend(named);
     }
     let mut bad = Vec::new();
-    for (f, name) in &edges {
-        let dir = f.parent().expect("dir");
-        let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-        let back = [
-            dir.join(format!("{name}.rs")),
-            dir.join(name).join("mod.rs"),
-        ]
-        .into_iter()
-        .any(|g| edges.contains(&(g, stem.to_string())));
-        if back && stem < name.as_str() {
-            bad.push(format!("{} <-> {name}", f.display()));
+    for (dir, graph) in &graphs {
+        for ring in rings(graph) {
+            bad.push(format!("{}: {}", dir.display(), ring.join(" -> ")));
         }
     }
-    assert!(bad.is_empty(), "module cycles:\n{}", bad.join("\n"));
+    assert!(bad.is_empty(), "module rings:\n{}", bad.join("\n"));
+}
+
+/// A module's name: its file's stem, or its directory's for a `mod.rs`.
+fn module_name(file: &Path) -> String {
+    let stem = file
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    if stem == "mod" {
+        let dir = file.parent().and_then(Path::file_name);
+        dir.and_then(|d| d.to_str()).unwrap_or_default().to_string()
+    } else {
+        stem.to_string()
+    }
+}
+
+/// The directory whose modules a module is a sibling of.
+fn module_dir(file: &Path) -> Option<PathBuf> {
+    let dir = file.parent()?;
+    if file.file_stem().and_then(|s| s.to_str()) == Some("mod") {
+        dir.parent().map(Path::to_path_buf)
+    } else {
+        Some(dir.to_path_buf())
+    }
+}
+
+/// Each ring of the graph once, as the path from its least module back to it.
+fn rings(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let mut found: BTreeSet<BTreeSet<String>> = BTreeSet::new();
+    let mut out = Vec::new();
+    for start in graph.keys() {
+        // Breadth first from `start`, keeping the way back, until `start` is named.
+        let mut came_from: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut queue = std::collections::VecDeque::from([start.as_str()]);
+        let mut closing = None;
+        while let Some(m) = queue.pop_front() {
+            for next in graph.get(m).into_iter().flatten() {
+                if next == start {
+                    closing = Some(m);
+                    break;
+                }
+                if !came_from.contains_key(next.as_str()) {
+                    came_from.insert(next, m);
+                    queue.push_back(next);
+                }
+            }
+            if closing.is_some() {
+                break;
+            }
+        }
+        let Some(mut m) = closing else { continue };
+        let mut ring = vec![m.to_string()];
+        while m != start {
+            m = came_from[m];
+            ring.push(m.to_string());
+        }
+        ring.reverse();
+        let members: BTreeSet<String> = ring.iter().cloned().collect();
+        if found.insert(members) {
+            ring.push(start.clone());
+            out.push(ring);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_ring_of_three_is_found_once() {
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("a", &["b"][..]),
+        ("b", &["c"]),
+        ("c", &["a"]),
+        ("d", &["a"]),
+    ]
+    .into_iter()
+    .map(|(m, n)| (m.to_string(), n.iter().map(|s| s.to_string()).collect()))
+    .collect();
+    assert_eq!(rings(&graph), vec![vec!["a", "b", "c", "a"]]);
+    let items = top_level_items("a, b::{C, D}, e}; use x;");
+    assert_eq!(items, vec!["a", " b::{C, D}", " e"]);
 }
