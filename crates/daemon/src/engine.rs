@@ -20,9 +20,11 @@ use super::select::{self, Managed, Selector, Tree};
 use super::stabilise::stabilise;
 use super::status::{DaemonStatus, Decision, ProcessView};
 use super::trigger::{self, Trigger, TriggerParams};
-use numasched_linux::apply::{Action, Actuator, ApplyReport, Journal, Kernel, Restored};
+use numasched_linux::apply::{Action, Actuator, ApplyReport, Journal, Kernel, Line, Restored};
 use numasched_linux::characterise::live::{Characterised, Live};
-use numasched_linux::observe::{with_info_mut, Observation, ObserveError, ProcDir, Scanner};
+use numasched_linux::observe::{
+    with_info_mut, Changed, Observation, ObserveError, ProcDir, Scanner,
+};
 use numasched_model::character::PenaltySource;
 use numasched_model::topology::Topology;
 use numasched_model::CpuSet;
@@ -425,9 +427,18 @@ impl<K: Kernel> Engine<K> {
         // status would show the set this daemon gave before, which against the
         // journal's newer one reads as someone else's pin and pulls the process back
         // (tests/it/daemon_engine.rs, a process the daemon moved).
-        let changed = report.placements.iter().chain(&report.moves);
-        for line in changed.filter(|l| l.action == Action::Done) {
-            self.scanner.invalidate(line.pid);
+        let done = |lines: &[Line]| {
+            lines
+                .iter()
+                .filter(|l| l.action == Action::Done)
+                .map(|l| l.pid)
+                .collect::<Vec<_>>()
+        };
+        for pid in done(&report.placements) {
+            self.scanner.invalidate(pid, Changed::Affinity);
+        }
+        for pid in done(&report.moves) {
+            self.scanner.invalidate(pid, Changed::Pages);
         }
         self.errors_total += report
             .moves
@@ -508,7 +519,7 @@ impl<K: Kernel> Engine<K> {
         let lines = self.actuator.continue_migrations(now);
         for l in &lines {
             // Pages moved without RSS changing: the next pass re-reads where they are.
-            self.scanner.invalidate(l.pid);
+            self.scanner.invalidate(l.pid, Changed::Pages);
             match l.action {
                 Action::Deferred => {}
                 Action::Failed => {

@@ -23,7 +23,8 @@
 //! - Memory moved between nodes without changing RSS (NUMA balancing, `migrate_pages`)
 //!   is seen when numa_maps is next due. The daemon's own moves need not wait:
 //!   [`Scanner::invalidate`](super::Scanner::invalidate) makes the next pass read
-//!   everything about a process.
+//!   afresh what they changed: status and threads after an affinity, numa_maps after
+//!   a page move.
 //!
 //! The first reads of the processes met in one pass (all of them, in the scanner's
 //! first) come due up to one age early, spread by their place in that pass, so that
@@ -113,6 +114,16 @@ fn due(pass: u64, max_age: u32, first: bool, phase: u64) -> u64 {
     pass + age - early
 }
 
+/// What someone changed about a process that stat does not show, so that the cache
+/// must not answer for it until read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Changed {
+    /// Its threads' affinity: status (`Cpus_allowed_list`) and where threads run.
+    Affinity,
+    /// Where its pages are (numa_maps); RSS stays the same.
+    Pages,
+}
+
 /// Everything remembered about one process.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
@@ -178,12 +189,17 @@ impl Entry {
         self.stat.clone_from(stat);
     }
 
-    /// Keeps the CPU ticks (a rate needs them) but nothing read from the costly files,
-    /// and reads stat next pass whatever its idleness.
-    fn invalidate(&mut self) {
-        self.affinity = None;
-        self.threads = None;
-        self.memory = None;
+    /// Forgets what `changed` made stale, keeping the CPU ticks (a rate needs them)
+    /// and the rest, and reads stat next pass whatever its idleness.
+    fn invalidate(&mut self, changed: Changed) {
+        match changed {
+            // Threads carry the CPU each last ran on, which a new affinity moves.
+            Changed::Affinity => {
+                self.affinity = None;
+                self.threads = None;
+            }
+            Changed::Pages => self.memory = None,
+        }
         self.idle_from = u64::MAX;
     }
 
@@ -311,9 +327,9 @@ impl Cache {
         self.entries.extend(other.entries);
     }
 
-    pub fn invalidate(&mut self, pid: u32) {
+    pub fn invalidate(&mut self, pid: u32, changed: Changed) {
         if let Some(e) = self.entries.get_mut(&pid) {
-            e.invalidate();
+            e.invalidate(changed);
         }
     }
 }
@@ -631,6 +647,38 @@ mod tests {
     }
 
     #[test]
+    fn invalidating_rereads_only_what_changed() {
+        let (_d, f) = fake();
+        let mut p = FakeProcess::new(10, "db").pages(&[(0, 1000)]);
+        p.cpus_allowed = "0-3".into();
+        f.add(&p).unwrap();
+        let mut cfg = config(&f);
+        cfg.status_max_age = 100;
+        cfg.threads_max_age = 100;
+        cfg.numa_maps_max_age = 100;
+        let mut s = Scanner::new(cfg);
+        s.scan(&machine()).unwrap();
+        // Both changed behind the cache's back, in ways stat does not show (the main
+        // thread stays on CPU 0, inside both sets).
+        p.cpus_allowed = "0-1".into();
+        f.write(10, "status", &p.status_text()).unwrap();
+        move_pages(&f, 10, &[(1, 1000)]);
+        let allowed = |o: &Observation| o.snapshot.processes[0].allowed_cpus.clone();
+        // A placement: status is read again, numa_maps is not.
+        s.invalidate(10, Changed::Affinity);
+        let obs = s.scan(&machine()).unwrap();
+        assert_eq!(allowed(&obs), Some(vec![0, 1].into()));
+        assert_eq!(pages(&obs), BTreeMap::from([(0, 1000)]), "numa_maps kept");
+        // A page move: numa_maps is read again.
+        p.cpus_allowed = "0".into();
+        f.write(10, "status", &p.status_text()).unwrap();
+        s.invalidate(10, Changed::Pages);
+        let obs = s.scan(&machine()).unwrap();
+        assert_eq!(pages(&obs), BTreeMap::from([(1, 1000)]));
+        assert_eq!(allowed(&obs), Some(vec![0, 1].into()), "status kept");
+    }
+
+    #[test]
     fn a_main_thread_outside_the_remembered_set_rereads_status_at_once() {
         let (_d, f) = fake();
         let mut p = FakeProcess::new(10, "db");
@@ -874,7 +922,7 @@ mod tests {
     }
 
     #[test]
-    fn invalidate_rereads_everything_but_keeps_the_cpu_rate() {
+    fn invalidating_pages_rereads_them_but_keeps_the_cpu_rate() {
         let (_d, f) = fake();
         let mut p = FakeProcess::new(10, "db").pages(&[(0, 1000)]);
         p.cpu_ticks = 50 * TICKS;
@@ -886,7 +934,7 @@ mod tests {
         p.cpu_ticks += TICKS;
         f.write(10, "stat", &p.stat_line()).unwrap();
         f.set_uptime(110.0).unwrap();
-        s.invalidate(10);
+        s.invalidate(10, Changed::Pages);
         let obs = s.scan(&machine()).unwrap();
         assert_eq!(pages(&obs), BTreeMap::from([(1, 1000)]));
         let demand = obs.snapshot.processes[0].cpu_demand;
@@ -1026,7 +1074,7 @@ mod tests {
         assert_eq!(program(&mut s), "b", "pass 14 does not read it");
         assert_eq!(program(&mut s), "b2", "pass 15 does");
         renamed("b3");
-        s.invalidate(11);
+        s.invalidate(11, Changed::Affinity);
         assert_eq!(program(&mut s), "b3", "pass 16, invalidated");
     }
 

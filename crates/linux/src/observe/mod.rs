@@ -62,6 +62,7 @@ pub mod sensors;
 pub mod slurm;
 pub mod status;
 
+pub use cache::Changed;
 pub use counters::{CounterError, CounterSample, CounterSource, PerfCounters};
 pub use error::ObserveError;
 pub use numa_maps::NumaMaps;

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use super::cache::{Cache, Cached, Entry, Tally};
+use super::cache::{Cache, Cached, Changed, Entry, Tally};
 use super::error::ObserveError;
 use super::pids::PidLister;
 use super::proc::{assemble, read_stat_by_path, ProcDir, ProcInfo, Stat};
@@ -165,11 +165,13 @@ impl Scanner {
         &self.config
     }
 
-    /// Makes the next pass read everything about `pid` afresh. For whoever changed
-    /// its affinity or moved its memory: stat shows neither (RSS stays the same), so
-    /// the remembered status and numa_maps would otherwise stand until they age out.
-    pub fn invalidate(&mut self, pid: u32) {
-        self.cache.invalidate(pid);
+    /// Makes the next pass read afresh what `changed` made stale about `pid`. For
+    /// whoever changed its affinity or moved its memory: stat shows neither (RSS stays
+    /// the same), so the remembered status or numa_maps would otherwise stand until it
+    /// ages out. Only that part is read again: a placement does not cost a numa_maps
+    /// read, which for a large process is the scan's most costly file.
+    pub fn invalidate(&mut self, pid: u32, changed: Changed) {
+        self.cache.invalidate(pid, changed);
     }
 
     /// Processes remembered from the last pass.
