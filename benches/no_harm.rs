@@ -14,12 +14,14 @@
 //! `--pin cpu` (hard pinning, where a wrong set is most harmful); the order rotates
 //! each round so that drift of a shared machine falls on all three alike. Reported per
 //! case: the median over rounds of the loads' summed rate, the managed/unmanaged ratio
-//! of those medians, and the median fastest/slowest rate among the loads. Results also
+//! of those medians, the median fastest/slowest rate among the loads, and per load its
+//! median rate against its own unmanaged median (the worst-off load). Results also
 //! go to `target/no_harm.json`.
 
 #[path = "live/mod.rs"]
 mod live;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -90,8 +92,9 @@ impl Mode {
     }
 }
 
-/// One run: the rates of its loads (iterations/s, from each load's summary).
-fn run_once(case: &Case, mode: Mode, secs: u64) -> Vec<f64> {
+/// One run: the rate of each load (iterations/s, from its summary), by the name of the
+/// report it wrote (`a`, `b`, …), in name order.
+fn run_once(case: &Case, mode: Mode, secs: u64) -> Vec<(String, f64)> {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cmd = match mode {
         Mode::Unmanaged => Command::new("sh"),
@@ -121,17 +124,20 @@ fn run_once(case: &Case, mode: Mode, secs: u64) -> Vec<f64> {
     rates(dir.path())
 }
 
-fn rates(dir: &Path) -> Vec<f64> {
+fn rates(dir: &Path) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).expect("read the reports") {
-        let text = std::fs::read_to_string(e.expect("entry").path()).expect("a report");
+        let e = e.expect("entry");
+        let name = e.file_name().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(e.path()).expect("a report");
         for line in text.lines() {
             let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
             if v["event"] == "summary" {
-                out.push(v["rate"].as_f64().expect("rate"));
+                out.push((name.clone(), v["rate"].as_f64().expect("rate")));
             }
         }
     }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
 
@@ -182,39 +188,65 @@ fn main() {
         machine()
     );
     println!(
-        "{:<38} {:>9} {:>7} {:>7} | {:>9} {:>9} {:>9}",
-        "case", "unmanaged", "llc", "cpu", "fast/slow", "llc", "cpu"
+        "{:<38} {:>9} {:>7} {:>7} | {:>9} {:>9} {:>9} | {:>9} {:>7}",
+        "case", "unmanaged", "llc", "cpu", "fast/slow", "llc", "cpu", "worst llc", "cpu"
     );
     let mut json = Vec::new();
     let mut worst = f64::INFINITY;
+    let mut worst_load = f64::INFINITY;
     for case in CASES {
         if !filter.is_empty() && !filter.iter().any(|f| case.name.contains(f.as_str())) {
             continue;
         }
-        // Per mode: summed rate and fastest/slowest of every round.
+        // Per mode: summed rate and fastest/slowest of every round, and each load's
+        // rate (by its report's name) of every round.
         let mut sums: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
         let mut spreads: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+        let mut loads: Vec<BTreeMap<String, Vec<f64>>> = vec![BTreeMap::new(); modes.len()];
         for round in 0..pairs {
             for k in 0..modes.len() {
                 let m = (k + round) % modes.len();
                 let r = run_once(case, modes[m], secs);
-                sums[m].push(r.iter().sum());
-                spreads[m].push(spread(&r));
+                let rates: Vec<f64> = r.iter().map(|x| x.1).collect();
+                sums[m].push(rates.iter().sum());
+                spreads[m].push(spread(&rates));
+                for (name, rate) in r {
+                    loads[m].entry(name).or_default().push(rate);
+                }
             }
         }
         let total: Vec<f64> = sums.into_iter().map(median).collect();
         let fs: Vec<f64> = spreads.into_iter().map(median).collect();
         let ratio = |m: usize| total[m] / total[0];
         worst = worst.min(ratio(1)).min(ratio(2));
+        // Do no harm is per process: each load's median managed rate against its own
+        // median unmanaged rate, and the worst-off load per mode.
+        let per_load: BTreeMap<&String, [f64; 3]> = loads[0]
+            .iter()
+            .map(|(name, unmanaged)| {
+                let of = |m: usize| loads[m].get(name).cloned().map_or(0.0, median);
+                let base = median(unmanaged.clone());
+                (name, [base, of(1) / base, of(2) / base])
+            })
+            .collect();
+        let worst_of = |m: usize| {
+            per_load
+                .values()
+                .map(|r| r[m])
+                .fold(f64::INFINITY, f64::min)
+        };
+        worst_load = worst_load.min(worst_of(1)).min(worst_of(2));
         println!(
-            "{:<38} {:>8.0}M {:>7.3} {:>7.3} | {:>9.2} {:>9.2} {:>9.2}",
+            "{:<38} {:>8.0}M {:>7.3} {:>7.3} | {:>9.2} {:>9.2} {:>9.2} | {:>9.3} {:>7.3}",
             case.name,
             total[0] / 1e6,
             ratio(1),
             ratio(2),
             fs[0],
             fs[1],
-            fs[2]
+            fs[2],
+            worst_of(1),
+            worst_of(2)
         );
         json.push(serde_json::json!({
             "case": case.name,
@@ -224,11 +256,21 @@ fn main() {
             "ratio_pin_llc": ratio(1),
             "ratio_pin_cpu": ratio(2),
             "fastest_over_slowest": { "unmanaged": fs[0], "pin_llc": fs[1], "pin_cpu": fs[2] },
+            "per_load": per_load.iter().map(|(name, r)| serde_json::json!({
+                "load": name,
+                "unmanaged_rate": r[0],
+                "ratio_pin_llc": r[1],
+                "ratio_pin_cpu": r[2],
+            })).collect::<Vec<_>>(),
         }));
     }
     println!(
         "lowest managed/unmanaged ratio: {worst:.3} (target ≥ 0.97); rates are the median \
          over rounds of the loads' summed iterations/s"
+    );
+    println!(
+        "lowest managed/unmanaged ratio of one load: {worst_load:.3} (the `worst` columns: \
+         each load's median rate against its own unmanaged median)"
     );
     let doc = serde_json::json!({ "machine": machine(), "rounds": pairs, "seconds": secs, "cases": json });
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/no_harm.json");
