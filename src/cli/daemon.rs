@@ -16,7 +16,7 @@ pub struct DaemonArgs {
     #[command(flatten)]
     pub manage: ManageArgs,
     /// Control socket for `numasched status` [default: /run/numasched/numasched.sock].
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = crate::daemon::config::parse_file_path)]
     pub socket: Option<PathBuf>,
     /// Serve no control socket.
     #[arg(long)]

@@ -49,7 +49,12 @@ pub struct ManageArgs {
     pub log_format: Option<LogFormatArg>,
     /// Journal of original affinities, restored after a crash
     /// [default: /var/lib/numasched/journal.json].
-    #[arg(long, value_name = "PATH", conflicts_with = "no_journal")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with = "no_journal",
+        value_parser = crate::daemon::config::parse_file_path
+    )]
     pub journal: Option<PathBuf>,
     /// UNSAFE: run without the journal. A crash, OOM kill or kill -9 then leaves every
     /// affinity numasched set as it was; only a clean stop restores them.
@@ -98,7 +103,7 @@ pub struct SelectArgs {
     #[arg(long, value_name = "UNIT", value_parser = parse_pin)]
     pub pin: Option<crate::policy::Pin>,
     /// Profile store [default: /var/lib/numasched/profiles.db].
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = crate::daemon::config::parse_file_path)]
     pub db: Option<PathBuf>,
     /// Run without the profile store.
     #[arg(long)]
@@ -155,14 +160,18 @@ impl ManageArgs {
 impl SelectArgs {
     /// The file (explicit, or the default one if present) under these flags.
     pub fn options(&self) -> anyhow::Result<Options> {
-        let file = match &self.config {
-            Some(p) => FileConfig::load(p)?,
-            None if Path::new(config::DEFAULT_CONFIG).exists() => {
-                FileConfig::load(Path::new(config::DEFAULT_CONFIG))?
-            }
-            None => FileConfig::default(),
+        // As `config check` reads it: every problem of the file, not only the first.
+        let load = |p: &Path| {
+            crate::cli::config::check::check(p)
+                .map_err(|problems| anyhow::anyhow!(problems.join("; ")))
         };
-        let mut o = file.into_options();
+        let mut o = match &self.config {
+            Some(p) => load(p)?,
+            None if Path::new(config::DEFAULT_CONFIG).exists() => {
+                load(Path::new(config::DEFAULT_CONFIG))?
+            }
+            None => FileConfig::default().into_options(),
+        };
         set!(o.select.min_cpu, self.min_cpu);
         set!(o.select.min_rss, self.min_rss);
         set!(o.pin, self.pin);

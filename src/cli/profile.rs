@@ -14,7 +14,7 @@ use crate::characterise::store::{
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
     /// The profile store [default: /var/lib/numasched/profiles.db].
-    #[arg(long, value_name = "PATH", global = true)]
+    #[arg(long, value_name = "PATH", global = true, value_parser = crate::daemon::config::parse_file_path)]
     pub db: Option<PathBuf>,
     #[command(subcommand)]
     pub command: ProfileCommand,

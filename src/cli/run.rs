@@ -23,7 +23,7 @@ pub struct RunArgs {
     #[arg(short, long)]
     pub verbose: bool,
     /// Serve a control socket here while the command runs (none by default).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = crate::daemon::config::parse_file_path)]
     pub socket: Option<PathBuf>,
     /// The command and its arguments.
     #[arg(

@@ -32,6 +32,35 @@ fn config_check_exits_1_with_one_line_per_problem() {
 }
 
 #[test]
+fn empty_paths_are_refused_by_config_check_and_the_daemon_alike() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("paths.toml");
+    std::fs::write(&file, "socket = \"\"\npolicy = \"nmas\"\ndb = \"\"\n").expect("write");
+    let f = file.display().to_string();
+    let (code, _, err) = numasched(&["config", "check", &f]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!("{f}: line 1: socket: an empty path")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{f}: line 3: db: an empty path")),
+        "{err}"
+    );
+    // The daemon reads the file as `config check` does: every problem, on one line,
+    // before it touches anything.
+    let (code, _, err) = numasched(&["daemon", "--config", &f, "--dry-run"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for key in ["line 1: socket", "line 2: policy", "line 3: db"] {
+        assert!(err.contains(key), "{key}: {err}");
+    }
+    let (code, _, err) = numasched(&["daemon", "--socket", "", "--dry-run"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("an empty path names no file"), "{err}");
+}
+
+#[test]
 fn config_check_prints_the_effective_options_of_a_good_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("good.toml");

@@ -130,11 +130,11 @@ pub struct FileConfig {
     pub exclude_cgroup: Option<Vec<Glob>>,
     pub min_cpu: Option<NonNegative>,
     pub min_rss: Option<Bytes>,
-    pub db: Option<PathBuf>,
+    pub db: Option<FilePath>,
     pub no_db: Option<bool>,
-    pub journal: Option<PathBuf>,
+    pub journal: Option<FilePath>,
     pub no_journal: Option<bool>,
-    pub socket: Option<PathBuf>,
+    pub socket: Option<FilePath>,
     pub mpki_change: Option<Positive>,
     pub min_replan_interval: Option<Seconds>,
     pub release_after: Option<u32>,
@@ -206,11 +206,11 @@ impl FileConfig {
                 min_cpu: self.min_cpu.map(|v| v.0).unwrap_or(d.select.min_cpu),
                 min_rss: self.min_rss.map(|b| b.0).unwrap_or(d.select.min_rss),
             },
-            db: self.db.unwrap_or(d.db),
+            db: self.db.map_or(d.db, |p| p.0),
             no_db: self.no_db.unwrap_or(d.no_db),
-            journal: self.journal.unwrap_or(d.journal),
+            journal: self.journal.map_or(d.journal, |p| p.0),
             no_journal: self.no_journal.unwrap_or(d.no_journal),
-            socket: self.socket.unwrap_or(d.socket),
+            socket: self.socket.map_or(d.socket, |p| p.0),
             mpki_change: self.mpki_change.map(|p| p.0).unwrap_or(d.mpki_change),
             min_replan_interval: self
                 .min_replan_interval
@@ -234,6 +234,29 @@ pub fn parse_pin(s: &str) -> Result<policy::Pin, String> {
 /// `--policy`'s value: a name of [`policy::PolicyKind`].
 pub fn parse_policy(s: &str) -> Result<policy::PolicyKind, String> {
     s.parse().map_err(|e: policy::UnknownPolicy| e.to_string())
+}
+
+/// A path to a file the daemon creates or opens: not empty, which would name no file
+/// and only fail later, when the daemon starts.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "PathBuf")]
+pub struct FilePath(pub PathBuf);
+
+impl TryFrom<PathBuf> for FilePath {
+    type Error = String;
+    fn try_from(p: PathBuf) -> Result<Self, String> {
+        parse_file_path(&p.to_string_lossy()).map(FilePath)
+    }
+}
+
+/// A file path flag's value (`--socket`, `--db`, `--journal`): any path but an empty
+/// one.
+pub fn parse_file_path(s: &str) -> Result<PathBuf, String> {
+    if s.trim().is_empty() {
+        Err("an empty path names no file".into())
+    } else {
+        Ok(PathBuf::from(s))
+    }
 }
 
 /// A duration: `1s`, `500ms`, `2m`, or a plain number of seconds.
