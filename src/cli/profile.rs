@@ -42,10 +42,13 @@ pub enum ProfileCommand {
     /// with --load, given to the store, so that a machine without hardware counters
     /// characterises these programs by name.
     Builtin {
-        /// Load them into the store (each replaces a given profile of the same name;
-        /// learned numbers stay).
+        /// Load them into the store. A program you already gave numbers for keeps
+        /// yours (and is named) unless --replace; learned numbers stay in any case.
         #[arg(long)]
         load: bool,
+        /// With --load: replace the given numbers of programs already in the store.
+        #[arg(long, requires = "load")]
+        replace: bool,
     },
 }
 
@@ -117,11 +120,37 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
             let n = open_to_write(&path)?.import_parsed(&parsed, now())?;
             eprintln!("imported {n} profiles from {}", file.display());
         }
-        ProfileCommand::Builtin { load: false } => print!("{}", render_builtin()),
-        ProfileCommand::Builtin { load: true } => {
-            let set = crate::sim::ProfileSet::builtin();
-            let n = open_to_write(&path)?.import(&set, &|_| true, now())?;
+        ProfileCommand::Builtin { load: false, .. } => print!("{}", render_builtin()),
+        ProfileCommand::Builtin {
+            load: true,
+            replace,
+        } => {
+            let mut store = open_to_write(&path)?;
+            // Numbers the user gave are theirs: a built-in does not overwrite them
+            // unasked.
+            let mut kept = Vec::new();
+            let mut load = Vec::new();
+            for p in crate::sim::ProfileSet::builtin().iter() {
+                let given = store.get(&p.name)?.is_some_and(|s| {
+                    [&s.mpki, &s.numa_penalty, &s.cache_reuse, &s.bandwidth_gbps]
+                        .iter()
+                        .any(|k| k.given.is_some())
+                });
+                if given && !replace {
+                    kept.push(p.name.clone());
+                } else {
+                    load.push(p.clone());
+                }
+            }
+            let set = crate::sim::ProfileSet::new(load);
+            let n = store.import(&set, &|_| true, now())?;
             eprintln!("loaded {n} built-in profiles into {}", path.display());
+            if !kept.is_empty() {
+                eprintln!(
+                    "kept the numbers you gave for {} (--replace to overwrite them)",
+                    kept.join(", ")
+                );
+            }
         }
         ProfileCommand::Export { file } => {
             existing(&path)?;

@@ -238,6 +238,44 @@ fn builtin_profiles_are_listed_and_load_into_the_store() {
 }
 
 #[test]
+fn loading_the_builtins_keeps_numbers_the_user_gave_unless_told_to_replace() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let args = [
+        "profile",
+        "--db",
+        s(&db),
+        "set",
+        "mcf",
+        "--numa-penalty",
+        "1.2",
+    ];
+    assert_eq!(numasched(&args).0, 0);
+    let penalty = |program: &str| {
+        let listed = list_json(s(&db));
+        let p = listed
+            .as_array()
+            .expect("list")
+            .iter()
+            .find(|p| p["program"] == program);
+        p.map(|p| p["numa_penalty"]["given"]["value"].clone())
+    };
+    let (code, _, err) = numasched(&["profile", "--db", s(&db), "builtin", "--load"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("kept the numbers you gave for mcf"), "{err}");
+    assert_eq!(penalty("mcf"), Some(serde_json::json!(1.2)));
+    assert_eq!(
+        penalty("lbm"),
+        Some(serde_json::json!(1.3)),
+        "the others load"
+    );
+    let load = ["profile", "--db", s(&db), "builtin", "--load", "--replace"];
+    let (code, _, err) = numasched(&load);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(penalty("mcf"), Some(serde_json::json!(1.15)));
+}
+
+#[test]
 fn one_value_is_set_alone_and_the_others_stay() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("p.db");
