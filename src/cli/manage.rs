@@ -158,6 +158,27 @@ impl ManageArgs {
 }
 
 impl SelectArgs {
+    /// The flags given that only choose among live processes (all but `--pin`), by
+    /// name: a command that plans a saved snapshot refuses them rather than ignore them.
+    pub fn live_only_given(&self) -> Vec<&'static str> {
+        let given = [
+            ("--config", self.config.is_some()),
+            ("--include-comm", !self.include_comm.is_empty()),
+            ("--exclude-comm", !self.exclude_comm.is_empty()),
+            ("--include-pid", !self.include_pid.is_empty()),
+            ("--exclude-pid", !self.exclude_pid.is_empty()),
+            ("--include-cgroup", !self.include_cgroup.is_empty()),
+            ("--exclude-cgroup", !self.exclude_cgroup.is_empty()),
+            ("--min-cpu", self.min_cpu.is_some()),
+            ("--min-rss", self.min_rss.is_some()),
+            ("--db", self.db.is_some()),
+            ("--no-db", self.no_db),
+            ("--proc-root", self.proc_root.is_some()),
+            ("--sys-root", self.sys_root.is_some()),
+        ];
+        given.into_iter().filter(|g| g.1).map(|g| g.0).collect()
+    }
+
     /// The file (explicit, or the default one if present) under these flags.
     pub fn options(&self) -> anyhow::Result<Options> {
         // As `config check` reads it: every problem of the file, not only the first.

@@ -34,7 +34,8 @@ pub struct PlanArgs {
     /// Print the plan as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Which live processes to plan for (ignored with --snapshot).
+    /// Which live processes to plan for (with --snapshot only --pin applies; the
+    /// others are refused).
     #[command(flatten)]
     pub select: SelectArgs,
 }
@@ -43,6 +44,12 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     let Some(path) = &args.snapshot else {
         return live(&args);
     };
+    if let Some(flag) = args.select.live_only_given().first() {
+        anyhow::bail!(
+            "{flag} has no effect with --snapshot: it chooses among live processes, and a \
+             snapshot plans every process it holds"
+        );
+    }
     let snapshot = Snapshot::load(path)?;
     let name = args.policy.as_deref().unwrap_or("auto");
     // The oracle needs an objective: the simulator's model of this snapshot's machine,

@@ -29,6 +29,27 @@ fn plan_json_follows_the_published_nmass_decision() {
 }
 
 #[test]
+fn a_snapshot_plan_refuses_flags_that_choose_live_processes() {
+    for flag in [
+        &["--min-cpu", "5"][..],
+        &["--exclude-pid", "1000"],
+        &["--no-db"],
+    ] {
+        let mut args = vec!["plan", "--snapshot", WL9];
+        args.extend_from_slice(flag);
+        let (code, out, err) = numasched(&args);
+        assert_eq!(code, 1, "{flag:?}: {out}");
+        assert!(
+            err.contains(&format!("{} has no effect with --snapshot", flag[0])),
+            "{err}"
+        );
+    }
+    // --pin is how the plan is applied, and applies.
+    let (code, _, err) = numasched(&["plan", "--snapshot", WL9, "--pin", "cpu"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
 fn oracle_searches_with_the_model_and_says_it_is_proven() {
     let (code, out, err) = numasched(&["plan", "--snapshot", WL9, "--policy", "oracle", "--json"]);
     assert_eq!(code, 0, "{err}");
