@@ -42,7 +42,7 @@ fn snapshot_with(pins: bool) -> impl Strategy<Value = Snapshot> {
                     p.mpki = Some(mpki);
                     p.numa_penalty = np;
                     p.threads = threads;
-                    p.cpu_demand = demand;
+                    p.cpu_demand = demand.min(f64::from(threads));
                     if has_mem {
                         p.memory_bytes.insert(home, 1 << 28);
                     }

@@ -28,6 +28,10 @@ pub struct ProcessKey {
     pub start_time: u64,
 }
 
+/// Linux's limit on pids, and so on the tasks of one process (`PID_MAX_LIMIT` on
+/// 64-bit kernels).
+pub const PID_MAX_LIMIT: u32 = 1 << 22;
+
 /// One process (all its threads are placed as a group).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -206,13 +210,26 @@ impl Snapshot {
             if !pids.insert(p.pid) {
                 return Err((f("pid"), format!("pid {} appears twice", p.pid)));
             }
-            if p.threads == 0 {
-                return Err((f("threads"), "must be at least 1".into()));
+            if p.threads == 0 || p.threads > PID_MAX_LIMIT {
+                return Err((
+                    f("threads"),
+                    format!(
+                        "{} must be between 1 and {PID_MAX_LIMIT} (Linux's most tasks)",
+                        p.threads
+                    ),
+                ));
             }
-            if !p.cpu_demand.is_finite() || p.cpu_demand < 0.0 {
+            // Each thread uses at most one CPU: more is a unit mistake (percent, ticks).
+            if !p.cpu_demand.is_finite()
+                || p.cpu_demand < 0.0
+                || p.cpu_demand > f64::from(p.threads)
+            {
                 return Err((
                     f("cpu_demand"),
-                    format!("{} is not a CPU share ≥ 0", p.cpu_demand),
+                    format!(
+                        "{} is not a CPU share between 0 and its {} thread(s)",
+                        p.cpu_demand, p.threads
+                    ),
                 ));
             }
             for (name, v) in [("mpki", p.mpki), ("bandwidth_gbps", p.bandwidth_gbps)] {
@@ -263,6 +280,26 @@ impl Snapshot {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn demand_and_threads_out_of_range_are_refused_with_the_field() {
+        let topology = crate::topology::spec::parse("1n:1l:2c:1t").expect("spec");
+        let check = |demand: f64, threads: u32| {
+            let mut p = Process::new(1, "p");
+            p.cpu_demand = demand;
+            p.threads = threads;
+            let snap = Snapshot {
+                topology: topology.clone(),
+                processes: vec![p],
+            };
+            snap.validate().map_err(|(field, _)| field)
+        };
+        assert_eq!(check(2.0, 2), Ok(()));
+        assert_eq!(check(1e300, 2), Err("processes[0].cpu_demand".into()));
+        assert_eq!(check(2.5, 2), Err("processes[0].cpu_demand".into()));
+        assert_eq!(check(1.0, 0), Err("processes[0].threads".into()));
+        assert_eq!(check(1.0, 100_000_000), Err("processes[0].threads".into()));
+    }
+
     #[test]
     fn slots_count_busy_threads_not_sampling_noise() {
         let with = |demand: f64, threads: u32| {

@@ -556,7 +556,9 @@ fn to_process(
         info.threads.len() as u32
     };
     p.threads = threads.max(1);
-    p.cpu_demand = demand;
+    // The demand was bounded by stat's thread count, which a thread list read later
+    // can undercut: a snapshot's demand is never more than its threads.
+    p.cpu_demand = demand.min(f64::from(p.threads));
     p.parent = (info.stat.ppid != 0).then_some(info.stat.ppid);
     // Memory on a node the topology does not know (it was built from another view
     // of the machine) cannot be planned for; it is left out rather than failing the
