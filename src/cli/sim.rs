@@ -13,7 +13,7 @@ use crate::model::{Placement, Plan, Snapshot};
 use crate::policy::alloc::{self, Occupancy};
 use crate::policy::{linux::Linux, Policy};
 use crate::sim::eval::runner::{effective, with_current, Runner, ORACLE, ROTATION};
-use crate::sim::eval::{from_model, suites};
+use crate::sim::eval::{from_model, suites, workloads};
 use crate::sim::{self, ProfileSet};
 use crate::topology::{cpulist, CpuId, NodeId, Topology};
 
@@ -103,13 +103,14 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             args.programs.len()
         );
     }
-    let map: String = args
+    let homes = args
         .homes
         .iter()
-        .map(|&h| node_digit(&topo, h, "--homes"))
-        .collect::<anyhow::Result<String>>()?;
+        .map(|&h| node_index(&topo, h, "--homes"))
+        .collect::<anyhow::Result<Vec<usize>>>()?;
+    let map = workloads::map_label(&args.homes);
     let programs: Vec<&str> = args.programs.iter().map(String::as_str).collect();
-    let case = suites::case("sim", "sim", &map, &topo, &programs, &|t, p| {
+    let case = suites::case_at("sim", "sim", &map, &topo, &programs, &homes, &|t, p| {
         from_model::facts(t, &params, &profiles, p)
     })
     .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -224,17 +225,14 @@ pub fn load_profiles(path: Option<&PathBuf>) -> anyhow::Result<ProfileSet> {
     })
 }
 
-/// The allocation-map digit (node index) of node id `id`.
-fn node_digit(topo: &Topology, id: NodeId, flag: &str) -> anyhow::Result<char> {
-    let idx = topo.node_index(id).with_context(|| {
+/// The index of node id `id`, or which ids there are.
+fn node_index(topo: &Topology, id: NodeId, flag: &str) -> anyhow::Result<usize> {
+    topo.node_index(id).with_context(|| {
         let ids: Vec<u32> = topo.nodes().iter().map(|n| n.id).collect();
         format!(
             "{flag}: node {id} does not exist (nodes {})",
             cpulist::format(&ids)
         )
-    })?;
-    char::from_digit(idx as u32, 10).with_context(|| {
-        format!("{flag}: node {id}: machines with more than 10 nodes are not supported here")
     })
 }
 
@@ -250,8 +248,7 @@ fn on_nodes(s: &Snapshot, nodes: &[NodeId]) -> anyhow::Result<Plan> {
     let mut occ = Occupancy::new(topo);
     let mut placements = Vec::new();
     for (p, &n) in s.processes.iter().zip(nodes) {
-        node_digit(topo, n, "--placement")?;
-        let ni = topo.node_index(n).unwrap_or_default();
+        let ni = node_index(topo, n, "--placement")?;
         let cands = topo.node_cpu_indices(ni).to_vec();
         if cands.is_empty() {
             bail!("--placement: node {n} has no CPUs");

@@ -156,6 +156,28 @@ fn sim_json_of_a_single_program_alone_and_local_has_no_slowdown() {
 }
 
 #[test]
+fn sim_takes_node_ids_above_nine_as_eval_does() {
+    let v = sim_json(&[
+        "--machine",
+        "12n:1l:1c:1t",
+        "--programs",
+        "mcf,lbm",
+        "--homes",
+        "11,10",
+        "--placement",
+        "11,0",
+    ]);
+    let p = processes(&v);
+    assert_eq!(p[0]["home"], 11, "{v}");
+    assert_eq!(p[1]["home"], 10, "{v}");
+    assert!(
+        f64_field(&p[0], "slowdown").abs() < 1e-6,
+        "local and alone: {v}"
+    );
+    assert!(f64_field(&p[1], "slowdown") > 0.05, "remote: {v}");
+}
+
+#[test]
 fn placement_puts_each_program_on_the_named_node() {
     // nehalem-e5520: CPUs 0-3 on node 0, 4-7 on node 1.
     let homes = [0, 1, 0, 1];

@@ -457,7 +457,7 @@ fn check_maps(maps: &[Vec<NodeId>], programs: usize) -> Result<(), (String, Stri
 
 /// The allocation map as the results show it: the home node ids, one digit each as in
 /// the published suites, dot-separated where an id has more than one digit.
-fn map_label(map: &[NodeId]) -> String {
+pub fn map_label(map: &[NodeId]) -> String {
     let ids: Vec<String> = map.iter().map(|id| id.to_string()).collect();
     if map.iter().all(|&id| id < 10) {
         ids.concat()
