@@ -49,6 +49,10 @@ pub struct SimArgs {
     /// Let a placement policy decide.
     #[arg(long, value_name = "P", group = "where")]
     pub policy: Option<String>,
+    /// Granularity the policy's plan is applied at, as the daemon's --pin (llc, node,
+    /// core, cpu) [default: llc].
+    #[arg(long, value_name = "UNIT", value_parser = crate::daemon::config::parse_pin)]
+    pub pin: Option<crate::policy::Pin>,
     /// Extra program profiles (TOML or JSON).
     #[arg(long, value_name = "FILE")]
     pub profiles: Option<PathBuf>,
@@ -103,6 +107,9 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             args.programs.len()
         );
     }
+    if args.pin.is_some() && args.policy.is_none() {
+        bail!("--pin applies to a policy's plan (--policy); --placement and --cores say the CPUs");
+    }
     let homes = args
         .homes
         .iter()
@@ -120,7 +127,13 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     } else if let Some(cores) = &args.cores {
         on_cores(&snapshot, cores)?
     } else if let Some(name) = &args.policy {
-        by_policy(&snapshot, name, &params, &profiles)?
+        by_policy(
+            &snapshot,
+            name,
+            &params,
+            &profiles,
+            args.pin.unwrap_or_default(),
+        )?
     } else {
         bail!("say where the programs run: --placement, --cores or --policy");
     };
@@ -300,6 +313,7 @@ fn by_policy(
     name: &str,
     params: &sim::MachineParams,
     profiles: &ProfileSet,
+    pin: crate::policy::Pin,
 ) -> anyhow::Result<Plan> {
     if name == ROTATION {
         bail!(
@@ -307,11 +321,12 @@ fn by_policy(
              cannot show it; `numasched eval --suite membus` scores it"
         );
     }
-    let runner = Runner::new(from_model::time_model(
+    let mut runner = Runner::new(from_model::time_model(
         params.clone(),
         profiles.clone(),
         None,
     ));
+    runner.pin = pin;
     // `sim` shows the oracle's placement too, so the list of what it knows says so.
     let pol = runner.policy(name).map_err(|e| {
         anyhow::anyhow!(

@@ -178,6 +178,47 @@ fn sim_takes_node_ids_above_nine_as_eval_does() {
 }
 
 #[test]
+fn sim_applies_a_policy_at_the_pin_granularity() {
+    let cpus = |pin: &str| {
+        let v = sim_json(&[
+            "--machine",
+            "2n:1l:2c:1t",
+            "--programs",
+            "mcf,lbm",
+            "--homes",
+            "0,0",
+            "--policy",
+            "nmass",
+            "--pin",
+            pin,
+        ]);
+        let sets: Vec<Value> = processes(&v).iter().map(|p| p["cpus"].clone()).collect();
+        sets
+    };
+    // Each gets its LLC's two CPUs, or one CPU.
+    assert!(cpus("llc")
+        .iter()
+        .all(|c| c.as_array().map(Vec::len) == Some(2)));
+    assert!(cpus("cpu")
+        .iter()
+        .all(|c| c.as_array().map(Vec::len) == Some(1)));
+    let args = [
+        "sim",
+        "--machine",
+        "2n:1l:2c:1t",
+        "--programs",
+        "mcf",
+        "--homes",
+        "0",
+    ];
+    let mut with_cores = args.to_vec();
+    with_cores.extend(["--cores", "0", "--pin", "cpu"]);
+    let (code, _, err) = numasched(&with_cores);
+    assert_eq!(code, 1);
+    assert!(err.contains("--pin applies to a policy's plan"), "{err}");
+}
+
+#[test]
 fn placement_puts_each_program_on_the_named_node() {
     // nehalem-e5520: CPUs 0-3 on node 0, 4-7 on node 1.
     let homes = [0, 1, 0, 1];
