@@ -101,7 +101,8 @@ fn raw_proc() -> impl Strategy<Value = RawProc> {
         .prop_map(
             |(threads, demand, mpki, bandwidth, memory, current, allowed, parent)| RawProc {
                 threads,
-                demand,
+                // A snapshot's demand is at most one CPU per thread.
+                demand: demand.min(f64::from(threads)),
                 mpki,
                 bandwidth,
                 memory,
