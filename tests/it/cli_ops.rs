@@ -77,6 +77,22 @@ fn config_check_prints_the_effective_options_of_a_good_file() {
 }
 
 #[test]
+fn config_check_of_the_absent_default_file_shows_the_defaults() {
+    // Only where no /etc/numasched/numasched.toml is installed (CI's clean machine);
+    // an installed one is checked like any other file.
+    if std::path::Path::new("/etc/numasched/numasched.toml").exists() {
+        return;
+    }
+    let (code, out, err) = numasched(&["config", "check"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("# /etc/numasched/numasched.toml: absent"),
+        "{out}"
+    );
+    assert!(out.contains("\nrelease_after = 30\n"), "{out}");
+}
+
+#[test]
 fn config_check_of_a_missing_file_says_so() {
     let (code, _, err) = numasched(&["config", "check", "/nonexistent/n.toml"]);
     assert_eq!(code, 1);

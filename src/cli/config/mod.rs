@@ -6,11 +6,11 @@
 //! the unit. Why generated: a hand-written example drifts from `Options::default()` the
 //! first time someone changes a default; this one cannot (see [`example`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 
-use crate::daemon::config::DEFAULT_CONFIG;
+use crate::daemon::config::{Options, DEFAULT_CONFIG};
 
 pub mod check;
 pub mod example;
@@ -37,6 +37,16 @@ pub enum ConfigCommand {
 /// Returns the exit code: 1 when the checked file has problems.
 pub fn run(args: ConfigArgs) -> anyhow::Result<i32> {
     match args.command {
+        // The default file is optional: the daemon runs without it, so its absence is
+        // no problem, and the options are the defaults.
+        ConfigCommand::Check { file } if file == Path::new(DEFAULT_CONFIG) && !file.exists() => {
+            println!(
+                "# {}: absent; the daemon runs with the defaults:",
+                file.display()
+            );
+            print!("{}", example::render(&Options::default(), false));
+            Ok(0)
+        }
         ConfigCommand::Check { file } => match check::check(&file) {
             Ok(opts) => {
                 println!(
