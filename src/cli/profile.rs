@@ -131,11 +131,9 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
             let mut kept = Vec::new();
             let mut load = Vec::new();
             for p in crate::sim::ProfileSet::builtin().iter() {
-                let given = store.get(&p.name)?.is_some_and(|s| {
-                    [&s.mpki, &s.numa_penalty, &s.cache_reuse, &s.bandwidth_gbps]
-                        .iter()
-                        .any(|k| k.given.is_some())
-                });
+                let given = store
+                    .get(&p.name)?
+                    .is_some_and(|s| Quantity::ALL.into_iter().any(|q| s.get(q).given.is_some()));
                 if given && !replace {
                     kept.push(p.name.clone());
                 } else {
