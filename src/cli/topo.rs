@@ -61,8 +61,18 @@ pub fn machine(name: &str, root: Option<&Path>) -> anyhow::Result<Topology> {
 }
 
 /// Sysfs errors already name their file; only a machine that reads fine but does not
-/// hold together needs the root to say where it came from.
+/// hold together needs the root to say where it came from. A root that is not there at
+/// all is named itself: the first file under it that fails to open would point at
+/// the wrong thing.
 fn read_sysfs(root: &Path) -> anyhow::Result<Topology> {
+    if !root.is_dir() {
+        let what = if root.exists() {
+            "not a directory"
+        } else {
+            "no such directory"
+        };
+        anyhow::bail!("{}: {what} (the sysfs root)", root.display());
+    }
     sysfs::read(root).map_err(|e| match e {
         TopologyError::Invalid(_) => anyhow::anyhow!("{}: {e}", root.display()),
         e => e.into(),

@@ -152,6 +152,39 @@ fn odd_sysfs_files_are_one_line_naming_the_file() {
     }
 }
 
+/// A root that is missing, or a file, is named itself, not the first file under it.
+#[test]
+fn a_missing_sysfs_root_names_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere");
+    let missing = missing.to_str().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let file = file.to_str().unwrap();
+    for (root, what) in [(missing, "no such directory"), (file, "not a directory")] {
+        let needle = format!("{root}: {what} (the sysfs root)");
+        fails_with(&["topo", "--sysfs-root", root], &[&needle]);
+        fails_with(
+            &["topo", "--machine", "this", "--sysfs-root", root],
+            &[&needle],
+        );
+        fails_with(
+            &[
+                "sim",
+                "--machine",
+                "this",
+                "--sysfs-root",
+                root,
+                "--programs",
+                "mcf",
+                "--homes",
+                "0",
+            ],
+            &[&needle],
+        );
+    }
+}
+
 /// A root is where `this` is read; with a preset or spec string it would be ignored,
 /// so it is refused, as `sim` and `eval` refuse it.
 #[test]
