@@ -121,6 +121,14 @@ pub fn default_size(topo: Option<&Topology>) -> u64 {
 pub fn run(args: WorkloadArgs) -> anyhow::Result<()> {
     // First, so a signal sent as soon as the process exists still yields a summary.
     stop::install().context("installing SIGTERM/SIGINT handlers")?;
+    // Flags that mean nothing for this kind are refused, not ignored: a `--size` that
+    // does nothing would leave the user believing the cpu loop used that much memory.
+    if args.size.is_some() && args.kind != Kind::Stream {
+        anyhow::bail!("--size applies to the stream workload only");
+    }
+    if args.duty.is_some() && args.kind != Kind::Cpu {
+        anyhow::bail!("--duty applies to the cpu workload only");
+    }
     let topo = sysfs::read(Path::new("/sys"));
     let unbind_after_touch = args.touch_node.is_some();
     if let Some((flag, node)) = args
@@ -140,9 +148,6 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<()> {
         ),
         Kind::Cpu => None,
     };
-    if args.duty.is_some() && args.kind != Kind::Cpu {
-        anyhow::bail!("--duty applies to the cpu workload only");
-    }
     let late = args.late.map(Duration::from_secs_f64);
     let duty = args
         .duty

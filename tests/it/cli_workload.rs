@@ -173,6 +173,27 @@ fn membind_and_touch_node_together_are_refused() {
     );
 }
 
+/// A flag that means nothing for the kind is refused on one line, before any work.
+#[test]
+fn flags_of_the_other_kind_are_refused() {
+    for (args, needle) in [
+        (
+            &["workload", "cpu", "--size", "1G"][..],
+            "--size applies to the stream workload only",
+        ),
+        (
+            &["workload", "stream", "--duty", "1:1"][..],
+            "--duty applies to the cpu workload only",
+        ),
+    ] {
+        let (code, out, err) = numasched(&[args, &["--seconds", "5"]].concat());
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+    }
+}
+
 #[test]
 fn membind_to_a_missing_node_is_a_one_line_error() {
     let (code, out, err) = numasched(&["workload", "stream", "--membind", "7", "--seconds", "1"]);
