@@ -85,8 +85,14 @@ pub struct Advice {
     pub per_node: Vec<NodeAdvice>,
 }
 
+/// GiB with one decimal, TiB from 1024 GiB up: `--mem 100T` reads back as `100.0T`.
 fn gib(b: u64) -> String {
-    format!("{:.1}G", b as f64 / (1u64 << 30) as f64)
+    let g = b as f64 / (1u64 << 30) as f64;
+    if g >= 1024.0 {
+        format!("{:.1}T", g / 1024.0)
+    } else {
+        format!("{g:.1}G")
+    }
 }
 
 /// The advice for `req` on `snapshot`'s machine, with `free` memory per node (`None`:
@@ -209,6 +215,16 @@ pub fn advise(
         .collect();
     if !refused.is_empty() {
         reason = format!("{reason}; refused {}", refused.join(", "));
+    }
+    // A job wider than every CPU it may use would time-share them: say so rather than
+    // answer as if it fitted.
+    if req.cpus as usize > allowed.len() {
+        reason = format!(
+            "{reason}; the job's {} CPUs are more than the {} it may use here, so its \
+             threads would share them",
+            req.cpus,
+            allowed.len()
+        );
     }
     advice.reason = reason;
     advice.per_node = per_node;
@@ -402,5 +418,38 @@ mod tests {
         let second = &a.per_node[a.nodes[1] as usize];
         assert!(first.given_cpus.len() >= second.given_cpus.len());
         assert!(!a.cpus.contains(0), "CPU 0 is held by the running process");
+        assert!(!a.reason.contains("more than"), "{}", a.reason);
+    }
+
+    /// A job wider than the machine still gets an answer (everything it may use), and
+    /// the reason says it does not fit, rather than answering as if it did.
+    #[test]
+    fn a_job_wider_than_the_machine_is_told_so() {
+        let mut s = busy_node0();
+        s.processes.clear();
+        let auto = crate::policy::PolicyKind::Auto.build();
+        let a = advise(
+            &s,
+            auto.as_ref(),
+            Request {
+                cpus: 1_000_000,
+                mem: Some(4 << 30),
+            },
+            &free_gib(8, 2),
+        );
+        assert_eq!(a.nodes, vec![0], "{a:#?}");
+        assert!(
+            a.reason
+                .contains("the job's 1000000 CPUs are more than the 4 it may use here"),
+            "{}",
+            a.reason
+        );
+    }
+
+    #[test]
+    fn sizes_of_a_tebibyte_and_more_read_in_t() {
+        assert_eq!(gib(100 << 40), "100.0T");
+        assert_eq!(gib(1023 << 30), "1023.0G");
+        assert_eq!(gib(3 << 29), "1.5G");
     }
 }
