@@ -70,6 +70,30 @@ pub struct SetArgs {
     pub bandwidth_gbps: Option<f64>,
 }
 
+/// Bytes the kernel keeps of a command name (TASK_COMM_LEN − 1): the daemon knows a
+/// process by that name, so a longer one is never matched.
+const COMM_BYTES: usize = 15;
+
+/// Why a stored name will match no running process, if it cannot. The profile is still
+/// kept: `profile export` feeds `eval`, where any name is fine. Escaped names (`\x1b`,
+/// as `status` shows a control character) can be longer than what they stand for, so
+/// they are let be.
+fn comm_warning(name: &str) -> Option<String> {
+    if name.len() <= COMM_BYTES || name.contains('\\') {
+        return None;
+    }
+    let mut cut = COMM_BYTES;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Some(format!(
+        "'{name}' is {} bytes and the kernel keeps {COMM_BYTES} of a command name, so no \
+         running process is named that; the daemon would look for '{}'",
+        name.len(),
+        &name[..cut]
+    ))
+}
+
 /// The store for a command that changes it: opened with the copy a healthy store
 /// leaves beside itself (`<db>.bak`), whose failure is worth a line but not an error.
 /// Commands that only read (`list`, `export`) open it without, and so change nothing.
@@ -103,6 +127,9 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
                 );
             }
             open_to_write(&path)?.set_given(&a.program, &given, now())?;
+            if let Some(w) = comm_warning(&a.program) {
+                eprintln!("numasched: warning: {w}");
+            }
         }
         ProfileCommand::List { json } => {
             existing(&path)?;

@@ -67,6 +67,42 @@ fn set_then_list_json_shows_it_with_its_origin() {
     assert!(out.contains("mcf") && out.contains("(given)"), "{out}");
 }
 
+/// A name longer than the kernel keeps of a command name is stored (eval may use it)
+/// with one warning line saying what the daemon would look for; a short one is silent.
+#[test]
+fn a_name_no_process_can_have_is_stored_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let (code, _, err) = numasched(&[
+        "profile",
+        "set",
+        "my-long-program-name",
+        "--mpki",
+        "3",
+        "--db",
+        s(&db),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("numasched: warning: 'my-long-program-name' is 20 bytes")
+            && err.contains("would look for 'my-long-program'"),
+        "{err}"
+    );
+    assert_eq!(list_json(s(&db))[0]["program"], "my-long-program-name");
+    let (code, _, err) = numasched(&[
+        "profile",
+        "set",
+        "my-long-program",
+        "--mpki",
+        "3",
+        "--db",
+        s(&db),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.is_empty(), "{err}");
+}
+
 #[test]
 fn invalid_set_is_one_line_and_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
