@@ -501,22 +501,24 @@ fn best_moves(model: &TimeModel, s: &Snapshot, plan: &Plan) -> (Vec<PageMove>, f
     (pick(mask), perf, false)
 }
 
-/// The snapshot with every process's `current_cpus` set from `plan`.
+/// The snapshot with every process's `current_cpus` set from `plan`, matched by pid:
+/// a plan need not list its processes in the snapshot's order, nor all of them.
 pub fn with_current(snapshot: &Snapshot, plan: &Plan) -> Snapshot {
     let mut s = snapshot.clone();
-    for (p, pl) in s.processes.iter_mut().zip(&plan.placements) {
-        if !pl.cpus.is_empty() {
+    for p in &mut s.processes {
+        if let Some(pl) = plan.placement(p.pid).filter(|pl| !pl.cpus.is_empty()) {
             p.current_cpus = pl.cpus.clone();
         }
     }
     s
 }
 
-/// The plan as it would be applied: a placement left empty keeps the current CPUs.
+/// The plan as it would be applied: a placement left empty keeps the current CPUs of
+/// the process with its pid.
 pub fn effective(snapshot: &Snapshot, plan: &Plan) -> Plan {
     let mut out = plan.clone();
-    for (p, pl) in snapshot.processes.iter().zip(out.placements.iter_mut()) {
-        if pl.cpus.is_empty() {
+    for pl in out.placements.iter_mut().filter(|pl| pl.cpus.is_empty()) {
+        if let Some(p) = snapshot.processes.iter().find(|p| p.pid == pl.pid) {
             *pl = Placement::new(
                 &snapshot.topology,
                 p.pid,
@@ -662,6 +664,43 @@ mod tests {
                 processes,
             },
         }
+    }
+
+    /// A plan listing its processes in another order than the snapshot (or leaving one
+    /// out) still lands on the right processes.
+    #[test]
+    fn plans_are_matched_to_processes_by_pid() {
+        let c = case("01");
+        let topo = &c.snapshot.topology;
+        let mut s = c.snapshot.clone();
+        s.processes[0].current_cpus = CpuSet::from(vec![0]);
+        s.processes[1].current_cpus = CpuSet::from(vec![1]);
+        let plan = Plan::new(
+            "t",
+            vec![
+                Placement::new(topo, 2, CpuSet::from(vec![5]), "moved".into()),
+                Placement::unchanged(1, "kept".into()),
+            ],
+        );
+        let moved = with_current(&s, &plan);
+        assert_eq!(moved.processes[0].current_cpus, CpuSet::from(vec![0]));
+        assert_eq!(moved.processes[1].current_cpus, CpuSet::from(vec![5]));
+        let eff = effective(&s, &plan);
+        assert_eq!(
+            eff.placement(1).map(|p| p.cpus.clone()),
+            Some(CpuSet::from(vec![0]))
+        );
+        assert_eq!(
+            eff.placement(2).map(|p| p.cpus.clone()),
+            Some(CpuSet::from(vec![5]))
+        );
+        let only_two = Plan::new(
+            "t",
+            vec![Placement::new(topo, 2, CpuSet::from(vec![6]), "m".into())],
+        );
+        let moved = with_current(&s, &only_two);
+        assert_eq!(moved.processes[0].current_cpus, CpuSet::from(vec![0]));
+        assert_eq!(moved.processes[1].current_cpus, CpuSet::from(vec![6]));
     }
 
     #[test]
