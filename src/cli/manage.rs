@@ -268,6 +268,51 @@ mod tests {
         assert_eq!(o.metrics, Some(SocketAddr::from(([127, 0, 0, 1], 9477))));
     }
 
+    #[derive(Parser)]
+    struct S {
+        #[command(flatten)]
+        s: SelectArgs,
+    }
+
+    /// `live_only_given` names the selection flags by hand. This walks every flag clap
+    /// knows of `SelectArgs`, gives it alone, and checks the list names it, so a flag
+    /// added later cannot be silently ignored by `plan --snapshot`. Only `--pin`
+    /// applies to a snapshot too.
+    #[test]
+    fn every_selection_flag_but_pin_is_named_as_live_only() {
+        use clap::CommandFactory;
+        let cmd = S::command();
+        let mut seen = 0;
+        for arg in cmd.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if long == "help" {
+                continue;
+            }
+            let flag = format!("--{long}");
+            let mut argv = vec!["t".to_string(), flag.clone()];
+            if arg.get_action().takes_values() {
+                let names = arg.get_value_names().unwrap_or_default();
+                let value = match names.first().map(|n| n.as_str()) {
+                    Some("GLOB") => "a*",
+                    Some("PID" | "CPUS" | "BYTES") => "1",
+                    Some("UNIT") => "llc",
+                    Some("FILE" | "PATH" | "DIR") => "x",
+                    other => panic!("{flag}: no sample value for {other:?}; add one here"),
+                };
+                argv.push(value.to_string());
+            }
+            let parsed = S::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            let named = parsed.s.live_only_given();
+            if long == "pin" {
+                assert!(named.is_empty(), "{flag} applies to snapshots: {named:?}");
+            } else {
+                assert_eq!(named, vec![flag.as_str()], "{argv:?}");
+            }
+            seen += 1;
+        }
+        assert!(seen >= 14, "only {seen} flags seen");
+    }
+
     #[test]
     fn bad_flags_are_refused_by_the_parser() {
         for args in [
