@@ -3,7 +3,7 @@
 //! writing nothing, not even the profile store) and says which sensors are missing;
 //! with `--snapshot` it replays a saved snapshot, which is how bugs get reported and
 //! tests pin behaviour down. `plan --json` of the live machine includes the snapshot,
-//! so the same decision can be replayed later.
+//! so the same decision can be replayed later: `--snapshot` takes that output as it is.
 
 use std::path::PathBuf;
 
@@ -23,7 +23,8 @@ use crate::topology::cpulist;
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// Snapshot to plan for (JSON: topology + processes); without it, this machine now.
+    /// Snapshot to plan for (JSON: topology + processes, or what `plan --json` wrote);
+    /// without it, this machine now.
     #[arg(long, value_name = "FILE")]
     pub snapshot: Option<PathBuf>,
     /// Placement policy: auto (default), auto-migrate, autonuma, linux, maxlocal, nmass,

@@ -147,6 +147,54 @@ fn bad_input_gets_one_line_naming_file_and_field() {
     assert_one_line_error(code, &err, &["field.json", "mpky"]);
 }
 
+/// What live `plan --json` writes (the snapshot beside the plan and the sensors) is
+/// taken back by `plan --snapshot` and plans the same; an error inside its snapshot
+/// names the field under `snapshot.`.
+#[test]
+fn plan_json_output_replays_as_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(WL9).unwrap()).unwrap();
+    let (code, plan, err) = numasched(&["plan", "--snapshot", WL9, "--policy", "nmass", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let plan: serde_json::Value = serde_json::from_str(&plan).unwrap();
+    let live = serde_json::json!({
+        "missing_sensors": [{"sensor": "resctrl", "why": "kernel without resctrl"}],
+        "plan": plan,
+        "processes": [],
+        "sensors": [],
+        "snapshot": snap,
+        "uncharacterised": [],
+    });
+    let f = dir.path().join("live.json");
+    std::fs::write(&f, serde_json::to_string_pretty(&live).unwrap()).unwrap();
+    let f = f.to_string_lossy().into_owned();
+    let (code, out, err) = numasched(&["plan", "--snapshot", &f, "--policy", "nmass", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let again: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(again, plan);
+
+    let mut bad = live.clone();
+    bad["snapshot"]["processes"][1]["numa_penalty"] = serde_json::json!(0.35);
+    let g = dir.path().join("bad.json");
+    std::fs::write(&g, serde_json::to_string_pretty(&bad).unwrap()).unwrap();
+    let g = g.to_string_lossy().into_owned();
+    let (code, _, err) = numasched(&["plan", "--snapshot", &g]);
+    assert_one_line_error(
+        code,
+        &err,
+        &["bad.json", "snapshot.processes[1].numa_penalty"],
+    );
+
+    let mut typo = live;
+    typo["snapshot"]["processes"][0]["mpky"] = serde_json::json!(1.0);
+    let h = dir.path().join("typo.json");
+    std::fs::write(&h, serde_json::to_string_pretty(&typo).unwrap()).unwrap();
+    let h = h.to_string_lossy().into_owned();
+    let (code, _, err) = numasched(&["plan", "--snapshot", &h]);
+    assert_one_line_error(code, &err, &["typo.json", "mpky"]);
+}
+
 /// The help of every command that takes `--policy` names every policy: the list there
 /// is written out, so it must not drift from the one the code accepts.
 #[test]

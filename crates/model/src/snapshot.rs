@@ -171,6 +171,22 @@ fn one_line(err: &serde_json::Error) -> String {
     err.to_string().replace('\n', "\\n").replace('\r', "\\r")
 }
 
+/// The part of `plan --json`'s document that is a snapshot; the rest (the plan, the
+/// sensors) is not needed to plan again.
+#[derive(Deserialize)]
+struct PlanOutput {
+    snapshot: Snapshot,
+    #[serde(rename = "plan")]
+    _plan: serde::de::IgnoredAny,
+}
+
+/// Whether `text` is a JSON object with both a `plan` and a `snapshot`, as `plan
+/// --json` writes.
+fn is_plan_output(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text)
+        .is_ok_and(|v| v.get("plan").is_some() && v.get("snapshot").is_some())
+}
+
 /// Largest snapshot file read: a machine with 100,000 processes writes about 50 MB.
 pub const MAX_SNAPSHOT_BYTES: u64 = 256 << 20;
 
@@ -185,16 +201,27 @@ impl Snapshot {
         Snapshot::from_json(&text, path)
     }
 
-    /// Parses and validates; `origin` only labels errors.
+    /// Parses and validates; `origin` only labels errors. What `plan --json` writes is
+    /// taken too: it carries the snapshot it planned under `snapshot`, and replaying a
+    /// plan is what an operator feeding it back means.
     pub fn from_json(text: &str, origin: &Path) -> Result<Snapshot, SnapshotError> {
-        let snap: Snapshot = serde_json::from_str(text).map_err(|err| SnapshotError::Json {
+        let json = |err| SnapshotError::Json {
             path: origin.to_path_buf(),
             err,
-        })?;
+        };
+        let (snap, prefix) = match serde_json::from_str::<Snapshot>(text) {
+            Ok(s) => (s, ""),
+            Err(err) => match serde_json::from_str::<PlanOutput>(text) {
+                Ok(out) => (out.snapshot, "snapshot."),
+                // Plan output whose snapshot is wrong: its own error, at its own line.
+                Err(inner) if is_plan_output(text) => return Err(json(inner)),
+                Err(_) => return Err(json(err)),
+            },
+        };
         snap.validate()
             .map_err(|(field, what)| SnapshotError::Field {
                 path: origin.to_path_buf(),
-                field,
+                field: format!("{prefix}{field}"),
                 what,
             })?;
         Ok(snap)
