@@ -174,10 +174,10 @@ impl Workloads {
             ));
         }
         let policies = match &file.policies {
-            Some(list) => Some(
-                check_policies(list.get_ref())
-                    .map_err(|(i, what)| at(list.span(), &format!("policies[{i}]"), what))?,
-            ),
+            Some(list) => Some(check_policies(list.get_ref()).map_err(|(i, what)| {
+                let field = i.map_or("policies".to_string(), |i| format!("policies[{i}]"));
+                at(list.span(), &field, what)
+            })?),
             None => None,
         };
         let profiles = match &file.profiles {
@@ -385,10 +385,14 @@ fn key_name(p: &serde_path_to_error::Path) -> String {
 }
 
 /// Names of policies: known (the `--policy` names and the oracle), each once; the error
-/// gives the index of the bad entry. Also checks `eval --policies`.
-pub fn check_policies(list: &[String]) -> Result<Vec<String>, (usize, String)> {
+/// gives the index of the bad entry, or none when the list as a whole is wrong. Also
+/// checks `eval --policies`.
+pub fn check_policies(list: &[String]) -> Result<Vec<String>, (Option<usize>, String)> {
     if list.is_empty() {
-        return Err((0, "the list is empty; leave it out for the default".into()));
+        return Err((
+            None,
+            "the list is empty; leave it out for the default".into(),
+        ));
     }
     for (i, p) in list.iter().enumerate() {
         if !numasched_policy::EVAL_ONLY.contains(&p.as_str())
@@ -399,10 +403,10 @@ pub fn check_policies(list: &[String]) -> Result<Vec<String>, (usize, String)> {
                 numasched_policy::NAMES.join(", "),
                 numasched_policy::EVAL_ONLY.join(", ")
             );
-            return Err((i, format!("unknown policy '{p}' (known: {known})")));
+            return Err((Some(i), format!("unknown policy '{p}' (known: {known})")));
         }
         if list[..i].contains(p) {
-            return Err((i, format!("'{p}' is listed twice")));
+            return Err((Some(i), format!("'{p}' is listed twice")));
         }
     }
     Ok(list.to_vec())
@@ -634,6 +638,10 @@ mod tests {
             (
                 format!("policies = [\"auto\", \"auto\"]\n{ONE}"),
                 "policies[1]: 'auto' is listed twice",
+            ),
+            (
+                format!("policies = []\n{ONE}"),
+                "line 1: policies: the list is empty; leave it out for the default",
             ),
             (
                 format!("migration = 1\n{ONE}"),
