@@ -46,7 +46,10 @@ pub enum RecoveryError {
 }
 
 /// An exclusive lock on `<journal>.lock`, held while the daemon runs: two daemons
-/// writing one journal would each erase the other's originals.
+/// writing one journal would each erase the other's originals. The file stays after a
+/// stop, empty: removing it on the way out would let a daemon that opened it a moment
+/// before take the lock on a file no longer there, while a third creates a new one and
+/// locks that too.
 #[derive(Debug)]
 pub struct JournalLock {
     _file: Flock<fs::File>,
