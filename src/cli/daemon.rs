@@ -18,8 +18,8 @@ pub struct DaemonArgs {
     /// Control socket for `numasched status` [default: /run/numasched/numasched.sock].
     #[arg(long, value_name = "PATH", value_parser = crate::daemon::config::parse_file_path)]
     pub socket: Option<PathBuf>,
-    /// Serve no control socket.
-    #[arg(long)]
+    /// Serve no control socket: `status` and `top` cannot reach the daemon then.
+    #[arg(long, conflicts_with = "socket")]
     pub no_socket: bool,
 }
 
@@ -28,10 +28,11 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
     if let Some(s) = &args.socket {
         opts.socket = s.clone();
     }
+    opts.no_socket |= args.no_socket;
     logging::init(opts.log_format, "info");
     let built = assemble::assemble(&opts, &args.manage.select.roots(), None, Use::Manage)?;
     announce(&built, &opts, "daemon");
-    let socket = (!args.no_socket).then_some(opts.socket.as_path());
+    let socket = (!opts.no_socket).then_some(opts.socket.as_path());
     service::serve(built, &opts, socket, Until::Signal)?;
     Ok(())
 }

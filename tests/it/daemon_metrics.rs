@@ -240,6 +240,39 @@ fn by_default_the_daemon_listens_on_no_tcp_port() {
     assert_eq!(d.stop(Signal::SIGTERM), 0, "{}", d.log());
 }
 
+/// `no_socket = true` in the config file does what `--no-socket` does: the daemon runs
+/// (its metrics answer) and no control socket appears, though `--socket` names one.
+#[test]
+fn no_socket_in_the_config_file_serves_no_socket() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, "no_socket = true\n").expect("write");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let c = cfg.display().to_string();
+    let mut d = Daemon::start(
+        dir.path(),
+        &[
+            "--config",
+            &c,
+            "--dry-run",
+            "--include-comm",
+            "ns_nothing",
+            "--metrics",
+            &addr,
+        ],
+    );
+    assert!(
+        wait_secs(20, || get(port, "/metrics")
+            .is_some_and(|(code, _)| code == 200)),
+        "daemon did not serve metrics:\n{}",
+        d.log()
+    );
+    assert!(!d.socket.exists(), "a socket was created:\n{}", d.log());
+    assert!(d.status().is_none());
+    assert_eq!(d.stop(Signal::SIGTERM), 0, "{}", d.log());
+}
+
 #[test]
 fn metrics_on_every_interface_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");

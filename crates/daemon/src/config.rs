@@ -43,6 +43,8 @@ pub struct Options {
     /// Run without the journal (`--no-journal`, unsafe: a crash leaves changes).
     pub no_journal: bool,
     pub socket: PathBuf,
+    /// Serve no control socket (`--no-socket`): `status` and `top` cannot reach it.
+    pub no_socket: bool,
     /// Relative MPKI change of a managed process that triggers a re-plan (Majo & Gross:
     /// 20%).
     pub mpki_change: f64,
@@ -103,6 +105,7 @@ impl Default for Options {
             journal: PathBuf::from(super::recovery::DEFAULT_PATH),
             no_journal: false,
             socket: PathBuf::from(DEFAULT_SOCKET),
+            no_socket: false,
             mpki_change: 0.2,
             min_replan_interval: Duration::from_secs(5),
             release_after: 30,
@@ -135,6 +138,7 @@ pub struct FileConfig {
     pub journal: Option<FilePath>,
     pub no_journal: Option<bool>,
     pub socket: Option<FilePath>,
+    pub no_socket: Option<bool>,
     pub mpki_change: Option<Positive>,
     pub min_replan_interval: Option<Seconds>,
     pub release_after: Option<u32>,
@@ -211,6 +215,7 @@ impl FileConfig {
             journal: self.journal.map_or(d.journal, |p| p.0),
             no_journal: self.no_journal.unwrap_or(d.no_journal),
             socket: self.socket.map_or(d.socket, |p| p.0),
+            no_socket: self.no_socket.unwrap_or(d.no_socket),
             mpki_change: self.mpki_change.map(|p| p.0).unwrap_or(d.mpki_change),
             min_replan_interval: self
                 .min_replan_interval
