@@ -152,10 +152,11 @@ fn print_plan(
     plan: &crate::model::Plan,
     source: &dyn Fn(&Process) -> PenaltySource,
 ) {
+    let n = plan.placements.len();
     println!(
-        "policy {} on {} processes",
+        "policy {} on {n} process{}",
         plan.policy,
-        plan.placements.len()
+        if n == 1 { "" } else { "es" }
     );
     println!(
         "{:>8}  {:<16} {:>5} {:>5} {:<10}  {:<11} {:<11} nodes",
