@@ -25,8 +25,11 @@ pub struct DaemonArgs {
 
 pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
     let mut opts = args.manage.options()?;
+    // Flags win over the file: `--socket` asks for a socket even where the file says
+    // `no_socket`, and `--no-socket` turns off one the file names.
     if let Some(s) = &args.socket {
         opts.socket = s.clone();
+        opts.no_socket = false;
     }
     opts.no_socket |= args.no_socket;
     logging::init(opts.log_format, "info");

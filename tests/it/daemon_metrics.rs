@@ -241,36 +241,49 @@ fn by_default_the_daemon_listens_on_no_tcp_port() {
 }
 
 /// `no_socket = true` in the config file does what `--no-socket` does: the daemon runs
-/// (its metrics answer) and no control socket appears, though `--socket` names one.
+/// (its metrics answer) and the socket the file names does not appear. A `--socket`
+/// flag wins over the file, as every flag does.
 #[test]
-fn no_socket_in_the_config_file_serves_no_socket() {
+fn no_socket_in_the_config_file_serves_no_socket_unless_a_flag_asks() {
     let dir = tempfile::tempdir().expect("tempdir");
+    let in_file = dir.path().join("file.sock");
     let cfg = dir.path().join("c.toml");
-    std::fs::write(&cfg, "no_socket = true\n").expect("write");
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let c = cfg.display().to_string();
-    let mut d = Daemon::start(
-        dir.path(),
-        &[
-            "--config",
-            &c,
-            "--dry-run",
-            "--include-comm",
-            "ns_nothing",
-            "--metrics",
-            &addr,
-        ],
-    );
+    std::fs::write(
+        &cfg,
+        format!("no_socket = true\nsocket = \"{}\"\n", in_file.display()),
+    )
+    .expect("write");
+    let start = |extra: &[&str]| {
+        let port = free_port();
+        let mut cmd = Command::new(BIN);
+        cmd.arg("daemon")
+            .arg("--config")
+            .arg(&cfg)
+            .args(["--dry-run", "--no-db", "--include-comm", "ns_nothing"])
+            .arg("--journal")
+            .arg(dir.path().join("j.json"))
+            .args(["--metrics", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .stderr(std::process::Stdio::null());
+        let d = Guard::spawn(&mut cmd).expect("start the daemon");
+        assert!(
+            wait_secs(20, || get(port, "/metrics")
+                .is_some_and(|(code, _)| code == 200)),
+            "daemon {extra:?} did not serve metrics"
+        );
+        d
+    };
+    let d = start(&[]);
+    assert!(!in_file.exists(), "the file's socket was created");
+    drop(d);
+    let flag = dir.path().join("flag.sock");
+    let f = flag.display().to_string();
+    let d = start(&["--socket", &f]);
     assert!(
-        wait_secs(20, || get(port, "/metrics")
-            .is_some_and(|(code, _)| code == 200)),
-        "daemon did not serve metrics:\n{}",
-        d.log()
+        wait_secs(10, || flag.exists()),
+        "--socket did not win over the file's no_socket"
     );
-    assert!(!d.socket.exists(), "a socket was created:\n{}", d.log());
-    assert!(d.status().is_none());
-    assert_eq!(d.stop(Signal::SIGTERM), 0, "{}", d.log());
+    drop(d);
 }
 
 #[test]
