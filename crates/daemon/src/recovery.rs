@@ -129,8 +129,10 @@ impl JournalFile {
         };
         self.refuse_symlink()?;
         self.refuse_special()?;
-        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            fs::create_dir_all(dir).map_err(werr)?;
+        if let Some(dir) =
+            numasched_model::files::create_dir_of(&self.path, 0o700).map_err(RecoveryError::File)?
+        {
+            tracing::info!(directory = %dir.display(), "created the journal's directory");
         }
         let mut lock = self.path.clone().into_os_string();
         lock.push(".lock");
@@ -187,9 +189,7 @@ impl JournalFile {
         };
         self.refuse_symlink()?;
         self.refuse_special()?;
-        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            fs::create_dir_all(dir).map_err(werr)?;
-        }
+        numasched_model::files::create_dir_of(&self.path, 0o700).map_err(RecoveryError::File)?;
         let text = serde_json::to_vec(journal)
             .map_err(|e| werr(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
         let mut tmp = self.path.clone().into_os_string();

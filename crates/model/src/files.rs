@@ -142,9 +142,87 @@ pub fn read_text(path: &Path, limit: u64, what: &'static str) -> Result<String, 
     })
 }
 
+/// The directory [`create_dir_of`] would create for `path` (`None`: it exists), or
+/// the error it would give, without creating anything: for checks made before a
+/// program writes anything.
+pub fn dir_to_create(path: &Path) -> Result<Option<&Path>, FileError> {
+    let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(None);
+    };
+    if dir.is_dir() {
+        return Ok(None);
+    }
+    if let Some(above) = dir.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !above.is_dir() {
+            return Err(FileError::Io {
+                path: path.into(),
+                err: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!(
+                        "{} does not exist; only the file's own directory is created, \
+                         not the ones above it (a mistyped path?)",
+                        above.display()
+                    ),
+                ),
+            });
+        }
+    }
+    Ok(Some(dir))
+}
+
+/// Creates the directory a file named by an operator is to be written in, when it is
+/// missing: that one directory, with `mode`, and nothing above it. Every default path
+/// (`/var/lib/numasched/…`, `/run/numasched/…`) needs only that, while a mistyped path
+/// (`/var/lbi/numasched/journal.json`) would otherwise be made into a tree without a
+/// word. Returns the directory when it was created, for the caller to say so.
+pub fn create_dir_of(path: &Path, mode: u32) -> Result<Option<PathBuf>, FileError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let Some(dir) = dir_to_create(path)? else {
+        return Ok(None);
+    };
+    match std::fs::DirBuilder::new().mode(mode).create(dir) {
+        Ok(()) => Ok(Some(dir.to_path_buf())),
+        // Another process made it in between: as good.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(None),
+        Err(e) => Err(FileError::Io {
+            path: path.into(),
+            err: std::io::Error::new(e.kind(), format!("creating {}: {e}", dir.display())),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_files_own_directory_is_created() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("state/journal.json");
+        let made = create_dir_of(&f, 0o700).expect("one level");
+        assert_eq!(made.as_deref(), Some(dir.path().join("state").as_path()));
+        let mode = std::fs::metadata(dir.path().join("state"))
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+        assert_eq!(create_dir_of(&f, 0o700).expect("exists"), None);
+        let typo = dir.path().join("stat/numasched/journal.json");
+        let e = create_dir_of(&typo, 0o700).expect_err("two levels");
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(&typo.display().to_string())
+                && msg.contains("stat does not exist")
+                && !msg.contains('\n'),
+            "{msg}"
+        );
+        assert!(!dir.path().join("stat").exists(), "nothing made");
+        assert_eq!(
+            create_dir_of(Path::new("journal.json"), 0o700).expect("cwd"),
+            None
+        );
+    }
 
     #[test]
     fn regular_files_are_read_and_others_refused() {

@@ -13,7 +13,7 @@
 
 use std::ffi::OsString;
 use std::fs::OpenOptions;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
@@ -163,7 +163,7 @@ pub(super) fn is_symlink(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
-/// Creates the store's directory when missing and returns the path SQLite is to open:
+/// Creates the store's own directory when missing (not the ones above it) and returns the path SQLite is to open:
 /// the directory resolved (an administrator may well have linked the state directory
 /// to another disk, and SQLite's NOFOLLOW refuses links anywhere on the path), the
 /// file name itself not. Refuses when the file or a companion is a link.
@@ -179,15 +179,10 @@ pub(super) fn locate(path: &Path) -> Result<PathBuf, StoreError> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    if !dir.exists() {
-        // Private: the profiles say what runs on the machine, and a directory others
-        // can write to is where links get planted.
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| not_writable(format!("creating {}: {e}", dir.display())))?;
-    }
+    // Private: the profiles say what runs on the machine, and a directory others can
+    // write to is where links get planted.
+    numasched_model::files::create_dir_of(path, 0o700)
+        .map_err(|e| not_writable(e.without_path()))?;
     let real_dir = std::fs::canonicalize(dir)
         .map_err(|e| not_writable(format!("resolving {}: {e}", dir.display())))?;
     let real = real_dir.join(name);

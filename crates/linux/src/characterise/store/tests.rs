@@ -25,6 +25,11 @@ pub(super) fn given(mpki: f64, np: Option<f64>) -> GivenProfile {
 fn creates_a_versioned_wal_store_and_its_directory() {
     let dir = temp();
     let path = dir.path().join("var/lib/numasched/profiles.db");
+    // Only the store's own directory is made: a mistyped path is no tree.
+    let e = Store::open(&path).expect_err("var/lib missing");
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    assert!(!dir.path().join("var").exists());
+    std::fs::create_dir_all(dir.path().join("var/lib")).unwrap();
     let s = Store::open(&path).unwrap();
     assert_eq!(s.path(), path);
     let v: i32 = s

@@ -89,6 +89,7 @@ fn a_created_state_directory_is_private_and_a_linked_one_is_used() {
     use std::os::unix::fs::PermissionsExt;
     let dir = temp();
     let state = dir.path().join("var/lib/numasched");
+    std::fs::create_dir_all(dir.path().join("var/lib")).unwrap();
     drop(Store::open(&state.join("p.db")).unwrap());
     let mode = std::fs::metadata(&state).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o700, "{mode:o}");
