@@ -8,8 +8,8 @@ use tracing::{info, warn};
 
 use super::manage::ManageArgs;
 use crate::daemon::assemble::{self, Built, Use};
-use crate::daemon::service::{self, Until};
-use crate::daemon::{logging, Options};
+use crate::daemon::service::{self, Listeners, Until};
+use crate::daemon::{logging, paths, Options};
 
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
@@ -33,10 +33,12 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
     }
     opts.no_socket |= args.no_socket;
     logging::init(opts.log_format, "info");
+    let socket = (!opts.no_socket).then_some(opts.socket.as_path());
+    paths::refuse_bad(&opts, socket)?;
+    let listeners = Listeners::bind(socket, opts.metrics)?;
     let built = assemble::assemble(&opts, &args.manage.select.roots(), None, Use::Manage)?;
     announce(&built, &opts, "daemon");
-    let socket = (!opts.no_socket).then_some(opts.socket.as_path());
-    service::serve(built, &opts, socket, Until::Signal)?;
+    service::serve(built, &opts, listeners, Until::Signal)?;
     Ok(())
 }
 
@@ -57,7 +59,58 @@ pub fn announce(built: &Built, opts: &Options, what: &str) {
     if opts.migrate_pages && built.engine.actuator().config().kernel_balancing {
         info!("kernel NUMA balancing is on (kernel.numa_balancing=1): it moves pages toward the node a process runs on, so numasched leaves those moves to it and migrates only where the kernel does not (docs/operations.md)");
     }
+    for w in selection_warnings(opts, built.engine.topology().num_cpus()) {
+        warn!("{w}");
+    }
     if !opts.dry_run && !nix::unistd::geteuid().is_root() {
         warn!("not running as root: processes of other users cannot be placed (EPERM) and are reported as failed");
+    }
+}
+
+/// Selection rules that are valid but select nothing they seem to: said once at start,
+/// since the daemon then runs on and manages nothing without a word.
+fn selection_warnings(opts: &Options, cpus: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for pid in &opts.select.include_pid {
+        if *pid == 1 || *pid == std::process::id() {
+            out.push(format!(
+                "include_pid {pid}: {} is never managed",
+                if *pid == 1 {
+                    "init"
+                } else {
+                    "numasched itself"
+                }
+            ));
+        }
+    }
+    if opts.select.min_cpu > cpus as f64 {
+        out.push(format!(
+            "min_cpu {}: more than the machine's {cpus} CPUs, so no process qualifies",
+            opts.select.min_cpu
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_that_can_select_nothing_are_named() {
+        let mut o = Options::default();
+        assert!(selection_warnings(&o, 2).is_empty());
+        o.select.include_pid = vec![1, 42];
+        o.select.min_cpu = 2.5;
+        let w = selection_warnings(&o, 2);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("init is never managed"), "{w:?}");
+        assert!(w[1].contains("machine's 2 CPUs"), "{w:?}");
+        o.select.min_cpu = 2.0;
+        assert_eq!(
+            selection_warnings(&o, 2).len(),
+            1,
+            "exactly every CPU can qualify"
+        );
     }
 }

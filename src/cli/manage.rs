@@ -2,7 +2,6 @@
 //! that the config file can supply it and an explicit flag wins (issue 6's rule:
 //! command line over file over defaults).
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -10,8 +9,8 @@ use clap::Args;
 
 use crate::daemon::assemble::LiveRoots;
 use crate::daemon::config::{
-    self, parse_bytes, parse_duration, parse_metrics_addr, parse_non_negative, parse_pin,
-    parse_policy, parse_positive, FileConfig, Glob, LogFormat, Options,
+    self, parse_bytes, parse_duration, parse_non_negative, parse_pin, parse_policy, parse_positive,
+    FileConfig, Glob, LogFormat, Options,
 };
 
 /// What `daemon` and `run` take beyond [`SelectArgs`].
@@ -26,7 +25,8 @@ pub struct ManageArgs {
     /// Epoch length, e.g. 1s, 500ms [default: 1s].
     #[arg(long, allow_hyphen_values = true, value_name = "DURATION", value_parser = parse_duration)]
     pub interval: Option<Duration>,
-    /// Plan and report every epoch, change nothing.
+    /// Plan and report every epoch, change nothing (what a killed daemon left in the
+    /// journal is still put back at start).
     #[arg(long)]
     pub dry_run: bool,
     /// Migrate pages (move_pages/migrate_pages) where the policy expects a gain.
@@ -63,8 +63,8 @@ pub struct ManageArgs {
     /// Serve Prometheus metrics over HTTP (GET /metrics) at IP:PORT, e.g.
     /// 127.0.0.1:9477; it must name an interface (0.0.0.0 is refused), and an empty
     /// value is off [default: off].
-    #[arg(long, value_name = "ADDR", value_parser = parse_metrics_addr)]
-    pub metrics: Option<SocketAddr>,
+    #[arg(long, value_name = "ADDR", value_parser = config::parse_metrics_flag)]
+    pub metrics: Option<config::MetricsAddr>,
 }
 
 /// Which processes, where the store is, where the system is read: shared by `daemon`,
@@ -141,8 +141,8 @@ impl ManageArgs {
         set!(o.min_replan_interval, self.min_replan_interval);
         set!(o.release_after, self.release_after);
         set!(o.journal, self.journal);
-        if let Some(a) = self.metrics {
-            o.metrics = Some(a);
+        if let Some(config::MetricsAddr(a)) = self.metrics {
+            o.metrics = a;
         }
         if let Some(f) = self.log_format {
             o.log_format = match f {
@@ -184,7 +184,7 @@ impl SelectArgs {
         // As `config check` reads it: every problem of the file, not only the first.
         let load = |p: &Path| {
             crate::cli::config::check::check(p)
-                .map_err(|problems| anyhow::anyhow!(problems.join("; ")))
+                .map_err(|problems| anyhow::anyhow!(problems.join("\n")))
         };
         let mut o = match &self.config {
             Some(p) => load(p)?,
@@ -231,6 +231,7 @@ impl SelectArgs {
 mod tests {
     use super::*;
     use clap::Parser;
+    use std::net::SocketAddr;
 
     #[derive(Parser)]
     struct T {
@@ -266,6 +267,11 @@ mod tests {
         let t = T::parse_from(["t", "--config", &f, "--metrics", "127.0.0.1:9477"]);
         let o = t.m.options().expect("options");
         assert_eq!(o.metrics, Some(SocketAddr::from(([127, 0, 0, 1], 9477))));
+        // As --help says: empty is off, and wins over the file's address.
+        std::fs::write(&f, "metrics = \"127.0.0.1:9477\"\n").expect("write");
+        let t = T::parse_from(["t", "--config", &f, "--metrics", ""]);
+        assert_eq!(t.m.options().expect("options").metrics, None);
+        assert!(T::try_parse_from(["t", "--metrics", "0.0.0.0:1"]).is_err());
     }
 
     #[derive(Parser)]

@@ -75,7 +75,10 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("numasched: {e:#}");
+            // Several problems (a config file's, the daemon's paths) are one line each.
+            for line in format!("{e:#}").lines() {
+                eprintln!("numasched: {line}");
+            }
             1
         }
     }

@@ -11,8 +11,8 @@ use clap::Args;
 
 use super::manage::ManageArgs;
 use crate::daemon::assemble::{self, Use};
-use crate::daemon::logging;
-use crate::daemon::service::{self, Ended, Until};
+use crate::daemon::service::{self, Ended, Listeners, Until};
+use crate::daemon::{logging, paths};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -43,6 +43,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         .command
         .split_first()
         .context("no command given after --")?;
+    // Before the command starts: a socket or address in use fails the run with nothing
+    // started.
+    paths::refuse_bad(&opts, args.socket.as_deref())?;
+    let listeners = Listeners::bind(args.socket.as_deref(), opts.metrics)?;
     let mut child = Command::new(program)
         .args(rest)
         .spawn()
@@ -62,7 +66,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         }
     };
     super::daemon::announce(&built, &opts, "run");
-    match service::serve(built, &opts, args.socket.as_deref(), Until::Exit(child))? {
+    match service::serve(built, &opts, listeners, Until::Exit(child))? {
         Ended::Exited(status) => Ok(status
             .code()
             .or_else(|| status.signal().map(|s| 128 + s))

@@ -47,13 +47,20 @@ fn empty_paths_are_refused_by_config_check_and_the_daemon_alike() {
         err.contains(&format!("{f}: line 3: db: an empty path")),
         "{err}"
     );
-    // The daemon reads the file as `config check` does: every problem, on one line,
+    // The daemon reads the file as `config check` does: every problem, one line each,
     // before it touches anything.
     let (code, _, err) = numasched(&["daemon", "--config", &f, "--dry-run"]);
     assert_eq!(code, 1, "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    for key in ["line 1: socket", "line 2: policy", "line 3: db"] {
-        assert!(err.contains(key), "{key}: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    for (line, key) in lines
+        .iter()
+        .zip(["line 1: socket", "line 2: policy", "line 3: db"])
+    {
+        assert!(
+            line.starts_with(&format!("numasched: {f}: {key}")),
+            "{key}: {line}"
+        );
     }
     let (code, _, err) = numasched(&["daemon", "--socket", "", "--dry-run"]);
     assert_eq!(code, 2, "{err}");
@@ -244,4 +251,47 @@ fn logs_on_a_terminal_respect_no_color() {
     let plain = logs_with("1").expect("script ran before");
     assert!(plain.contains("DEBUG"), "{plain}");
     assert!(!plain.contains('\u{1b}'), "{plain:?}");
+}
+
+/// Paths the daemon refuses at start (a device as the journal, a file as the socket, a
+/// directory as the store, a mistyped directory) are problems of the file for `config
+/// check` too, which passed them before; the daemon names them all before it writes
+/// anything.
+#[test]
+fn config_check_and_the_daemon_refuse_the_same_paths() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().display();
+    let file = dir.path().join("paths.toml");
+    std::fs::write(
+        &file,
+        format!("journal = \"/dev/null\"\nsocket = \"{d}/paths.toml\"\ndb = \"{d}\"\n"),
+    )
+    .expect("write");
+    let f = file.display().to_string();
+    let (code, out, err) = numasched(&["config", "check", &f]);
+    assert_eq!(code, 1, "{out}{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    for (line, key) in lines.iter().zip(["journal: /dev/null", "db: ", "socket: "]) {
+        assert!(line.starts_with(&format!("{f}: {key}")), "{line}");
+    }
+    assert!(err.contains("a character device"), "{err}");
+    assert!(err.contains("is a directory"), "{err}");
+    assert!(err.contains("not a socket"), "{err}");
+    let (code, _, err) = numasched(&["daemon", "--config", &f, "--dry-run"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.lines().count(), 3, "{err}");
+    assert!(err.lines().all(|l| l.starts_with("numasched: ")), "{err}");
+    // A mistyped directory is refused, not made into a tree, by the daemon and `run`.
+    let typo = dir.path().join("sate/numasched/journal.json");
+    let t = typo.display().to_string();
+    for cmd in [
+        vec!["daemon", "--no-db", "--no-socket", "--journal", &t],
+        vec!["run", "--no-db", "--journal", &t, "--", "true"],
+    ] {
+        let (code, _, err) = numasched(&cmd);
+        assert_eq!(code, 1, "{cmd:?}: {err}");
+        assert!(err.contains("sate does not exist"), "{err}");
+        assert!(!dir.path().join("sate").exists(), "{cmd:?} made a tree");
+    }
 }

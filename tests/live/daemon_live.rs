@@ -92,6 +92,31 @@ fn cpus_of(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// SIGUSR1's default action ended the daemon with nothing restored; it is caught and
+/// ignored now, and SIGTERM afterwards still restores.
+#[test]
+fn sigusr1_neither_stops_the_daemon_nor_skips_the_restore() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = sleeper(dir.path(), "nsd_usr1");
+    let mut d = pinned(dir.path(), &["--include-comm", "nsd_usr1"]);
+    d.wait_managed(a.pid(), 2);
+    assert!(wait_secs(10, || allowed(a.pid()).len() == 1), "{}", d.log());
+    kill(Pid::from_raw(d.guard.pid() as i32), Signal::SIGUSR1).expect("signal");
+    let epochs = |d: &Daemon| d.status().and_then(|s| s["epochs"].as_u64());
+    let before = epochs(&d).unwrap_or(0);
+    assert!(
+        wait_secs(10, || epochs(&d).is_some_and(|e| e > before + 2)),
+        "the daemon stopped on SIGUSR1:\n{}",
+        d.log()
+    );
+    assert_eq!(allowed(a.pid()).len(), 1, "still managed");
+    assert_eq!(d.stop(Signal::SIGTERM), 0, "{}", d.log());
+    assert_eq!(allowed(a.pid()), vec![0, 1], "restored");
+}
+
 #[test]
 fn sigterm_restores_every_affinity() {
     stop_restores(Signal::SIGTERM, "nsd_term");
@@ -446,7 +471,111 @@ fn a_second_daemon_on_the_same_socket_is_refused() {
         err.contains("another numasched daemon is listening"),
         "{err}"
     );
+    // Refused before it wrote anything: no journal, no store, no start logged.
+    let db = dir.path().join("p2.db").display().to_string();
+    let (code, _, err) = numasched(&["daemon", "--db", &db, "--journal", &j, "--socket", &sock]);
+    assert_eq!(code, 1, "{err}");
+    assert!(!err.contains("starting"), "{err}");
+    assert!(!dir.path().join("j2.json").exists(), "journal written");
+    assert!(!dir.path().join("p2.db").exists(), "store created");
+    // The same journal, another socket: refused by the journal's lock, before the
+    // store (whose copy at open would overwrite the running daemon's).
+    let other = dir.path().join("other.sock").display().to_string();
+    let journal = dir.path().join("journal.json").display().to_string();
+    let (code, _, err) = numasched(&[
+        "daemon",
+        "--db",
+        &db,
+        "--journal",
+        &journal,
+        "--socket",
+        &other,
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("keeps its journal here"), "{err}");
+    assert!(!dir.path().join("p2.db").exists(), "store created");
+    assert!(!dir.path().join("other.sock").exists(), "socket left");
     assert_eq!(first.stop(Signal::SIGTERM), 0);
+}
+
+/// A dry run changes nothing, but what a killed daemon left pinned is numasched's own
+/// leftover: a dry-run start puts it back as any start does (it used to ignore the
+/// journal, leave the process narrowed and then log "original affinities restored"),
+/// and it writes no journal or store of its own.
+#[test]
+fn after_kill_9_a_dry_run_start_restores_too_and_writes_nothing() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = sleeper(dir.path(), "nsd_drykill");
+    let mut d = pinned(dir.path(), &["--include-comm", "nsd_drykill"]);
+    d.wait_managed(a.pid(), 2);
+    assert!(wait_secs(10, || allowed(a.pid()).len() == 1));
+    assert_eq!(d.stop(Signal::SIGKILL), -1, "killed, no exit code");
+    assert_eq!(allowed(a.pid()).len(), 1, "SIGKILL left it narrowed");
+    let journal = dir.path().join("journal.json");
+    assert!(journal.exists());
+    let db = dir.path().join("dry.db");
+    let db_arg = db.display().to_string();
+    let mut dry = Daemon::start(
+        dir.path(),
+        &[
+            "--dry-run",
+            "--db",
+            &db_arg,
+            "--include-comm",
+            "nsd_drykill",
+        ],
+    );
+    assert!(
+        wait_secs(10, || allowed(a.pid()) == vec![0, 1]),
+        "not restored:\n{}",
+        dry.log()
+    );
+    let s = dry.wait_managed(a.pid(), 3);
+    assert_eq!(s["dry_run"], true);
+    assert_eq!(allowed(a.pid()), vec![0, 1], "the dry run applied nothing");
+    assert!(!journal.exists(), "the leftovers were all restored");
+    assert_eq!(dry.stop(Signal::SIGTERM), 0);
+    let log = dry.log();
+    assert!(log.contains("recovering from an unclean stop"), "{log}");
+    assert!(log.contains("a dry run changed no affinity"), "{log}");
+    assert!(!log.contains("original affinities restored"), "{log}");
+    assert!(!db.exists(), "a dry run created the store");
+    assert!(!journal.exists(), "a dry run keeps no journal");
+}
+
+/// The journal's directory writable only with `CAP_DAC_OVERRIDE` (owned by another
+/// user, 0700): root passes the check at start, then drops that capability. The start
+/// must fail then, not run on applying nothing (it warned once and idled forever).
+#[test]
+fn a_journal_writable_only_before_the_capability_drop_stops_the_start() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root (the capability drop)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).expect("mkdir");
+    let nobody = nix::unistd::Uid::from_raw(65534);
+    nix::unistd::chown(&state, Some(nobody), None).expect("chown");
+    std::fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("chmod");
+    let journal = state.join("journal.json").display().to_string();
+    // Bounded: before the fix the daemon never stopped.
+    let out = Command::new("timeout")
+        .args(["20", BIN])
+        .args(["daemon", "--no-db", "--no-socket", "--journal", &journal])
+        .args(["--include-comm", "nsd_capjrn"])
+        .output()
+        .expect("daemon");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("journal.json") && err.contains("CAP_DAC_OVERRIDE"),
+        "{err}"
+    );
 }
 
 #[test]

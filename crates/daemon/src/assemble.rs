@@ -163,11 +163,23 @@ pub fn assemble(
         } else {
             None
         };
-    let store = open_store(opts, usage);
+    let kernel = LinuxKernel::with_proc_root(&roots.proc);
+    // The journal before the store: a daemon refused because another holds the journal
+    // must not have touched that daemon's store (its copy at open) first.
+    let (journal_file, journal_lock) = match usage {
+        Use::Manage if opts.dry_run => {
+            recover_leftovers(opts, &kernel);
+            (None, None)
+        }
+        Use::Manage => journal_file(opts, &kernel)?.unzip(),
+        Use::PlanOnly => (None, None),
+    };
+    let writes = usage == Use::Manage && !opts.dry_run;
+    let store = open_store(opts, writes)?;
     let store_path = store.as_ref().map(|s| s.path().to_path_buf());
     let mut live = Live::new(
         LiveConfig {
-            learn: usage == Use::Manage,
+            learn: writes,
             ..LiveConfig::default()
         },
         counters,
@@ -178,12 +190,6 @@ pub fn assemble(
     }
     let name = effective_policy(opts);
     let policy = Box::new(policy::Granular::new(name.build(), opts.pin));
-    let kernel = LinuxKernel::with_proc_root(&roots.proc);
-    let (journal_file, journal_lock) = if usage == Use::Manage && !opts.dry_run {
-        journal_file(opts, &kernel)?.unzip()
-    } else {
-        (None, None)
-    };
     let actuator = Actuator::new(
         kernel,
         ActuatorConfig {
@@ -300,12 +306,27 @@ fn journal_file(
         warn!("running without a journal (--no-journal): a crash or kill -9 would leave the affinities numasched set");
         return Ok(None);
     }
-    let unsafe_hint = "fix it, pass --journal PATH, or --no-journal to run without crash recovery";
-    let mut file = JournalFile::new(&opts.journal);
+    let (mut file, lock) = take_journal(&opts.journal, kernel)?;
+    if let Err(e) = file.save(&numasched_linux::apply::Journal::new()) {
+        anyhow::bail!("{e}; {UNSAFE_HINT}");
+    }
+    Ok(Some((file, lock)))
+}
+
+const UNSAFE_HINT: &str =
+    "fix it, pass --journal PATH, or --no-journal to run without crash recovery";
+
+/// Locks the journal at `path` and restores what a run that did not stop cleanly left
+/// in it.
+fn take_journal(
+    path: &std::path::Path,
+    kernel: &LinuxKernel,
+) -> anyhow::Result<(JournalFile, JournalLock)> {
+    let mut file = JournalFile::new(path);
     let lock = match file.lock() {
         Ok(l) => l,
         Err(e @ recovery::RecoveryError::InUse { .. }) => return Err(e.into()),
-        Err(e) => anyhow::bail!("{e}; {unsafe_hint}"),
+        Err(e) => anyhow::bail!("{e}; {UNSAFE_HINT}"),
     };
     let restored = recovery::recover(kernel, &mut file)?;
     if !restored.is_empty() {
@@ -318,26 +339,67 @@ fn journal_file(
             info!(pid, "recovered: {r}");
         }
     }
-    if let Err(e) = file.save(&numasched_linux::apply::Journal::new()) {
-        anyhow::bail!("{e}; {unsafe_hint}");
+    Ok((file, lock))
+}
+
+/// A dry run changes nothing, but what a killed daemon left pinned is numasched's own
+/// doing with no reason left: it is put back, as any start does, and the dry run's
+/// plans then start from the machine as it is unmanaged. The journal is only touched
+/// when it holds something and no daemon holds it (a running daemon's entries are its
+/// live state, not leftovers); a dry run keeps no journal of its own.
+fn recover_leftovers(opts: &Options, kernel: &LinuxKernel) {
+    if opts.no_journal {
+        return;
     }
-    Ok(Some((file, lock)))
+    let file = JournalFile::new(&opts.journal);
+    match file.load() {
+        Ok(Some(j)) if !j.is_empty() => {}
+        Ok(_) => return,
+        Err(e) => {
+            warn!("{e}; the dry run goes on without restoring what it holds");
+            return;
+        }
+    }
+    match take_journal(&opts.journal, kernel) {
+        Ok(_) => {}
+        Err(e)
+            if e.downcast_ref::<recovery::RecoveryError>()
+                .is_some_and(|r| matches!(r, recovery::RecoveryError::InUse { .. })) =>
+        {
+            tracing::debug!(journal = %opts.journal.display(), "the journal belongs to a running daemon: left to it");
+        }
+        Err(e) => warn!("{e:#}; the dry run goes on without restoring what it holds"),
+    }
 }
 
 /// The daemon keeps running without its store (a full disk, a read-only or corrupt
-/// file): it then learns nothing that outlives it, and says so. `plan` only reads a
-/// store that already exists, so it never creates one as a side effect, nor the copy
+/// file): it then learns nothing that outlives it, and says so. What is no file at all
+/// (a directory, a FIFO, a device) is refused, as for the journal: that is a mistyped
+/// path, not a store gone bad. `plan` and a dry run (`writes` false) only read a
+/// store that already exists, so they never create one as a side effect, nor the copy
 /// a managing run leaves at each start.
-fn open_store(opts: &Options, usage: Use) -> Option<Store> {
+fn open_store(opts: &Options, writes: bool) -> anyhow::Result<Option<Store>> {
     if opts.no_db {
-        return None;
+        return Ok(None);
     }
-    if usage == Use::PlanOnly && !opts.db.exists() {
-        return None;
+    // Only what is no file: a store that cannot be looked at (a user's `plan` under
+    // root's 0700 state directory) is run without, as below.
+    if let Err(e @ numasched_model::files::FileError::NotRegular { .. }) =
+        numasched_model::files::regular_or_absent(&opts.db)
+    {
+        anyhow::bail!(
+            "{}: cannot use it as the profile store: {}; pass --db PATH, or --no-db to run without one",
+            opts.db.display(),
+            e.without_path()
+        );
     }
-    let opened = match usage {
-        Use::Manage => Store::open(&opts.db),
-        Use::PlanOnly => Store::open_without_backup(&opts.db),
+    if !writes && !opts.db.exists() {
+        return Ok(None);
+    }
+    let opened = if writes {
+        Store::open(&opts.db)
+    } else {
+        Store::open_without_backup(&opts.db)
     };
     match opened {
         Ok(s) => {
@@ -346,11 +408,11 @@ fn open_store(opts: &Options, usage: Use) -> Option<Store> {
             } else if let Some(copy) = s.backup() {
                 info!(copy = %copy.display(), "copied the profile store to recover from");
             }
-            Some(s)
+            Ok(Some(s))
         }
         Err(e) => {
             warn!("{e:#}; continuing without the profile store (nothing learned is kept)");
-            None
+            Ok(None)
         }
     }
 }

@@ -397,7 +397,12 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     if s.trim() == "0" {
         return Ok(0);
     }
-    numasched_model::size::parse_size(s)
+    // The size parser's message asks for more than 0, which is wrong here.
+    numasched_model::size::parse_size(s).map_err(|_| {
+        format!(
+            "invalid size {s:?}: expected bytes, 0 (no threshold) or more, like 64M, 2G or 1048576"
+        )
+    })
 }
 
 /// The metrics address of the file: `"127.0.0.1:9477"`, or `""` for off.
@@ -413,6 +418,11 @@ impl TryFrom<String> for MetricsAddr {
         }
         parse_metrics_addr(&s).map(|a| MetricsAddr(Some(a)))
     }
+}
+
+/// `--metrics`: as the file's key, an empty value is off (and wins over the file).
+pub fn parse_metrics_flag(s: &str) -> Result<MetricsAddr, String> {
+    MetricsAddr::try_from(s.to_string())
 }
 
 /// The metrics endpoint's address: an explicit `IP:PORT`. The metrics say which
@@ -596,6 +606,7 @@ metrics = "127.0.0.1:9477"
     fn sizes_allow_zero_for_no_threshold() {
         assert_eq!(parse_bytes("0"), Ok(0));
         assert_eq!(parse_bytes("1G"), Ok(1 << 30));
-        assert!(parse_bytes("-1").is_err());
+        let err = parse_bytes("-1").expect_err("negative");
+        assert!(err.contains("0 (no threshold) or more"), "{err}");
     }
 }

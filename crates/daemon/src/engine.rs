@@ -672,6 +672,17 @@ impl<K: Kernel> Engine<K> {
         (restored, err)
     }
 
+    /// Writes the journal once more. Run after the daemon dropped its capabilities: a
+    /// directory that only `CAP_DAC_OVERRIDE` could write to passed the check at start,
+    /// and would otherwise be found out at the first change, every change after it
+    /// refused for good while the daemon ran on.
+    pub fn check_journal(&mut self) -> Result<(), RecoveryError> {
+        match &mut self.journal_file {
+            Some(f) => f.save(self.actuator.journal()),
+            None => Ok(()),
+        }
+    }
+
     /// Writes what characterisation buffered (shutdown).
     pub fn flush(&mut self, unix: i64) -> Vec<String> {
         let mut notes = numasched_linux::characterise::live::Notes::default();

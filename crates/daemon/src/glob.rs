@@ -25,6 +25,11 @@ pub struct Glob(glob::Pattern);
 impl Glob {
     /// Compiles `s`, or says in one line why it cannot be used.
     pub fn parse(s: &str) -> Result<Glob, String> {
+        // It would match no process (no command or cgroup is empty): a rule that
+        // selects nothing without a word is a mistake, most often an unset variable.
+        if s.is_empty() {
+            return Err("empty pattern: it matches no process".into());
+        }
         if s.len() > MAX_GLOB_LEN {
             return Err(format!(
                 "pattern of {} characters; at most {MAX_GLOB_LEN} are accepted",
@@ -116,6 +121,8 @@ mod tests {
             "{err}"
         );
         assert!(!err.contains('\n'), "{err}");
+        let err = Glob::parse("").expect_err("empty");
+        assert!(err.contains("matches no process"), "{err}");
     }
 
     /// A pattern of the longest accepted length, of the shapes that made the regex-backed

@@ -9,6 +9,7 @@
 //!   hysteresis, at once when numasched's own set holds a process back; [`need`]: how
 //!   many CPUs a process needs (peak demand, run-queue delay); [`stabilise`]: not moving a process between equivalent cores;
 //!   [`pins`]: numasched's own narrowing is not someone else's pin.
+//! - [`paths`]: the journal, store and socket paths, checked before anything is written.
 //! - [`recovery`]: the journal on disk, so a restart after SIGKILL undoes what the
 //!   killed daemon changed.
 //! - [`engine`]: one epoch, on any kernel and procfs (tests use fakes).
@@ -30,6 +31,7 @@ pub mod logging;
 pub mod metrics;
 pub mod need;
 pub mod nodes;
+pub mod paths;
 pub mod pins;
 pub mod privileges;
 pub mod recovery;

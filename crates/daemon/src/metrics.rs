@@ -570,6 +570,33 @@ mod tests {
         }
     }
 
+    /// Every family this module can write has a row in the operator's table (one was
+    /// missing there).
+    #[test]
+    fn every_metric_is_in_the_documented_table() {
+        let source = include_str!("metrics.rs");
+        let doc = include_str!("../../../docs/operations.md");
+        let mut names: Vec<&str> = source
+            .split('"')
+            .filter(|t| {
+                t.starts_with("numasched_")
+                    && t.len() > "numasched_".len()
+                    && t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+            })
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        assert!(names.len() >= 20, "{names:?}");
+        let missing: Vec<_> = names
+            .iter()
+            .filter(|n| !doc.contains(&format!("| `{n}` |")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "not in docs/operations.md's table: {missing:?}"
+        );
+    }
+
     /// `name{labels} value` lines, by their text before the value.
     fn samples(text: &str) -> BTreeMap<String, String> {
         text.lines()

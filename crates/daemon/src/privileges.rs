@@ -11,8 +11,9 @@
 //!
 //! Capabilities belong to threads, not to the process: [`drop_unneeded`] changes only
 //! the calling thread's, and threads started afterwards inherit them. So it must run
-//! while the process has a single thread, and `service::serve` binds its listeners,
-//! drops, and only then starts its threads.
+//! while the process has a single thread: the daemon binds its listeners, and
+//! `service::serve` drops, checks the journal can still be written, and only then
+//! starts its threads.
 //!
 //! Nothing here is fatal: a daemon that is not root, or that lacks `CAP_SETPCAP`,
 //! keeps what it has of [`kept`] and runs on; what it cannot do is logged.

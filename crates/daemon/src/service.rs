@@ -16,7 +16,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 use signal_hook::iterator::Signals;
 use tracing::{debug, info, warn};
 
@@ -24,9 +24,9 @@ use super::assemble::Built;
 use super::clock::unix_now;
 use super::config::Options;
 use super::engine::EpochReport;
-use super::metrics::MetricsServer;
+use super::metrics::{BoundMetrics, MetricsServer};
 use super::privileges;
-use super::socket::{Server, Shared};
+use super::socket::{Bound, Server, Shared};
 use super::status_board::{Board, Wake};
 use numasched_linux::apply::{Action, Restored};
 
@@ -64,21 +64,54 @@ impl Dedup {
     }
 }
 
+/// The control socket and the metrics address, bound but not yet answered.
+pub struct Listeners {
+    socket: Option<Bound>,
+    metrics: Option<BoundMetrics>,
+}
+
+impl Listeners {
+    /// Binds both before anything else is done at start: a second daemon on the same
+    /// socket or address is refused here, before it has logged a start, recovered a
+    /// journal or opened (and copied) a store.
+    pub fn bind(
+        socket: Option<&std::path::Path>,
+        metrics: Option<std::net::SocketAddr>,
+    ) -> anyhow::Result<Listeners> {
+        let socket = socket.map(Server::bind).transpose()?;
+        let metrics = metrics.map(MetricsServer::bind).transpose()?;
+        Ok(Listeners { socket, metrics })
+    }
+}
+
 /// Runs the loop; returns how it ended after restoring everything.
 pub fn serve(
     mut built: Built,
     opts: &Options,
-    socket: Option<&std::path::Path>,
+    listeners: Listeners,
     mut until: Until,
 ) -> anyhow::Result<Ended> {
-    let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD])?;
+    // SIGUSR1/2 are caught too: their default action ends the process without the
+    // restore, leaving every narrowed process as it was (only the next start's
+    // recovery would undo it).
+    let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2])?;
     let (tx, rx) = mpsc::channel();
     let shared: Shared = Arc::new(Board::new(tx.clone()));
-    let socket = socket.map(Server::bind).transpose()?;
-    let metrics = opts.metrics.map(MetricsServer::bind).transpose()?;
+    let Listeners { socket, metrics } = listeners;
     // Start-up is done: what may need more (binding, the journal's recovery) is behind
     // us. Before any thread starts, since each thread keeps its own capabilities.
     privileges::drop_unneeded().log();
+    if let Err(e) = built.engine.check_journal() {
+        // Nothing was changed yet; `run`'s command is not left running unmanaged.
+        if let Until::Exit(child) = &mut until {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        anyhow::bail!(
+            "{e}; after start the daemon keeps no CAP_DAC_OVERRIDE, so the journal's \
+             directory must be writable by its user through its own permissions"
+        );
+    }
     std::thread::Builder::new()
         .name("numasched-signals".into())
         .spawn(move || {
@@ -169,7 +202,7 @@ fn wait(
                 info!(signal = sig, "stopping");
                 return Ok(Some(Ended::Signal(sig)));
             }
-            (SIGTERM | SIGINT | SIGHUP, Until::Exit(child)) => {
+            (SIGTERM | SIGINT | SIGHUP | SIGUSR1 | SIGUSR2, Until::Exit(child)) => {
                 // The command decides what a signal means; numasched stays until it
                 // exits, to restore what it changed.
                 debug!(
@@ -189,6 +222,12 @@ fn wait(
             }
             (SIGHUP, Until::Signal) => {
                 info!("SIGHUP: configuration reload is not supported; restart to apply changes")
+            }
+            (SIGUSR1 | SIGUSR2, Until::Signal) => {
+                info!(
+                    signal = sig,
+                    "signal ignored: the daemon has no use for it (SIGTERM stops it and restores)"
+                )
             }
             _ => {}
         }
@@ -214,7 +253,11 @@ fn shutdown(built: &mut Built) {
     for e in built.engine.flush(unix_now()) {
         warn!("{e}");
     }
-    info!(restored = done, "stopped; original affinities restored");
+    if built.engine.actuator().config().dry_run {
+        info!("stopped; a dry run changed no affinity, so there was nothing to restore");
+    } else {
+        info!(restored = done, "stopped; original affinities restored");
+    }
 }
 
 fn log_epoch(rep: &EpochReport, problems: &mut Dedup, notes: &mut Dedup, took: Duration) {

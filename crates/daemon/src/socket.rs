@@ -37,8 +37,12 @@ pub enum SocketError {
     NotSocket { path: PathBuf },
     #[error("{}: another numasched daemon is listening there; stop it first (two schedulers would undo each other)", path.display())]
     InUse { path: PathBuf },
-    #[error("cannot reach the numasched daemon at {}: {err} (is `numasched daemon` running? pass --socket if it uses another path)", path.display())]
-    Unreachable { path: PathBuf, err: std::io::Error },
+    #[error("cannot reach the numasched daemon at {}: {err} ({hint})", path.display())]
+    Unreachable {
+        path: PathBuf,
+        err: std::io::Error,
+        hint: &'static str,
+    },
     #[error("the numasched daemon at {}: {what}", path.display())]
     Protocol { path: PathBuf, what: String },
 }
@@ -62,7 +66,7 @@ impl Drop for Server {
 }
 
 /// Prepares the path: refuses symlinks, other files and a live daemon; removes a stale
-/// socket; creates the parent directory (0755) if missing.
+/// socket; creates its own directory (0755) if missing, not the ones above it.
 fn prepare(path: &Path) -> Result<(), SocketError> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => {
@@ -82,11 +86,13 @@ fn prepare(path: &Path) -> Result<(), SocketError> {
         }
         Err(_) => {}
     }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|err| SocketError::Create {
+    let made =
+        numasched_model::files::create_dir_of(path, 0o755).map_err(|e| SocketError::Create {
             path: path.into(),
-            err,
+            err: std::io::Error::other(e.without_path()),
         })?;
+    if let Some(dir) = made {
+        tracing::info!(directory = %dir.display(), "created the control socket's directory");
     }
     Ok(())
 }
@@ -223,10 +229,29 @@ fn error_json(what: &str) -> String {
     serde_json::json!({ "error": what }).to_string()
 }
 
+/// What to do about a socket that could not be reached, by what is at the path: the
+/// usual cause of each error is not the same.
+fn unreachable_hint(path: &Path, err: &std::io::Error) -> &'static str {
+    let elsewhere = "is `numasched daemon` running? pass --socket if it uses another path";
+    match std::fs::metadata(path) {
+        Ok(m) if !m.file_type().is_socket() => {
+            "that path is not a socket: pass --socket with the daemon's socket"
+        }
+        _ if err.kind() == std::io::ErrorKind::PermissionDenied => {
+            "the socket is private to the daemon's user (mode 0600): run as root or as that user"
+        }
+        Ok(_) if err.kind() == std::io::ErrorKind::ConnectionRefused => {
+            "no daemon listens on it: a daemon that was killed leaves its socket behind; start `numasched daemon`"
+        }
+        _ => elsewhere,
+    }
+}
+
 /// Asks the daemon at `path` for its status.
 pub fn request_status(path: &Path) -> Result<DaemonStatus, SocketError> {
-    let unreachable = |err| SocketError::Unreachable {
+    let unreachable = |err: std::io::Error| SocketError::Unreachable {
         path: path.into(),
+        hint: unreachable_hint(path, &err),
         err,
     };
     let mut stream = UnixStream::connect(path).map_err(unreachable)?;
@@ -283,6 +308,25 @@ mod tests {
         drop(UnixListener::bind(&stale).expect("bind"));
         prepare(&stale).expect("stale socket replaced");
         assert!(!stale.exists());
+    }
+
+    #[test]
+    fn an_unreachable_daemon_gets_the_hint_for_what_is_at_the_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let hint = |p: &Path| match request_status(p) {
+            Err(SocketError::Unreachable { hint, .. }) => hint,
+            other => panic!("{other:?}"),
+        };
+        assert!(hint(&dir.path().join("none.sock")).contains("is `numasched daemon` running"));
+        let file = dir.path().join("file");
+        std::fs::write(&file, "x").expect("write");
+        assert!(hint(&file).contains("not a socket"));
+        assert!(hint(dir.path()).contains("not a socket"));
+        let stale = dir.path().join("stale.sock");
+        drop(UnixListener::bind(&stale).expect("bind"));
+        assert!(hint(&stale).contains("no daemon listens on it"));
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert!(unreachable_hint(&stale, &denied).contains("mode 0600"));
     }
 
     /// One request line, one answer line.

@@ -271,7 +271,7 @@ impl DaemonStatus {
         let _ = writeln!(
             s,
             "\n{:>8}  {:<15} {:>3} {:>5} {:>6} {:>5} {:<10} {:>5} {:<8} {:<8} reason",
-            "pid", "program", "thr", "cpu", "mpki", "np", "source", "local", "now", "planned"
+            "pid", "program", "thr", "cpu", "mpki", "np", "source", "local", "ran on", "planned"
         );
         for p in self.processes.iter() {
             let _ = writeln!(
