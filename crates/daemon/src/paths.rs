@@ -9,7 +9,9 @@ use std::path::Path;
 
 use numasched_model::files;
 
-use super::config::Options;
+use super::config::{Options, DEFAULT_SOCKET};
+use super::recovery;
+use numasched_linux::characterise::store;
 
 /// One path the daemon would refuse, with the config key it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +40,7 @@ pub fn check(opts: &Options, socket: Option<&Path>) -> Vec<Problem> {
         add(
             "journal",
             hint(
-                file(&opts.journal, "the journal", false),
+                file(&opts.journal, "the journal", false, recovery::DEFAULT_PATH),
                 "pass --journal PATH, or --no-journal to run without crash recovery",
             ),
         );
@@ -47,7 +49,7 @@ pub fn check(opts: &Options, socket: Option<&Path>) -> Vec<Problem> {
         add(
             "db",
             hint(
-                file(&opts.db, "the profile store", true),
+                file(&opts.db, "the profile store", true, store::DEFAULT_PATH),
                 "pass --db PATH, or --no-db to run without one",
             ),
         );
@@ -69,7 +71,7 @@ pub fn refuse_bad(opts: &Options, socket: Option<&Path>) -> anyhow::Result<()> {
 }
 
 /// A regular file or nothing, in a directory that exists or can be made.
-fn file(path: &Path, what: &str, follow: bool) -> Result<(), String> {
+fn file(path: &Path, what: &str, follow: bool, default: &str) -> Result<(), String> {
     if !follow && is_symlink(path) {
         return Err(format!(
             "{}: is a symlink; refusing to follow it for {what}",
@@ -85,7 +87,7 @@ fn file(path: &Path, what: &str, follow: bool) -> Result<(), String> {
             e.without_path()
         ));
     }
-    reachable(path, what)
+    reachable(path, what, default)
 }
 
 fn socket_path(path: &Path) -> Result<(), String> {
@@ -98,18 +100,20 @@ fn socket_path(path: &Path) -> Result<(), String> {
             "{}: exists and is not a socket; refusing to replace it with the control socket",
             path.display()
         )),
-        _ => reachable(path, "the control socket"),
+        _ => reachable(path, "the control socket", DEFAULT_SOCKET),
     }
 }
 
-fn reachable(path: &Path, what: &str) -> Result<(), String> {
-    files::dir_to_create(path).map(|_| ()).map_err(|e| {
-        format!(
-            "{}: cannot use it as {what}: {}",
-            path.display(),
-            e.without_path()
-        )
-    })
+fn reachable(path: &Path, what: &str, default: &str) -> Result<(), String> {
+    files::dir_to_create(path, Path::new(default))
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "{}: cannot use it as {what}: {}",
+                path.display(),
+                e.without_path()
+            )
+        })
 }
 
 fn is_symlink(path: &Path) -> bool {

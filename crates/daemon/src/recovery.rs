@@ -130,7 +130,8 @@ impl JournalFile {
         self.refuse_symlink()?;
         self.refuse_special()?;
         if let Some(dir) =
-            numasched_model::files::create_dir_of(&self.path, 0o700).map_err(RecoveryError::File)?
+            numasched_model::files::create_dir_of(&self.path, 0o700, Path::new(DEFAULT_PATH))
+                .map_err(RecoveryError::File)?
         {
             tracing::info!(directory = %dir.display(), "created the journal's directory");
         }
@@ -189,7 +190,8 @@ impl JournalFile {
         };
         self.refuse_symlink()?;
         self.refuse_special()?;
-        numasched_model::files::create_dir_of(&self.path, 0o700).map_err(RecoveryError::File)?;
+        numasched_model::files::create_dir_of(&self.path, 0o700, Path::new(DEFAULT_PATH))
+            .map_err(RecoveryError::File)?;
         let text = serde_json::to_vec(journal)
             .map_err(|e| werr(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
         let mut tmp = self.path.clone().into_os_string();

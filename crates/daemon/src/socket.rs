@@ -86,11 +86,15 @@ fn prepare(path: &Path) -> Result<(), SocketError> {
         }
         Err(_) => {}
     }
-    let made =
-        numasched_model::files::create_dir_of(path, 0o755).map_err(|e| SocketError::Create {
-            path: path.into(),
-            err: std::io::Error::other(e.without_path()),
-        })?;
+    let made = numasched_model::files::create_dir_of(
+        path,
+        0o755,
+        Path::new(super::config::DEFAULT_SOCKET),
+    )
+    .map_err(|e| SocketError::Create {
+        path: path.into(),
+        err: std::io::Error::other(e.without_path()),
+    })?;
     if let Some(dir) = made {
         tracing::info!(directory = %dir.display(), "created the control socket's directory");
     }

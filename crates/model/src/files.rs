@@ -145,12 +145,15 @@ pub fn read_text(path: &Path, limit: u64, what: &'static str) -> Result<String, 
 /// The directory [`create_dir_of`] would create for `path` (`None`: it exists), or
 /// the error it would give, without creating anything: for checks made before a
 /// program writes anything.
-pub fn dir_to_create(path: &Path) -> Result<Option<&Path>, FileError> {
+pub fn dir_to_create<'a>(path: &'a Path, default: &Path) -> Result<Option<&'a Path>, FileError> {
     let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else {
         return Ok(None);
     };
     if dir.is_dir() {
         return Ok(None);
+    }
+    if path == default {
+        return Ok(Some(dir));
     }
     if let Some(above) = dir.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !above.is_dir() {
@@ -171,16 +174,22 @@ pub fn dir_to_create(path: &Path) -> Result<Option<&Path>, FileError> {
 }
 
 /// Creates the directory a file named by an operator is to be written in, when it is
-/// missing: that one directory, with `mode`, and nothing above it. Every default path
-/// (`/var/lib/numasched/…`, `/run/numasched/…`) needs only that, while a mistyped path
-/// (`/var/lbi/numasched/journal.json`) would otherwise be made into a tree without a
-/// word. Returns the directory when it was created, for the caller to say so.
-pub fn create_dir_of(path: &Path, mode: u32) -> Result<Option<PathBuf>, FileError> {
+/// missing: that one directory, with `mode`, and nothing above it, so a mistyped path
+/// (`/var/lbi/numasched/journal.json`) is refused rather than made into a tree without
+/// a word. `default` is the program's own default for this file, which is no typo:
+/// its directories are all made, since a minimal root (an initramfs, a bare
+/// container) may have no `/var/lib`. Returns the directory when it was created, for
+/// the caller to say so.
+pub fn create_dir_of(path: &Path, mode: u32, default: &Path) -> Result<Option<PathBuf>, FileError> {
     use std::os::unix::fs::DirBuilderExt;
-    let Some(dir) = dir_to_create(path)? else {
+    let Some(dir) = dir_to_create(path, default)? else {
         return Ok(None);
     };
-    match std::fs::DirBuilder::new().mode(mode).create(dir) {
+    match std::fs::DirBuilder::new()
+        .mode(mode)
+        .recursive(path == default)
+        .create(dir)
+    {
         Ok(()) => Ok(Some(dir.to_path_buf())),
         // Another process made it in between: as good.
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(None),
@@ -200,16 +209,17 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("tempdir");
         let f = dir.path().join("state/journal.json");
-        let made = create_dir_of(&f, 0o700).expect("one level");
+        let none = Path::new("/nonexistent/default");
+        let made = create_dir_of(&f, 0o700, none).expect("one level");
         assert_eq!(made.as_deref(), Some(dir.path().join("state").as_path()));
         let mode = std::fs::metadata(dir.path().join("state"))
             .expect("meta")
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o700);
-        assert_eq!(create_dir_of(&f, 0o700).expect("exists"), None);
+        assert_eq!(create_dir_of(&f, 0o700, none).expect("exists"), None);
         let typo = dir.path().join("stat/numasched/journal.json");
-        let e = create_dir_of(&typo, 0o700).expect_err("two levels");
+        let e = create_dir_of(&typo, 0o700, none).expect_err("two levels");
         let msg = e.to_string();
         assert!(
             msg.starts_with(&typo.display().to_string())
@@ -219,9 +229,14 @@ mod tests {
         );
         assert!(!dir.path().join("stat").exists(), "nothing made");
         assert_eq!(
-            create_dir_of(Path::new("journal.json"), 0o700).expect("cwd"),
+            create_dir_of(Path::new("journal.json"), 0o700, none).expect("cwd"),
             None
         );
+        // The program's own default is no typo: a root without /var/lib gets it all.
+        let default = dir.path().join("var/lib/numasched/journal.json");
+        assert!(dir_to_create(&default, &default).is_ok());
+        create_dir_of(&default, 0o700, &default).expect("the default's whole tree");
+        assert!(dir.path().join("var/lib/numasched").is_dir());
     }
 
     #[test]

@@ -181,7 +181,7 @@ pub(super) fn locate(path: &Path) -> Result<PathBuf, StoreError> {
         .unwrap_or(Path::new("."));
     // Private: the profiles say what runs on the machine, and a directory others can
     // write to is where links get planted.
-    numasched_model::files::create_dir_of(path, 0o700)
+    numasched_model::files::create_dir_of(path, 0o700, Path::new(DEFAULT_PATH))
         .map_err(|e| not_writable(e.without_path()))?;
     let real_dir = std::fs::canonicalize(dir)
         .map_err(|e| not_writable(format!("resolving {}: {e}", dir.display())))?;
