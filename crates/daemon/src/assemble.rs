@@ -351,6 +351,9 @@ fn recover_leftovers(opts: &Options, kernel: &LinuxKernel) {
     if opts.no_journal {
         return;
     }
+    // Read here without the lock only to see whether there is anything to take;
+    // `take_journal` reads it again under the lock, as a daemon may have written it
+    // in between.
     let file = JournalFile::new(&opts.journal);
     match file.load() {
         Ok(Some(j)) if !j.is_empty() => {}
@@ -382,16 +385,8 @@ fn open_store(opts: &Options, writes: bool) -> anyhow::Result<Option<Store>> {
     if opts.no_db {
         return Ok(None);
     }
-    // Only what is no file: a store that cannot be looked at (a user's `plan` under
-    // root's 0700 state directory) is run without, as below.
-    if let Err(e @ numasched_model::files::FileError::NotRegular { .. }) =
-        numasched_model::files::regular_or_absent(&opts.db)
-    {
-        anyhow::bail!(
-            "{}: cannot use it as the profile store: {}; pass --db PATH, or --no-db to run without one",
-            opts.db.display(),
-            e.without_path()
-        );
+    if let Err(e) = super::paths::store_file(&opts.db) {
+        anyhow::bail!("{e}; {}", super::paths::DB_HINT);
     }
     if !writes && !opts.db.exists() {
         return Ok(None);

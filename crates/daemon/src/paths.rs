@@ -4,14 +4,16 @@
 //! is a directory was found only after the journal had been written), and `config
 //! check` runs the same checks, so a file it passes names paths the daemon takes.
 
-use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use numasched_model::files;
 
 use super::config::{Options, DEFAULT_SOCKET};
-use super::recovery;
+use super::{recovery, socket};
 use numasched_linux::characterise::store;
+
+/// What to do about a store path that is refused.
+pub const DB_HINT: &str = "pass --db PATH, or --no-db to run without one";
 
 /// One path the daemon would refuse, with the config key it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,19 +42,13 @@ pub fn check(opts: &Options, socket: Option<&Path>) -> Vec<Problem> {
         add(
             "journal",
             hint(
-                file(&opts.journal, "the journal", false, recovery::DEFAULT_PATH),
+                journal(&opts.journal),
                 "pass --journal PATH, or --no-journal to run without crash recovery",
             ),
         );
     }
     if !opts.no_db {
-        add(
-            "db",
-            hint(
-                file(&opts.db, "the profile store", true, store::DEFAULT_PATH),
-                "pass --db PATH, or --no-db to run without one",
-            ),
-        );
+        add("db", hint(store_path(&opts.db), DB_HINT));
     }
     if let Some(s) = socket {
         add("socket", hint(socket_path(s), "pass another --socket PATH"));
@@ -70,38 +66,35 @@ pub fn refuse_bad(opts: &Options, socket: Option<&Path>) -> anyhow::Result<()> {
     anyhow::bail!("{}", lines.join("\n"))
 }
 
-/// A regular file or nothing, in a directory that exists or can be made.
-fn file(path: &Path, what: &str, follow: bool, default: &str) -> Result<(), String> {
-    if !follow && is_symlink(path) {
-        return Err(format!(
-            "{}: is a symlink; refusing to follow it for {what}",
-            path.display()
-        ));
-    }
-    // What is there and is no file. A path that cannot be looked at (no permission on
-    // its directory) is left to the use itself, which says what it does about it.
-    if let Err(e @ files::FileError::NotRegular { .. }) = files::regular_or_absent(path) {
-        return Err(format!(
-            "{}: cannot use it as {what}: {}",
+fn journal(path: &Path) -> Result<(), String> {
+    recovery::JournalFile::new(path)
+        .check()
+        .map_err(|e| e.to_string())?;
+    reachable(path, "the journal", recovery::DEFAULT_PATH)
+}
+
+/// What is there and is no file. A store that cannot be looked at (a user's `plan`
+/// under root's 0700 state directory) is left to the use itself, which runs without
+/// it; a symlink is followed (the store is only opened, never replaced by rename).
+pub fn store_file(path: &Path) -> Result<(), String> {
+    match files::regular_or_absent(path) {
+        Err(e @ files::FileError::NotRegular { .. }) => Err(format!(
+            "{}: cannot use it as the profile store: {}",
             path.display(),
             e.without_path()
-        ));
+        )),
+        _ => Ok(()),
     }
-    reachable(path, what, default)
+}
+
+fn store_path(path: &Path) -> Result<(), String> {
+    store_file(path)?;
+    reachable(path, "the profile store", store::DEFAULT_PATH)
 }
 
 fn socket_path(path: &Path) -> Result<(), String> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => Err(format!(
-            "{}: is a symlink; refusing to follow it for the control socket",
-            path.display()
-        )),
-        Ok(m) if !m.file_type().is_socket() => Err(format!(
-            "{}: exists and is not a socket; refusing to replace it with the control socket",
-            path.display()
-        )),
-        _ => reachable(path, "the control socket", DEFAULT_SOCKET),
-    }
+    socket::check_path(path).map_err(|e| e.to_string())?;
+    reachable(path, "the control socket", DEFAULT_SOCKET)
 }
 
 fn reachable(path: &Path, what: &str, default: &str) -> Result<(), String> {
@@ -114,10 +107,6 @@ fn reachable(path: &Path, what: &str, default: &str) -> Result<(), String> {
                 e.without_path()
             )
         })
-}
-
-fn is_symlink(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 #[cfg(test)]

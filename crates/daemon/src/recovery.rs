@@ -112,10 +112,13 @@ impl JournalFile {
         }
     }
 
-    /// Refuses anything but a regular file (or nothing) at the journal's path: the
-    /// journal is read whole, replaced by rename and removed at a clean stop, none of
-    /// which may happen to a device or a FIFO.
-    fn refuse_special(&self) -> Result<(), RecoveryError> {
+    /// Refuses a symlink (a planted link must not make a root daemon write another
+    /// file) and anything but a regular file or nothing: the journal is read whole,
+    /// replaced by rename and removed at a clean stop, none of which may happen to a
+    /// device or a FIFO. Looks only, so the start can check every path before it writes
+    /// any ([`crate::paths`]).
+    pub fn check(&self) -> Result<(), RecoveryError> {
+        self.refuse_symlink()?;
         numasched_model::files::regular_or_absent(&self.path)
             .map(|_| ())
             .map_err(RecoveryError::File)
@@ -127,8 +130,7 @@ impl JournalFile {
             path: self.path.clone(),
             err,
         };
-        self.refuse_symlink()?;
-        self.refuse_special()?;
+        self.check()?;
         if let Some(dir) =
             numasched_model::files::create_dir_of(&self.path, 0o700, Path::new(DEFAULT_PATH))
                 .map_err(RecoveryError::File)?
@@ -188,8 +190,7 @@ impl JournalFile {
             path: self.path.clone(),
             err,
         };
-        self.refuse_symlink()?;
-        self.refuse_special()?;
+        self.check()?;
         numasched_model::files::create_dir_of(&self.path, 0o700, Path::new(DEFAULT_PATH))
             .map_err(RecoveryError::File)?;
         let text = serde_json::to_vec(journal)
@@ -216,8 +217,7 @@ impl JournalFile {
     /// A clean stop: nothing left to undo.
     pub fn remove(&mut self) -> Result<(), RecoveryError> {
         self.written = None;
-        self.refuse_symlink()?;
-        self.refuse_special()?;
+        self.check()?;
         match fs::remove_file(&self.path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RecoveryError::Write {
                 path: self.path.clone(),

@@ -65,26 +65,29 @@ impl Drop for Server {
     }
 }
 
+/// Refuses a symlink or anything but a socket at the path. Looks only, so the start
+/// can check every path before it writes any ([`super::paths`]).
+pub fn check_path(path: &Path) -> Result<(), SocketError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(SocketError::Symlink { path: path.into() }),
+        Ok(m) if !m.file_type().is_socket() => Err(SocketError::NotSocket { path: path.into() }),
+        _ => Ok(()),
+    }
+}
+
 /// Prepares the path: refuses symlinks, other files and a live daemon; removes a stale
 /// socket; creates its own directory (0755) if missing, not the ones above it.
 fn prepare(path: &Path) -> Result<(), SocketError> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => {
-            return Err(SocketError::Symlink { path: path.into() })
+    check_path(path)?;
+    // A socket is there: a live daemon's, or one a killed daemon left.
+    if std::fs::symlink_metadata(path).is_ok() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(SocketError::InUse { path: path.into() });
         }
-        Ok(m) if !m.file_type().is_socket() => {
-            return Err(SocketError::NotSocket { path: path.into() })
-        }
-        Ok(_) => {
-            if UnixStream::connect(path).is_ok() {
-                return Err(SocketError::InUse { path: path.into() });
-            }
-            std::fs::remove_file(path).map_err(|err| SocketError::Create {
-                path: path.into(),
-                err,
-            })?;
-        }
-        Err(_) => {}
+        std::fs::remove_file(path).map_err(|err| SocketError::Create {
+            path: path.into(),
+            err,
+        })?;
     }
     let made = numasched_model::files::create_dir_of(
         path,
