@@ -6,6 +6,7 @@
 //! `c[i]`, write `a[i]`, 8 bytes each), not counting write-allocate reads of `a`. GB is
 //! 10^9 bytes, as in STREAM's output.
 
+use numasched_model::plural::count;
 use serde::Serialize;
 
 /// Bytes moved per element of one triad pass: two f64 reads and one f64 write.
@@ -84,15 +85,17 @@ impl Event {
                     None => String::new(),
                 };
                 format!(
-                    "workload {} started: pid {}, {} thread(s){size}{bind}",
-                    self.workload, self.pid, self.threads
+                    "workload {} started: pid {}, {}{size}{bind}",
+                    self.workload,
+                    self.pid,
+                    count(self.threads, "thread")
                 )
             }
             "summary" => format!(
-                "summary: {} {:.2}s, {amount}, {rate} average, {} thread(s){bind}, stopped by {}",
+                "summary: {} {:.2}s, {amount}, {rate} average, {}{bind}, stopped by {}",
                 self.workload,
                 self.elapsed_s,
-                self.threads,
+                count(self.threads, "thread"),
                 self.stopped_by.unwrap_or("deadline")
             ),
             _ => format!("{:8.2}s  {amount:>20}  {rate:>14}", self.elapsed_s),

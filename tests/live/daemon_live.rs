@@ -1334,6 +1334,51 @@ fn a_thread_the_application_pinned_survives_placement_and_kill_9_recovery() {
     );
 }
 
+/// A busy two-thread load named `name` that a `--pin cpu` daemon has narrowed to one
+/// CPU: the premise of the re-pin tests. `None` (the test skips) when the daemon did
+/// not narrow it, as a busy machine can make it decline.
+struct Narrowed {
+    pid: u32,
+    worker: u32,
+    /// The CPU numasched did not choose.
+    other: u32,
+    daemon: Daemon,
+    _load: Guard,
+}
+
+impl Narrowed {
+    fn start(dir: &Path, name: &str) -> Option<Narrowed> {
+        let load = busy(dir, name, &[]);
+        let pid = load.pid();
+        assert!(wait_secs(5, || thread_affinities(pid).len() >= 2));
+        let worker = worker_of(pid);
+        let daemon = pinned(dir, &["--include-comm", name]);
+        daemon.wait_managed(pid, 2);
+        if !wait_secs(10, || allowed(pid).len() == 1) {
+            eprintln!("skipped: the daemon did not narrow the load here");
+            return None;
+        }
+        let other = if allowed(pid) == vec![0] { 1 } else { 0 };
+        Some(Narrowed {
+            pid,
+            worker,
+            other,
+            daemon,
+            _load: load,
+        })
+    }
+}
+
+/// `taskset -p -c CPU TID`: pins that one thread, as an operator or the application.
+fn taskset(cpu: u32, tid: u32) {
+    let st = Command::new("taskset")
+        .args(["-p", "-c", &cpu.to_string(), &tid.to_string()])
+        .stdout(Stdio::null())
+        .status()
+        .expect("taskset");
+    assert!(st.success());
+}
+
 /// Issue 17: a thread that pins itself after numasched placed its process (here the
 /// busy worker, re-pinned by tid to the CPU numasched did not choose) is the
 /// application's from then on: later epochs do not move it back, and SIGTERM does not
@@ -1344,24 +1389,11 @@ fn a_thread_pinned_after_placement_keeps_its_pin_through_re_plans_and_stop() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let l = busy(dir.path(), "nsd_latepin", &[]);
-    let pid = l.pid();
-    assert!(wait_secs(5, || thread_affinities(pid).len() >= 2));
-    let worker = worker_of(pid);
-    let mut d = pinned(dir.path(), &["--include-comm", "nsd_latepin"]);
-    d.wait_managed(pid, 2);
-    if !wait_secs(10, || allowed(pid).len() == 1) {
-        // The premise, not what is tested: a busy machine makes the daemon decline.
-        eprintln!("skipped: the daemon did not narrow the load here");
+    let Some(n) = Narrowed::start(dir.path(), "nsd_latepin") else {
         return;
-    }
-    let other = if allowed(pid) == vec![0] { 1 } else { 0 };
-    let st = Command::new("taskset")
-        .args(["-p", "-c", &other.to_string(), &worker.to_string()])
-        .stdout(Stdio::null())
-        .status()
-        .expect("taskset");
-    assert!(st.success());
+    };
+    let (pid, worker, other, mut d) = (n.pid, n.worker, n.other, n.daemon);
+    taskset(other, worker);
     let worker_on = || common::live::allowed_of(&format!("/proc/{pid}/task/{worker}/status"));
     // Epochs go on (200 ms each): the worker's own pin must hold through them.
     let until = Instant::now() + Duration::from_secs(2);
@@ -1377,4 +1409,33 @@ fn a_thread_pinned_after_placement_keeps_its_pin_through_re_plans_and_stop() {
     assert_eq!(d.stop(Signal::SIGTERM), 0);
     assert_eq!(allowed(pid), vec![0, 1], "the main thread goes back");
     assert_eq!(worker_on(), Some(vec![other].into()), "not widened at stop");
+}
+
+/// An operator who re-pins a managed process by hand (`taskset -p`, the main thread)
+/// takes it back: numasched lets go, puts back the threads that still carry its set,
+/// and says so as "yielded", not as a refusal (it was counted `refused: 1`, which reads
+/// as something having gone wrong).
+#[test]
+fn a_process_re_pinned_by_hand_is_let_go_and_counted_as_yielded() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(n) = Narrowed::start(dir.path(), "nsd_handpin") else {
+        return;
+    };
+    let (pid, worker, other, mut d) = (n.pid, n.worker, n.other, n.daemon);
+    taskset(other, pid);
+    let worker_on = || common::live::allowed_of(&format!("/proc/{pid}/task/{worker}/status"));
+    assert!(
+        wait_secs(5, || d.log().contains("\"yielded\":1")),
+        "the re-pin was not seen\n{}",
+        d.log()
+    );
+    assert_eq!(worker_on(), Some(vec![0, 1].into()), "the worker goes back");
+    assert_eq!(d.stop(Signal::SIGTERM), 0);
+    let log = d.log();
+    assert!(!log.contains("\"refused\":1"), "{log}");
+    assert!(log.contains("yielded: re-pinned"), "{log}");
+    assert_eq!(allowed(pid), vec![other], "the operator's pin is kept");
 }

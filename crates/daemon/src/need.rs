@@ -23,6 +23,7 @@
 //!
 //! [`schedstat`]: numasched_linux::observe::schedstat
 
+use numasched_model::plural::count;
 use std::collections::{HashMap, VecDeque};
 
 use numasched_linux::observe::schedstat::{waiting_threads, RunDelay};
@@ -165,8 +166,9 @@ impl Needs {
                     *last = last.max(need.demand);
                 }
                 need.urgent = Some(format!(
-                    "pid {} started a thread: {runnable} runnable on {cpus} CPU(s)",
-                    key.pid
+                    "pid {} started a thread: {runnable} runnable on {}",
+                    key.pid,
+                    count(cpus, "CPU")
                 ));
             } else if waiting >= THROTTLED_WAITING
                 && saturated
@@ -179,9 +181,11 @@ impl Needs {
                     *last = last.max(wanted);
                 }
                 need.urgent = Some(format!(
-                    "pid {} throttled by its {cpus} CPU(s): {:.1} CPUs busy, {waiting:.1} \
-                     thread(s) waiting",
-                    key.pid, r.demand
+                    "pid {} throttled by its {}: {:.1} CPUs busy, {waiting:.1} threads \
+                     waiting",
+                    key.pid,
+                    count(cpus, "CPU"),
+                    r.demand
                 ));
             } else if was_busy && peak < IDLE_DEMAND && cpus > 0 {
                 need.urgent = Some(format!("pid {} went idle; its CPUs are free", key.pid));

@@ -303,6 +303,7 @@ fn log_epoch(rep: &EpochReport, problems: &mut Dedup, notes: &mut Dedup, took: D
         changed = apply.count(Action::Done),
         unchanged = apply.count(Action::Unchanged),
         refused = apply.count(Action::Refused),
+        yielded = apply.count(Action::Yielded),
         failed = apply.count(Action::Failed),
         "re-planned"
     );

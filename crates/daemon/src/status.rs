@@ -2,6 +2,7 @@
 //! socket: which sensors it uses, what it manages and why each process sits where it
 //! does, and the last decisions. Plain serde data, the contract of `status --json`.
 
+use numasched_model::plural::count;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -202,7 +203,7 @@ impl DaemonStatus {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "numasched {} (pid {}), policy {}, every {}s{}{}; {} node(s), {} CPU(s)",
+            "numasched {} (pid {}), policy {}, every {}s{}{}; {}, {}",
             self.version,
             self.pid,
             self.policy,
@@ -213,8 +214,8 @@ impl DaemonStatus {
             } else {
                 ""
             },
-            self.nodes,
-            self.cpus
+            count(self.nodes, "node"),
+            count(self.cpus, "CPU")
         );
         let _ = writeln!(s, "{}", self.sensors.summary());
         let _ = writeln!(

@@ -18,6 +18,7 @@
 //! uses while others could, and the CPUs of a process that now needs a whole CPU fewer
 //! (sized from its recent peak, so the fall has lasted).
 
+use numasched_model::plural::count;
 use std::collections::HashMap;
 
 use numasched_model::topology::NodeId;
@@ -150,8 +151,10 @@ impl Trigger {
                 ));
             } else if slots > b.slots {
                 harms.push(format!(
-                    "pid {} needs {slots} CPUs, planned for {}",
-                    proc.pid, b.slots
+                    "pid {} needs {}, planned for {}",
+                    proc.pid,
+                    count(slots, "CPU"),
+                    b.slots
                 ));
             } else if slots < b.slots {
                 // Its set holds CPUs it no longer uses (sizing keeps the peak of the
@@ -161,8 +164,10 @@ impl Trigger {
                 // the epoch after (the late second thread of the no_harm bench). Its
                 // CPUs then go back with the next re-plan.
                 let reason = format!(
-                    "pid {} needs {slots} CPUs, planned for {}: returns the rest",
-                    proc.pid, b.slots
+                    "pid {} needs {}, planned for {}: returns the rest",
+                    proc.pid,
+                    count(slots, "CPU"),
+                    b.slots
                 );
                 if now - b.since >= YOUNG_S {
                     harms.push(reason);
@@ -378,7 +383,7 @@ mod tests {
         };
         assert_eq!(
             r,
-            vec!["pid 1 needs 1 CPUs, planned for 2: returns the rest"]
+            vec!["pid 1 needs 1 CPU, planned for 2: returns the rest"]
         );
         // Unless the process was first planned for under YOUNG_S ago: its peak is an
         // epoch or two, and a thread it starts next would be held to one CPU until the
@@ -390,7 +395,7 @@ mod tests {
         };
         assert_eq!(
             r,
-            vec!["pid 1 needs 1 CPUs, planned for 2: returns the rest"]
+            vec!["pid 1 needs 1 CPU, planned for 2: returns the rest"]
         );
         assert!(matches!(
             young.decide(&s, 400.0 + P.min_interval, &P, vec![]),

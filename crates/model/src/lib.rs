@@ -8,7 +8,8 @@
 //! the actuator and the simulator carry a plan out; none of them has to know the others
 //! for the types alone. [`files`] reads the files an operator names (a snapshot, a
 //! topology) with the limits and one-line errors every reader needs, and [`size`]
-//! parses the byte sizes they write (the config file and the command line alike).
+//! parses the byte sizes they write (the config file and the command line alike);
+//! [`plural`] writes the counts every message has.
 
 #![forbid(unsafe_code)]
 
@@ -16,6 +17,7 @@ pub mod character;
 pub mod cpuset;
 pub mod files;
 pub mod plan;
+pub mod plural;
 pub mod profile;
 pub mod size;
 pub mod snapshot;

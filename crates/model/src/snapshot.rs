@@ -254,8 +254,9 @@ impl Snapshot {
                 return Err((
                     f("cpu_demand"),
                     format!(
-                        "{} is not a CPU share between 0 and its {} thread(s)",
-                        p.cpu_demand, p.threads
+                        "{} is not a CPU share between 0 and its {}",
+                        p.cpu_demand,
+                        crate::plural::count(p.threads as usize, "thread")
                     ),
                 ));
             }

@@ -36,6 +36,7 @@
 
 use crate::alloc;
 use crate::{PageMove, Placement, Plan, Policy, Process, Snapshot};
+use numasched_model::plural::count;
 use numasched_model::topology::Topology;
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -639,8 +640,8 @@ impl Policy for Numad {
                 out[i] = Some(Placement::unchanged(
                     p.pid,
                     format!(
-                        "deferred: numad moves at most {} process(es) per scan",
-                        self.params.max_moves_per_scan
+                        "deferred: numad moves at most {} per scan",
+                        count(self.params.max_moves_per_scan, "process")
                     ),
                 ));
                 continue;

@@ -2,6 +2,7 @@
 //! and the widget tree for one frame, from a [`DaemonStatus`] and the UI state. No terminal
 //! here, so everything is tested by rendering into ratatui's `TestBackend`.
 
+use numasched_model::plural::count;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
@@ -317,12 +318,12 @@ fn header_lines(screen: &Screen<'_>) -> Vec<Line<'static>> {
     let mut second = String::new();
     if let Some(s) = screen.status {
         first.push_str(&format!(
-            "; policy {}{}, every {}s; {} node(s), {} CPU(s)",
+            "; policy {}{}, every {}s; {}, {}",
             s.policy,
             if s.dry_run { " (dry run)" } else { "" },
             s.interval_s,
-            s.nodes,
-            s.cpus
+            count(s.nodes, "node"),
+            count(s.cpus, "CPU")
         ));
         let sensors = if s.sensors_in_use.is_empty() {
             "none".to_string()

@@ -9,6 +9,7 @@
 //! original affinity → set it. Threads created while the pass runs are caught by
 //! re-listing; threads created later inherit the set and are re-checked next pass.
 
+use numasched_model::plural::count;
 use std::collections::HashMap;
 
 use super::bucket::TokenBucket;
@@ -34,12 +35,12 @@ fn dry_run_line(pid: u32, target: &CpuSet, current: &[(u32, CpuSet)]) -> Line {
     let (action, detail) = if would == 0 {
         (
             Action::Unchanged,
-            format!("already there ({total} thread(s))"),
+            format!("already there ({})", count(total, "thread")),
         )
     } else {
         (
             Action::DryRun,
-            format!("would set {would} of {total} thread(s)"),
+            format!("would set {would} of {}", count(total, "thread")),
         )
     };
     line(pid, target, action, detail)
@@ -61,23 +62,24 @@ fn outcome_line(
             target,
             Action::Failed,
             format!(
-                "set {changed} of {total} thread(s); {} error(s), first: {e}",
-                errors.len()
+                "set {changed} of {}; {}, first: {e}",
+                count(total, "thread"),
+                count(errors.len(), "error")
             ),
         ),
         None if changed == 0 => line(
             pid,
             target,
             Action::Unchanged,
-            format!("already there ({total} thread(s))"),
+            format!("already there ({})", count(total, "thread")),
         ),
         None if foreign_threads > 0 => line(
             pid,
             target,
             Action::Done,
             format!(
-                "set {changed} of {total} thread(s), left {foreign_threads} pinned by the \
-                 application: {}",
+                "set {changed} of {}, left {foreign_threads} pinned by the application: {}",
+                count(total, "thread"),
                 reason
             ),
         ),
@@ -85,7 +87,7 @@ fn outcome_line(
             pid,
             target,
             Action::Done,
-            format!("set {changed} of {total} thread(s): {}", reason),
+            format!("set {changed} of {}: {}", count(total, "thread"), reason),
         ),
     }
 }
@@ -662,7 +664,7 @@ impl<K: Kernel> Actuator<K> {
                         return Some(line(
                             pid,
                             target,
-                            Action::Refused,
+                            Action::Yielded,
                             format!(
                                 "re-pinned to {} by someone else; no longer managed ({r})",
                                 fmt(main)
@@ -831,8 +833,9 @@ impl<K: Kernel> Actuator<K> {
             target,
             Action::Failed,
             format!(
-                "{why}; {undone} of {total} thread(s) set back, and the process is left as \
-                 it was from now on"
+                "{why}; {undone} of {} set back, and the process is left as it was from \
+                 now on",
+                count(total, "thread")
             ),
         )
     }
@@ -1302,7 +1305,7 @@ mod tests {
         a.kernel()
             .with_proc(100, |p| p.threads.insert(100, vec![0].into()));
         let r = a.apply(&plan(&[(100, &[2])]), &s);
-        assert_eq!(action(&r, 100), Action::Refused, "{r}");
+        assert_eq!(action(&r, 100), Action::Yielded, "{r}");
         assert_eq!(
             a.kernel().affinity_of(100, 100),
             Some(vec![0].into()),
@@ -1331,7 +1334,7 @@ mod tests {
         a.kernel()
             .with_proc(100, |p| p.threads.insert(100, vec![1, 2].into()));
         let r = a.apply(&plan(&[(100, &[2])]), &s);
-        assert_eq!(action(&r, 100), Action::Refused, "{r}");
+        assert_eq!(action(&r, 100), Action::Yielded, "{r}");
         assert_eq!(
             a.kernel().affinity_of(100, 100),
             Some(vec![1, 2].into()),
@@ -1487,7 +1490,7 @@ mod tests {
             .unwrap();
         let r = a.apply(&plan(&[(300, &[0])]), &snap(&[300]));
         let l = r.placement(300).unwrap();
-        assert_eq!(l.action, Action::Refused, "{l}");
+        assert_eq!(l.action, Action::Yielded, "{l}");
         assert!(l.detail.contains("re-pinned"), "{l}");
         assert!(a.journal().get(300, 300).is_none());
         assert_eq!(a.kernel().affinity_of(300, 300), Some(vec![1].into()));

@@ -22,6 +22,10 @@ pub enum Action {
     Skipped,
     /// Would break someone else's pin; the process keeps it.
     Refused,
+    /// Someone else pinned it after numasched did: numasched let go of it (its own
+    /// set put back where it still stands) and keeps their choice. Not a refusal: it
+    /// is how an operator takes a process back by hand.
+    Yielded,
     /// Rate limit reached; tried again on a later pass.
     Deferred,
     /// The process exited before or during the pass: normal.
@@ -40,6 +44,7 @@ impl Action {
             Action::LeftAlone => "left alone",
             Action::Skipped => "skipped",
             Action::Refused => "refused",
+            Action::Yielded => "yielded",
             Action::Deferred => "deferred",
             Action::Gone => "gone",
             Action::Failed => "FAILED",

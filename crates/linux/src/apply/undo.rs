@@ -14,6 +14,7 @@
 //!   they get the process's original affinity back too.
 //! - Failures other than "gone" keep the entry, so the caller can try again.
 
+use numasched_model::plural::count;
 use std::fmt;
 
 use super::journal::Journal;
@@ -42,16 +43,17 @@ impl fmt::Display for Restored {
             Restored::Done {
                 threads,
                 foreign: 0,
-            } => write!(f, "restored {threads} thread(s)"),
+            } => write!(f, "restored {}", count(*threads, "thread")),
             Restored::Done { threads, foreign } => write!(
                 f,
-                "restored {threads} thread(s), left {foreign} re-pinned by someone else"
+                "restored {}, left {foreign} re-pinned by someone else",
+                count(*threads, "thread")
             ),
             Restored::Gone => f.write_str("exited; forgotten"),
             Restored::Reused => f.write_str("pid now belongs to another process; forgotten"),
             Restored::NotJournaled => f.write_str("nothing to restore"),
             Restored::Failed(errs) => {
-                write!(f, "restore failed ({} error(s))", errs.len())?;
+                write!(f, "restore failed ({})", count(errs.len(), "error"))?;
                 if let Some(e) = errs.first() {
                     write!(f, ": {e}")?;
                 }

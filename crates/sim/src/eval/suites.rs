@@ -513,12 +513,12 @@ pub fn case(
                 .ok_or_else(|| {
                     format!(
                         "suite {suite}, {workload} map '{map}': no node '{home}' on {} \
-                         ({} node(s)); the suite needs a machine with 2",
+                         ({}); the suite needs a machine with 2",
                         match topo.name() {
                             Some(topology::THIS) | None => "this machine",
                             Some(n) => n,
                         },
-                        topo.nodes().len()
+                        numasched_model::plural::count(topo.nodes().len(), "node")
                     )
                 })
         })
