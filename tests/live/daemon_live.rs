@@ -112,7 +112,10 @@ fn sigusr1_neither_stops_the_daemon_nor_skips_the_restore() {
         "the daemon stopped on SIGUSR1:\n{}",
         d.log()
     );
-    assert_eq!(allowed(a.pid()).len(), 1, "still managed");
+    // Still managed (a loaded machine may have widened it since: the sleeper's
+    // thread found itself waiting on one CPU, which is numasched's to undo).
+    let s = d.status().expect("status");
+    assert!(view(&s, a.pid()).is_some(), "still managed\n{}", d.log());
     assert_eq!(d.stop(Signal::SIGTERM), 0, "{}", d.log());
     assert_eq!(allowed(a.pid()), vec![0, 1], "restored");
 }

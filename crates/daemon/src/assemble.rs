@@ -14,7 +14,7 @@ use super::recovery::{self, JournalFile, JournalLock};
 use super::select::Selector;
 use super::status::DaemonStatus;
 use super::trigger::TriggerParams;
-use numasched_linux::apply::{Actuator, ActuatorConfig, LinuxKernel};
+use numasched_linux::apply::{Actuator, ActuatorConfig, Journal, Kernel, LinuxKernel};
 use numasched_linux::characterise::live::{Live, LiveConfig};
 use numasched_linux::characterise::store::Store;
 use numasched_linux::observe::resctrl::Resctrl;
@@ -166,13 +166,16 @@ pub fn assemble(
     let kernel = LinuxKernel::with_proc_root(&roots.proc);
     // The journal before the store: a daemon refused because another holds the journal
     // must not have touched that daemon's store (its copy at open) first.
-    let (journal_file, journal_lock) = match usage {
+    let (journal_file, journal_lock, left) = match usage {
         Use::Manage if opts.dry_run => {
             recover_leftovers(opts, &kernel);
-            (None, None)
+            (None, None, Journal::new())
         }
-        Use::Manage => journal_file(opts, &kernel)?.unzip(),
-        Use::PlanOnly => (None, None),
+        Use::Manage => match journal_file(opts, &kernel)? {
+            Some(Taken { file, lock, left }) => (Some(file), Some(lock), left),
+            None => (None, None, Journal::new()),
+        },
+        Use::PlanOnly => (None, None, Journal::new()),
     };
     let writes = usage == Use::Manage && !opts.dry_run;
     let store = open_store(opts, writes)?;
@@ -190,7 +193,9 @@ pub fn assemble(
     }
     let name = effective_policy(opts);
     let policy = Box::new(policy::Granular::new(name.build(), opts.pin));
-    let actuator = Actuator::new(
+    // What the recovery could not restore stays numasched's to undo: journaled with
+    // the rest and tried again at the stop (or the next start).
+    let actuator = Actuator::with_journal(
         kernel,
         ActuatorConfig {
             dry_run: opts.dry_run || usage == Use::PlanOnly,
@@ -202,6 +207,7 @@ pub fn assemble(
             exclude: opts.select.exclude_pid.clone(),
             kernel_balancing: kernel_balancing(&roots.proc),
         },
+        left,
     );
     let engine = Engine::new(
         EngineConfig {
@@ -298,48 +304,62 @@ fn kernel_balancing(proc_root: &std::path::Path) -> bool {
 /// can be written. A journal that cannot be read is an error (what it holds would be
 /// lost), and so is one that cannot be written: numasched changes nothing it could
 /// not undo after a crash. `--no-journal` runs without one, knowingly.
-fn journal_file(
-    opts: &Options,
-    kernel: &LinuxKernel,
-) -> anyhow::Result<Option<(JournalFile, JournalLock)>> {
+fn journal_file<K: Kernel>(opts: &Options, kernel: &K) -> anyhow::Result<Option<Taken>> {
     if opts.no_journal {
         warn!("running without a journal (--no-journal): a crash or kill -9 would leave the affinities numasched set");
         return Ok(None);
     }
-    let (mut file, lock) = take_journal(&opts.journal, kernel)?;
-    if let Err(e) = file.save(&numasched_linux::apply::Journal::new()) {
+    let mut taken = take_journal(&opts.journal, kernel)?;
+    // Written once here so an unwritable journal stops the start; it holds what the
+    // recovery could not restore, which must not be lost to the write.
+    if let Err(e) = taken.file.save(&taken.left) {
         anyhow::bail!("{e}; {UNSAFE_HINT}");
     }
-    Ok(Some((file, lock)))
+    Ok(Some(taken))
 }
 
 const UNSAFE_HINT: &str =
     "fix it, pass --journal PATH, or --no-journal to run without crash recovery";
 
+/// The journal, locked for this daemon, and what the recovery left in it.
+struct Taken {
+    file: JournalFile,
+    lock: JournalLock,
+    left: Journal,
+}
+
 /// Locks the journal at `path` and restores what a run that did not stop cleanly left
 /// in it.
-fn take_journal(
-    path: &std::path::Path,
-    kernel: &LinuxKernel,
-) -> anyhow::Result<(JournalFile, JournalLock)> {
+fn take_journal<K: Kernel>(path: &std::path::Path, kernel: &K) -> anyhow::Result<Taken> {
     let mut file = JournalFile::new(path);
     let lock = match file.lock() {
         Ok(l) => l,
         Err(e @ recovery::RecoveryError::InUse { .. }) => return Err(e.into()),
         Err(e) => anyhow::bail!("{e}; {UNSAFE_HINT}"),
     };
-    let restored = recovery::recover(kernel, &mut file)?;
-    if !restored.is_empty() {
+    let recovered = recovery::recover(kernel, &mut file)?;
+    if !recovered.restored.is_empty() {
         info!(
             journal = %file.path().display(),
-            processes = restored.len(),
+            processes = recovered.restored.len(),
             "recovering from an unclean stop: restoring what the last run changed"
         );
-        for (pid, r) in &restored {
+        for (pid, r) in &recovered.restored {
             info!(pid, "recovered: {r}");
         }
     }
-    Ok((file, lock))
+    if !recovered.left.is_empty() {
+        warn!(
+            journal = %file.path().display(),
+            processes = recovered.left.len(),
+            "some processes could not be restored; kept in the journal and tried again at the stop"
+        );
+    }
+    Ok(Taken {
+        file,
+        lock,
+        left: recovered.left,
+    })
 }
 
 /// A dry run changes nothing, but what a killed daemon left pinned is numasched's own
@@ -478,6 +498,47 @@ mod tests {
         assert!(
             msg.contains("another pid namespace") && !msg.contains('\n'),
             "{msg}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod journal_tests {
+    use super::*;
+    use numasched_linux::apply::{ErrorKind, FakeKernel, Fault, Op};
+    use numasched_model::CpuSet;
+
+    /// What the recovery could not restore (the kernel refused) must reach the
+    /// starting daemon's actuator and stay on disk: the start's first write of the
+    /// journal replaced it with an empty one, and the process stayed narrowed for good.
+    #[test]
+    fn what_the_recovery_could_not_restore_is_kept_for_the_daemon() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = Options {
+            journal: dir.path().join("journal.json"),
+            ..Options::default()
+        };
+        let mut left = Journal::new();
+        left.begin(100, 7, &CpuSet::from([0, 1, 2, 3]));
+        left.remember_thread(100, 7, 100, &CpuSet::from([0, 1, 2, 3]));
+        left.set_applied(100, 7, &CpuSet::from([2]));
+        JournalFile::new(&opts.journal).save(&left).expect("save");
+        let k = FakeKernel::new(&[0, 1, 2, 3]);
+        k.add(100, 7, 1, &[2]);
+        k.inject_always(
+            Op::SetAffinity,
+            100,
+            Fault::Fail(ErrorKind::PermissionDenied),
+        );
+        let taken = journal_file(&opts, &k).expect("start").expect("a journal");
+        assert!(taken.left.entry(100).is_some(), "handed to the actuator");
+        let on_disk = JournalFile::new(&opts.journal)
+            .load()
+            .expect("load")
+            .expect("a file");
+        assert!(
+            on_disk.entry(100).is_some(),
+            "still on disk after the start"
         );
     }
 }

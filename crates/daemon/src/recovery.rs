@@ -228,14 +228,19 @@ impl JournalFile {
     }
 }
 
+/// What [`recover`] did: one result per process, and the journal of what could not
+/// be restored (the kernel refused), which the starting daemon keeps and tries again.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    pub restored: Vec<(u32, Restored)>,
+    pub left: Journal,
+}
+
 /// Restores what a previous run left in `file` and rewrites the file with what could
-/// not be restored (removing it when nothing is left). Returns one result per process.
-pub fn recover<K: Kernel>(
-    kernel: &K,
-    file: &mut JournalFile,
-) -> Result<Vec<(u32, Restored)>, RecoveryError> {
+/// not be restored (removing it when nothing is left).
+pub fn recover<K: Kernel>(kernel: &K, file: &mut JournalFile) -> Result<Recovered, RecoveryError> {
     let Some(mut journal) = file.load()? else {
-        return Ok(Vec::new());
+        return Ok(Recovered::default());
     };
     // Children forked after the last epoch the killed daemon ran carry its sets too.
     let me = std::process::id();
@@ -246,7 +251,10 @@ pub fn recover<K: Kernel>(
     } else {
         file.save(&journal)?;
     }
-    Ok(restored)
+    Ok(Recovered {
+        restored,
+        left: journal,
+    })
 }
 
 #[cfg(test)]
@@ -281,7 +289,7 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         let r = recover(&k, &mut file).expect("recover");
-        assert_eq!(r.len(), 2);
+        assert_eq!(r.restored.len(), 2);
         assert_eq!(k.affinity_of(100, 100), Some(vec![0, 1, 2, 3].into()));
         assert_eq!(
             k.affinity_of(101, 101),
@@ -289,7 +297,7 @@ mod tests {
             "the newcomer untouched"
         );
         assert!(!file.path().exists(), "nothing left to undo");
-        assert!(recover(&k, &mut file).expect("again").is_empty());
+        assert!(recover(&k, &mut file).expect("again").restored.is_empty());
     }
 
     #[test]
@@ -307,9 +315,10 @@ mod tests {
         );
         file.save(&journal_of(100, 7, &[2])).expect("save");
         let r = recover(&k, &mut file).expect("recover");
-        assert!(matches!(r[0].1, Restored::Failed(_)));
+        assert!(matches!(r.restored[0].1, Restored::Failed(_)));
         let left = file.load().expect("load").expect("kept");
         assert!(left.entry(100).is_some());
+        assert!(r.left.entry(100).is_some(), "handed to the starting daemon");
     }
 
     #[test]
