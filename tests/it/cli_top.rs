@@ -282,6 +282,47 @@ fn sigterm_ends_top_with_the_terminal_restored() {
     drop(child);
 }
 
+/// A closed pane (or window, or ssh session) ends `top`: crossterm spins on a hung-up
+/// terminal (crossterm-rs/crossterm#793), and `top` stayed, burning a CPU, after
+/// `tmux kill-session` until killed by hand (-9: SIGTERM was not looked at either).
+#[test]
+fn a_closed_terminal_ends_top() {
+    if !tmux_installed() {
+        eprintln!("skipped: tmux is not installed (apt-get install -y tmux)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sleep = named_copy(dir.path(), "sleep", "nstop_hup");
+    let Some(child) = Guard::spawn(Command::new(&sleep).arg("300")) else {
+        return;
+    };
+    let tmux = Tmux::new(dir.path());
+    tmux.start_top("nstop_hup");
+    tmux.wait(30, "the process row", |s| s.contains("nstop_hup"));
+    let pid = tmux.top_pid();
+    tmux.ok(&["kill-session", "-t", "top"]);
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+            st.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .is_some_and(|state| state != "Z")
+        })
+    };
+    let until = Instant::now() + Duration::from_secs(5);
+    while running() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let still = running();
+    if still {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(!still, "top still runs 5 s after its terminal closed");
+    drop(child);
+}
+
 #[test]
 fn without_a_terminal_top_points_to_status() {
     let (code, out, err) = common::numasched(&["top", "--standalone", "--no-db"]);

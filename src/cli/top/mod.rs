@@ -9,6 +9,7 @@
 //! loop and its hygiene: the terminal is restored on every exit, errors and panics
 //! included. [`source`] is where each refresh's status comes from.
 
+mod input;
 pub mod source;
 pub mod view;
 
@@ -28,6 +29,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use super::manage::SelectArgs;
 use crate::daemon::config::{parse_duration, parse_policy, DEFAULT_SOCKET};
 use crate::daemon::status::DaemonStatus;
+use input::{Input, Ready};
 use source::Source;
 use view::{Key, Outcome, Screen, UiState};
 
@@ -79,6 +81,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
     for sig in [SIGTERM, SIGHUP, SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
+    let input = Input::open();
     let mut next = Instant::now() + interval;
     let mut dirty = true;
     while !stop.load(Ordering::SeqCst) {
@@ -93,21 +96,18 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
             dirty = false;
         }
         let wait = next.saturating_duration_since(Instant::now()).min(SLICE);
-        if event::poll(wait)? {
-            match event::read()? {
-                Event::Key(k) if k.kind == KeyEventKind::Press => {
-                    if is_interrupt(&k) {
-                        break;
-                    }
-                    if let Some(key) = key_of(k) {
-                        if ui.handle(key) == Outcome::Quit {
-                            break;
-                        }
-                    }
-                    dirty = true;
-                }
-                Event::Resize(..) => dirty = true,
-                _ => {}
+        // A hang-up also signals (SIGHUP cuts the wait short): crossterm must not be
+        // asked then, as it would spin on the dead terminal.
+        if input.wait(wait) == Ready::Gone || stop.load(Ordering::SeqCst) {
+            break;
+        }
+        // What crossterm holds, event by event: keys, and resizes (which reach it by
+        // SIGWINCH, not through the terminal's input).
+        while event::poll(Duration::ZERO)? {
+            match handle(event::read()?, &mut ui) {
+                Handled::Quit => return Ok(()),
+                Handled::Redraw => dirty = true,
+                Handled::Nothing => {}
             }
         }
         if Instant::now() >= next {
@@ -125,6 +125,31 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What an event asks of the loop.
+enum Handled {
+    Quit,
+    Redraw,
+    Nothing,
+}
+
+fn handle(e: Event, ui: &mut UiState) -> Handled {
+    match e {
+        Event::Key(k) if k.kind == KeyEventKind::Press => {
+            if is_interrupt(&k) {
+                return Handled::Quit;
+            }
+            if let Some(key) = key_of(k) {
+                if ui.handle(key) == Outcome::Quit {
+                    return Handled::Quit;
+                }
+            }
+            Handled::Redraw
+        }
+        Event::Resize(..) => Handled::Redraw,
+        _ => Handled::Nothing,
+    }
 }
 
 fn is_interrupt(k: &KeyEvent) -> bool {
