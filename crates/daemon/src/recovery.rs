@@ -321,6 +321,32 @@ mod tests {
         assert!(r.left.entry(100).is_some(), "handed to the starting daemon");
     }
 
+    /// An entry whose pid was reused since: the new process's children are not the
+    /// journaled one's, and were "restored" to its original set (a trial pinned a
+    /// shell's children to one CPU this way).
+    #[test]
+    fn the_children_of_a_reused_pid_are_left_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut file = JournalFile::new(&dir.path().join("journal.json"));
+        let k = FakeKernel::new(&[0, 1, 2, 3]);
+        // pid 100 now belongs to a process started at 9, its child at 10 runs on
+        // exactly the set the journal says numasched gave the old pid 100.
+        k.add(100, 9, 1, &[0, 1, 2, 3]);
+        k.fork(100, 200, 10);
+        let mut j = Journal::new();
+        j.begin(100, 7, &CpuSet::from([0]));
+        j.remember_thread(100, 7, 100, &CpuSet::from([0]));
+        j.set_applied(100, 7, &CpuSet::from([0, 1, 2, 3]));
+        file.save(&j).expect("save");
+        let r = recover(&k, &mut file).expect("recover");
+        assert!(
+            r.restored.iter().all(|(pid, _)| *pid != 200),
+            "{:?}",
+            r.restored
+        );
+        assert_eq!(k.affinity_of(200, 200), Some(CpuSet::from([0, 1, 2, 3])));
+    }
+
     #[test]
     fn one_journal_one_daemon() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -158,12 +158,21 @@ pub fn adopt_descendants<K: Kernel + ?Sized>(
     let mut queue: Vec<u32> = journal.pids();
     let mut seen: std::collections::HashSet<u32> = queue.iter().copied().collect();
     while let Some(parent) = queue.pop() {
-        let Some((original, applied)) = journal
-            .entry(parent)
-            .and_then(|e| e.applied.clone().map(|a| (e.original.clone(), a)))
-        else {
+        let Some((original, applied, start)) = journal.entry(parent).and_then(|e| {
+            e.applied
+                .clone()
+                .map(|a| (e.original.clone(), a, e.start_time))
+        }) else {
             continue;
         };
+        // A pid now another process's (reused since the entry was made): its children
+        // are not the journaled process's, and what they carry is not numasched's.
+        if kernel
+            .identity(parent)
+            .map_or(true, |id| id.start_time != start)
+        {
+            continue;
+        }
         let Ok(kids) = kernel.children(parent) else {
             continue;
         };
