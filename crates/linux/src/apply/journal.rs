@@ -28,6 +28,11 @@ pub struct Entry {
     /// someone else set afterwards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied: Option<CpuSet>,
+    /// The sets numasched gave the process before `applied` (the last
+    /// [`EARLIER_KEPT`], oldest first): a child forked under one of them carries it
+    /// after the parent was given another, and is numasched's doing all the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<CpuSet>,
     /// Journaled because it inherited its parent's set by forking, not because a plan
     /// placed it: it goes back when its parent does.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -38,7 +43,16 @@ pub struct Entry {
     pub foreign: std::collections::BTreeSet<u32>,
 }
 
+/// How many of a process's earlier sets its entry keeps (see [`Entry::earlier`]).
+pub const EARLIER_KEPT: usize = 4;
+
 impl Entry {
+    /// Whether numasched gave the process `cpus`, now or before: what a child that
+    /// forked meanwhile carries.
+    pub fn gave(&self, cpus: &CpuSet) -> bool {
+        self.applied.as_ref() == Some(cpus) || self.earlier.contains(cpus)
+    }
+
     /// What thread `tid` should be given back.
     pub fn original_of(&self, tid: u32) -> &CpuSet {
         self.threads.get(&tid).unwrap_or(&self.original)
@@ -95,6 +109,7 @@ impl Journal {
             original: original.clone(),
             threads: BTreeMap::new(),
             applied: None,
+            earlier: Vec::new(),
             adopted: false,
             foreign: Default::default(),
         })
@@ -118,7 +133,14 @@ impl Journal {
             .get_mut(&pid)
             .filter(|e| e.start_time == start_time)
         {
-            e.applied = Some(cpus.clone());
+            if let Some(before) = e.applied.replace(cpus.clone()) {
+                if &before != cpus {
+                    e.earlier.retain(|c| c != &before && c != cpus);
+                    e.earlier.push(before);
+                    let over = e.earlier.len().saturating_sub(EARLIER_KEPT);
+                    e.earlier.drain(..over);
+                }
+            }
         }
     }
 

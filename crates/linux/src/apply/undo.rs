@@ -158,13 +158,11 @@ pub fn adopt_descendants<K: Kernel + ?Sized>(
     let mut queue: Vec<u32> = journal.pids();
     let mut seen: std::collections::HashSet<u32> = queue.iter().copied().collect();
     while let Some(parent) = queue.pop() {
-        let Some((original, applied, start)) = journal.entry(parent).and_then(|e| {
-            e.applied
-                .clone()
-                .map(|a| (e.original.clone(), a, e.start_time))
-        }) else {
+        let Some(entry) = journal.entry(parent).filter(|e| e.applied.is_some()) else {
             continue;
         };
+        let (entry, start) = (entry.clone(), entry.start_time);
+        let original = entry.original.clone();
         // A pid now another process's (reused since the entry was made): its children
         // are not the journaled process's, and what they carry is not numasched's.
         if kernel
@@ -193,14 +191,20 @@ pub fn adopt_descendants<K: Kernel + ?Sized>(
             let Ok(tids) = kernel.threads(kid) else {
                 continue;
             };
-            let carrying: Vec<u32> = tids
+            // The set it carries, if numasched gave it to the parent (now or before
+            // the fork: the parent may have been given another since).
+            let sets: Vec<(u32, CpuSet)> = tids
                 .iter()
-                .copied()
-                .filter(|&t| kernel.affinity(kid, t).is_ok_and(|c| c == applied))
+                .filter_map(|&t| kernel.affinity(kid, t).ok().map(|c| (t, c)))
                 .collect();
-            if carrying.is_empty() {
+            let Some(applied) = sets.iter().map(|(_, c)| c).find(|c| entry.gave(c)).cloned() else {
                 continue;
-            }
+            };
+            let carrying: Vec<u32> = sets
+                .iter()
+                .filter(|(_, c)| *c == applied)
+                .map(|(t, _)| *t)
+                .collect();
             journal.begin(kid, id.start_time, &original);
             for t in carrying {
                 journal.remember_thread(kid, id.start_time, t, &original);
