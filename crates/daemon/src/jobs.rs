@@ -17,15 +17,16 @@
 //!   was), `advise` is planned and shown but never applied.
 //!
 //! A process's job and wish are read once per process (its cgroup and environment do
-//! not change while it lives in a job); allocations are read every epoch, because
-//! Slurm may resize a job.
+//! not change while it lives in a job), once its environment is there to read: a task
+//! met mid-exec, or one run with an empty environment, is left alone unless the plugin
+//! told its wish. Allocations are read every epoch, because Slurm may resize a job.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use numasched_linux::observe::slurm::{Allocation, JobMode, JobStep, SlurmReader};
+use numasched_linux::observe::slurm::{Allocation, JobMode, JobStep, SlurmReader, Wish};
 use numasched_model::topology::NodeId;
 use numasched_model::CpuSet;
 use numasched_model::{ProcessKey, Snapshot};
@@ -45,6 +46,11 @@ struct Member {
     /// Slurm's own step daemon, which lives in the step's cgroup: never managed, not
     /// a task.
     stepd: bool,
+    /// Whether the wish was read from the task's environment (or needs none). A task
+    /// met mid-exec, its environment not yet in place, is left alone (or taken at the
+    /// plugin's word) and looked at again: taken for silent, an opted-out job would
+    /// be managed for good.
+    settled: bool,
 }
 
 /// Passes an outsider stays left to the kernel before it is looked at again: its
@@ -210,7 +216,7 @@ impl Jobs {
         // before the exec it is named slurmstepd and has slurmstepd's environment, so
         // a new name means a new look.
         if let Some((m, seen, was)) = k.members.get_mut(&key) {
-            if was == comm {
+            if was == comm && m.as_ref().is_none_or(|m| m.settled) {
                 *seen = pass;
                 return m.as_ref().map(|m| m.mode);
             }
@@ -229,17 +235,21 @@ impl Jobs {
                     cgroup,
                     mode: JobMode::Off,
                     stepd: true,
+                    settled: true,
                 };
             }
             // The environment is what the task runs with; the plugin's word is the
             // same option, used when the environment says nothing.
-            let mode = match self.reader.mode(key.pid) {
-                Ok(m) => m.or(told.and_then(|t| t.mode)).unwrap_or_default(),
+            let told = told.and_then(|t| t.mode);
+            let (mode, settled) = match self.reader.mode(key.pid) {
+                Ok(Wish::Said(m)) => (m, true),
+                Ok(Wish::Silent) => (told.unwrap_or_default(), true),
+                Ok(Wish::Unread) => (told.unwrap_or(JobMode::Off), false),
                 Err(e) => {
                     // Not understood: do no harm, leave the job alone.
                     k.problems
                         .push(format!("{e}; job {step} is left alone (not managed)"));
-                    JobMode::Off
+                    (JobMode::Off, true)
                 }
             };
             Member {
@@ -247,6 +257,7 @@ impl Jobs {
                 cgroup,
                 mode,
                 stepd: false,
+                settled,
             }
         });
         let mode = member.as_ref().map(|m| m.mode);
@@ -563,7 +574,10 @@ mod tests {
     #[test]
     fn slurms_step_daemon_is_never_managed_nor_counted_as_a_task() {
         let f = fake(
-            &[(60, Some(JOB1), "NUMASCHED=manage"), (61, Some(JOB1), "")],
+            &[
+                (60, Some(JOB1), "NUMASCHED=manage"),
+                (61, Some(JOB1), "PATH=/bin"),
+            ],
             &[(JOB1, "0-1", "0")],
         );
         f.jobs.begin_pass();
@@ -576,6 +590,34 @@ mod tests {
         // A task seen between slurmstepd's fork and its exec is looked at again after.
         assert_eq!(f.jobs.mode(key(61), STEPD), Some(JobMode::Off));
         assert_eq!(f.jobs.mode(key(61), "solver"), Some(JobMode::Manage));
+    }
+
+    #[test]
+    fn a_task_met_before_its_environment_is_in_place_is_left_alone_and_read_again() {
+        // An exec names the new program before its environment is readable: a
+        // NUMASCHED=off task read then was managed for its whole life (VM bed, TCG).
+        let f = fake(&[(65, Some(JOB1), "")], &[(JOB1, "0-1", "0")]);
+        let environ = f._dir.path().join("proc/65/environ");
+        f.jobs.begin_pass();
+        assert_eq!(f.jobs.mode(key(65), "solver"), Some(JobMode::Off));
+        std::fs::write(&environ, "SLURM_JOB_ID=1\0NUMASCHED=off\0").expect("env");
+        f.jobs.begin_pass();
+        assert_eq!(f.jobs.mode(key(65), "solver"), Some(JobMode::Off));
+        // (An `off` task never reaches the snapshot: the scan filter drops it.)
+        let c = f.jobs.confine(&mut snapshot(&[]));
+        assert_eq!((c.views[0].mode, c.views[0].tasks), (JobMode::Off, 1));
+        // Silent once there: the site's default, read once.
+        let f = fake(&[(66, Some(JOB1), "")], &[(JOB1, "0-1", "0")]);
+        f.jobs.begin_pass();
+        assert_eq!(f.jobs.mode(key(66), "solver"), Some(JobMode::Off));
+        std::fs::write(f._dir.path().join("proc/66/environ"), "PATH=/bin\0").expect("env");
+        assert_eq!(f.jobs.mode(key(66), "solver"), Some(JobMode::Manage));
+        std::fs::write(f._dir.path().join("proc/66/environ"), "NUMASCHED=off\0").expect("env");
+        assert_eq!(
+            f.jobs.mode(key(66), "solver"),
+            Some(JobMode::Manage),
+            "read once"
+        );
     }
 
     #[test]

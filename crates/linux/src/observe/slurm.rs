@@ -232,35 +232,49 @@ impl SlurmReader {
         out
     }
 
-    /// The job's wish, from `NUMASCHED=` in the task's environment. `Ok(None)`: not
-    /// set (or the environment could not be read: the process exited). `Err` names a
+    /// The job's wish, from `NUMASCHED=` in the task's environment. `Err` names a
     /// value that is no mode.
-    pub fn mode(&self, pid: u32) -> Result<Option<JobMode>, String> {
+    pub fn mode(&self, pid: u32) -> Result<Wish, String> {
         let path = self.proc_root.join(pid.to_string()).join("environ");
         let Ok(file) = std::fs::File::open(&path) else {
-            return Ok(None);
+            return Ok(Wish::Unread);
         };
         let mut bytes = Vec::new();
         if file
             .take(MAX_ENVIRON_BYTES)
             .read_to_end(&mut bytes)
             .is_err()
+            || bytes.is_empty()
         {
-            return Ok(None);
+            return Ok(Wish::Unread);
         }
         let prefix = format!("{MODE_VARIABLE}=");
         let Some(value) = bytes
             .split(|b| *b == 0)
             .find_map(|v| v.strip_prefix(prefix.as_bytes()))
         else {
-            return Ok(None);
+            return Ok(Wish::Silent);
         };
         let value = String::from_utf8_lossy(value);
         value
             .parse()
-            .map(Some)
+            .map(Wish::Said)
             .map_err(|e| format!("{}: {MODE_VARIABLE}={e}", path.display()))
     }
+}
+
+/// What a task's environment says of its job's wish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wish {
+    /// `NUMASCHED=` names this mode.
+    Said(JobMode),
+    /// The environment is there and does not say.
+    Silent,
+    /// There is no environment to read yet, or any more. An exec shows the new
+    /// program's name before its environment is in place (the kernel sets the stack's
+    /// bounds last), so a task met in that window reads as empty; so does one that
+    /// exited. Not the same as silent: the wish may be there a moment later.
+    Unread,
 }
 
 #[cfg(test)]
@@ -328,12 +342,14 @@ mod tests {
             })
         );
         assert_eq!(r.allocation("/slurm_n/uid_0/job_9/step_0", true), None);
-        assert_eq!(r.mode(40), Ok(Some(JobMode::Advise)));
-        assert_eq!(r.mode(41), Ok(None), "exited");
+        assert_eq!(r.mode(40), Ok(Wish::Said(JobMode::Advise)));
+        assert_eq!(r.mode(41), Ok(Wish::Unread), "exited");
         std::fs::write(proc.join("40/environ"), b"NUMASCHED=please\0").expect("env");
         let e = r.mode(40).expect_err("bad value");
         assert!(e.contains("40/environ") && e.contains("please"), "{e}");
         std::fs::write(proc.join("40/environ"), b"XNUMASCHED=off\0").expect("env");
-        assert_eq!(r.mode(40), Ok(None), "another variable's suffix");
+        assert_eq!(r.mode(40), Ok(Wish::Silent), "another variable's suffix");
+        std::fs::write(proc.join("40/environ"), b"").expect("env");
+        assert_eq!(r.mode(40), Ok(Wish::Unread), "mid-exec: no environment yet");
     }
 }
