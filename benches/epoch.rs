@@ -116,6 +116,7 @@ fn snapshot(topology: Topology) -> Snapshot {
     Snapshot {
         topology,
         processes,
+        others_busy: Default::default(),
     }
 }
 

@@ -30,48 +30,65 @@ use live::env_or;
 const BIN: &str = env!("CARGO_BIN_EXE_numasched");
 
 /// A load mix as a shell script: `$W` is the numasched binary, `$O` a directory each
-/// load writes its JSON report into, `$S` the run length in seconds.
+/// load writes its JSON report into, `$S` the run length in seconds. `beside` runs
+/// alongside, never managed (an operator's own `taskset` job), its loads reporting
+/// into `$O` too: numasched must not harm them either.
 struct Case {
     name: &'static str,
     script: &'static str,
+    beside: &'static str,
 }
 
 const CASES: &[Case] = &[
     Case {
         name: "1 cpu load",
+        beside: "",
         script: r#"$W workload cpu --seconds $S --json >$O/a"#,
     },
     Case {
         name: "2 cpu loads",
+        beside: "",
         script: r#"$W workload cpu --seconds $S --json >$O/a & $W workload cpu --seconds $S --json >$O/b & wait"#,
     },
     Case {
         name: "3 cpu loads (3 on 2 CPUs)",
+        beside: "",
         script: r#"for x in a b c; do $W workload cpu --seconds $S --json >$O/$x & done; wait"#,
     },
     Case {
         name: "4 cpu loads",
+        beside: "",
         script: r#"for x in a b c d; do $W workload cpu --seconds $S --json >$O/$x & done; wait"#,
     },
     Case {
         name: "2-thread load",
+        beside: "",
         script: r#"$W workload cpu --threads 2 --seconds $S --json >$O/a"#,
     },
     Case {
         name: "late second thread (1.5 s)",
+        beside: "",
         script: r#"$W workload cpu --threads 2 --late 1.5 --seconds $S --json >$O/a"#,
     },
     Case {
         name: "late child (1.5 s)",
+        beside: "",
         script: r#"$W workload cpu --seconds $S --json >$O/a & sleep 1.5; $W workload cpu --seconds $(awk "BEGIN{print $S-1.5}") --json >$O/b; wait"#,
     },
     Case {
         name: "bursty (1 s busy, 1 s idle) + steady",
+        beside: "",
         script: r#"$W workload cpu --duty 1:1 --seconds $S --json >$O/a & $W workload cpu --seconds $S --json >$O/b & wait"#,
     },
     Case {
         name: "3 loads, one SIGSTOPped 2 s",
+        beside: "",
         script: r#"$W workload cpu --seconds $S --json >$O/a & $W workload cpu --seconds $S --json >$O/b & $W workload cpu --seconds $S --json >$O/c & p=$!; sleep 1.5; kill -STOP $p; sleep 2; kill -CONT $p; wait"#,
+    },
+    Case {
+        name: "1 cpu load beside a taskset -c 0 one",
+        beside: r#"taskset -c 0 $W workload cpu --seconds $S --json >$O/z"#,
+        script: r#"$W workload cpu --seconds $S --json >$O/a"#,
     },
 ];
 
@@ -106,6 +123,20 @@ fn run_once(case: &Case, mode: Mode, secs: u64) -> Vec<(String, f64)> {
             c
         }
     };
+    let beside = (!case.beside.is_empty()).then(|| {
+        let child = Command::new("sh")
+            .args(["-c", case.beside])
+            .env("W", BIN)
+            .env("O", dir.path())
+            .env("S", secs.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start the unmanaged loads");
+        // Running before numasched looks, as a neighbour would be.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        child
+    });
     let status = cmd
         .args(["-c", case.script])
         .env("W", BIN)
@@ -121,6 +152,10 @@ fn run_once(case: &Case, mode: Mode, secs: u64) -> Vec<(String, f64)> {
         case.name,
         mode.label()
     );
+    if let Some(mut b) = beside {
+        let status = b.wait().expect("wait for the unmanaged loads");
+        assert!(status.success(), "{} (beside): {status:?}", case.name);
+    }
     rates(dir.path())
 }
 

@@ -39,6 +39,7 @@ fn snapshot(n: usize) -> Snapshot {
     Snapshot {
         topology,
         processes,
+        others_busy: Default::default(),
     }
 }
 

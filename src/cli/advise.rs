@@ -337,6 +337,7 @@ mod tests {
         Snapshot {
             topology,
             processes,
+            others_busy: Default::default(),
         }
     }
 

@@ -42,6 +42,7 @@ fn snapshot(pids: &[u32], allowed_cpus: Option<CpuSet>) -> Snapshot {
                 p
             })
             .collect(),
+        others_busy: Default::default(),
     }
 }
 

@@ -193,3 +193,54 @@ fn run_pinned_hard_a_late_child_does_not_share_the_first_ones_cpu() {
         sets[0]
     );
 }
+
+/// Hard pinning beside a process numasched does not manage, pinned by hand to CPU 0
+/// (`taskset -c 0`): the managed load must not be pinned to CPU 0 too while CPU 1
+/// idles (a trial measured 0.5× for its whole life). Its first plan may know nothing
+/// of CPU 0's load yet (no earlier reading of `/proc/stat`); the next must move it.
+#[test]
+fn pinned_hard_a_load_is_kept_off_a_cpu_an_unmanaged_process_keeps_busy() {
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hog = load(dir.path(), "nh_hog", &[]);
+    let cpu0 = numasched::model::CpuSet::from(vec![0]);
+    let kernel = numasched::apply::LinuxKernel::new();
+    assert!(wait_secs(2, || thread_count(hog.pid()) >= 1));
+    for t in std::fs::read_dir(format!("/proc/{}/task", hog.pid())).expect("tasks") {
+        let tid: u32 = t
+            .expect("task")
+            .file_name()
+            .to_string_lossy()
+            .parse()
+            .expect("tid");
+        numasched::apply::Kernel::set_affinity(&kernel, hog.pid(), tid, &cpu0)
+            .expect("pin the neighbour to CPU 0");
+    }
+    let lone = load(dir.path(), "nh_lone", &[]);
+    let d = Daemon::start(dir.path(), &["--pin", "cpu", "--include-comm", "nh_lone"]);
+    let pid = lone.pid();
+    d.wait_managed(pid, 3);
+    assert!(
+        wait_secs(5, || planned(&d, pid) && !allowed(pid).contains(0)),
+        "still on {} beside the neighbour on CPU 0\n{}",
+        allowed(pid),
+        d.log()
+    );
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let now = allowed(pid);
+        assert!(
+            !now.contains(0) || now.len() == 2,
+            "back on {now}\n{}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        allowed(hog.pid()),
+        cpu0,
+        "the neighbour's own pin is not numasched's"
+    );
+}

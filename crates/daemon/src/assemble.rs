@@ -101,6 +101,7 @@ impl Built {
         let snapshot = rep.snapshot.unwrap_or_else(|| Snapshot {
             topology: self.engine.topology().clone(),
             processes: Vec::new(),
+            others_busy: Default::default(),
         });
         let plan = rep
             .plan

@@ -489,6 +489,7 @@ mod tests {
         Snapshot {
             topology,
             processes: pids.iter().map(|&p| Process::new(p, "t")).collect(),
+            others_busy: Default::default(),
         }
     }
 

@@ -16,7 +16,8 @@
 //! the last plan sized it for (demand rose by a whole CPU, a new thread, a throttled
 //! set: see [`super::need`]), or CPUs a stopped, idle or exited process no longer
 //! uses while others could, and the CPUs of a process that now needs a whole CPU fewer
-//! (sized from its recent peak, so the fall has lasted).
+//! (sized from its recent peak, so the fall has lasted), and others' work that
+//! arrived on a CPU where a managed process runs (it may be pinned there beside it).
 
 use numasched_model::plural::count;
 use std::collections::HashMap;
@@ -24,6 +25,7 @@ use std::collections::HashMap;
 use numasched_model::topology::NodeId;
 use numasched_model::CpuSet;
 use numasched_model::Snapshot;
+use numasched_policy::crowded::{others_on, CROWDED};
 use numasched_policy::granularity::IDLE_DEMAND;
 
 use numasched_model::ProcessKey;
@@ -59,8 +61,16 @@ struct Baseline {
 #[derive(Debug, Default)]
 pub struct Trigger {
     at_plan: HashMap<ProcessKey, Baseline>,
+    /// CPUs others' work crowded (see [`crowded`]).
+    crowded: CpuSet,
     last_plan: Option<f64>,
 }
+
+/// Others' work on a CPU not crowded at the last plan that makes it newly crowded,
+/// and below which a crowded one is free again: apart, so a CPU whose load hovers at
+/// the line does not re-plan every epoch.
+const NEWLY_CROWDED: f64 = 1.5 * CROWDED;
+const NO_LONGER_CROWDED: f64 = 0.5 * CROWDED;
 
 /// The trigger's answer for one epoch.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,6 +111,12 @@ impl Trigger {
     /// Remembers the snapshot a plan was made from.
     pub fn planned(&mut self, snapshot: &Snapshot, now: f64) {
         self.last_plan = Some(now);
+        self.crowded = snapshot
+            .others_busy
+            .iter()
+            .filter(|(_, b)| **b >= CROWDED)
+            .map(|(c, _)| *c)
+            .collect();
         let before = std::mem::take(&mut self.at_plan);
         self.at_plan = snapshot
             .processes
@@ -207,6 +223,7 @@ impl Trigger {
                 ));
             }
         }
+        self.crowding(snapshot, &mut harms, &mut out);
         let left = self.at_plan.len() - seen;
         if !arrived.is_empty() {
             out.insert(0, format!("{} arrived ({})", arrived.len(), pids(&arrived)));
@@ -215,6 +232,40 @@ impl Trigger {
             out.insert(0, format!("{left} left"));
         }
         (harms, out)
+    }
+}
+
+impl Trigger {
+    /// Others' work arrived on a CPU or left it. Where a busy managed process runs on
+    /// a newly crowded CPU it may be pinned there beside it, a harm (a hard pin
+    /// is moved off, see [`crowded`]); the rest can wait.
+    fn crowding(&self, snapshot: &Snapshot, harms: &mut Vec<String>, out: &mut Vec<String>) {
+        for (&c, &b) in &snapshot.others_busy {
+            if b < NEWLY_CROWDED || self.crowded.contains(c) {
+                continue;
+            }
+            let on = snapshot
+                .processes
+                .iter()
+                .find(|p| p.cpu_demand >= IDLE_DEMAND && p.current_cpus.contains(c));
+            match on {
+                Some(p) => harms.push(format!(
+                    "others' work crowds CPU {c} ({b:.1} CPUs), where pid {} runs",
+                    p.pid
+                )),
+                None => out.push(format!("others' work crowds CPU {c} ({b:.1} CPUs)")),
+            }
+        }
+        let freed: CpuSet = self
+            .crowded
+            .iter()
+            .copied()
+            .filter(|&c| others_on(&snapshot.others_busy, c) < NO_LONGER_CROWDED)
+            .collect();
+        if !freed.is_empty() {
+            let cpus = if freed.len() == 1 { "CPU" } else { "CPUs" };
+            out.push(format!("{cpus} {freed} free of others' work again"));
+        }
     }
 }
 
@@ -261,6 +312,7 @@ mod tests {
                     p
                 })
                 .collect(),
+            others_busy: Default::default(),
         }
     }
 
@@ -340,6 +392,43 @@ mod tests {
             Decision::Quiet,
             "same set"
         );
+    }
+
+    #[test]
+    fn others_work_arriving_where_a_managed_process_runs_re_plans_at_once() {
+        let mut t = Trigger::default();
+        let mut s = snap(&[(1, Some(10.0), 0)]);
+        s.processes[0].current_cpus = vec![0].into();
+        t.planned(&s, 100.0);
+        // Someone's `taskset -c 0` load: the managed one reads half of CPU 0 and
+        // others the other half.
+        let mut beside = s.clone();
+        beside.others_busy = [(0, 0.5), (3, 0.1)].into_iter().collect();
+        let Decision::Replan(r) = t.decide(&beside, 101.0, &P, vec![]) else {
+            panic!("a pin beside others' work must not wait")
+        };
+        assert_eq!(
+            r,
+            vec!["others' work crowds CPU 0 (0.5 CPUs), where pid 1 runs"]
+        );
+        t.planned(&beside, 101.0);
+        // Hovering at the line is no news; gone is, and can wait.
+        let mut hover = beside.clone();
+        hover.others_busy = [(0, 0.3), (1, 0.3)].into_iter().collect();
+        assert_eq!(t.decide(&hover, 102.0, &P, vec![]), Decision::Quiet);
+        let mut gone = beside.clone();
+        gone.others_busy.clear();
+        let Decision::Wait(r) = t.decide(&gone, 102.0, &P, vec![]) else {
+            panic!("a CPU freed is an improvement")
+        };
+        assert_eq!(r, vec!["CPU 0 free of others' work again"]);
+        // Where no managed process runs, crowding is no harm either.
+        let mut elsewhere = beside.clone();
+        elsewhere.others_busy.insert(2, 1.0);
+        assert!(matches!(
+            t.decide(&elsewhere, 102.0, &P, vec![]),
+            Decision::Wait(_)
+        ));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::character::Character;
 use crate::cpuset::CpuSet;
-use crate::topology::{NodeId, Topology};
+use crate::topology::{CpuId, NodeId, Topology};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -17,6 +17,13 @@ pub struct Snapshot {
     pub topology: Topology,
     #[serde(default)]
     pub processes: Vec<Process>,
+    /// CPUs' worth of work each CPU ran over the last epoch for what the snapshot does
+    /// not hold: unmanaged processes, interrupts, the kernel. A CPU busy with someone
+    /// else's work is no free CPU, though no planned process holds it; hard pinning one
+    /// there would halve it for good (a `taskset -c 0` neighbour). Empty where nothing
+    /// measured it (the simulator, a first scan): every CPU is then taken as free.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub others_busy: BTreeMap<CpuId, f64>,
 }
 
 /// A process across pid reuse: the pid and the start time (clock ticks since boot) that
@@ -318,6 +325,7 @@ mod tests {
             let snap = Snapshot {
                 topology: topology.clone(),
                 processes: vec![p],
+                others_busy: Default::default(),
             };
             snap.validate().map_err(|(field, _)| field)
         };
@@ -353,6 +361,7 @@ mod tests {
         Snapshot {
             topology: topology::machine("2n:1l:2c:1t").unwrap(),
             processes: vec![p],
+            others_busy: Default::default(),
         }
     }
 

@@ -60,6 +60,7 @@ pub fn nehalem_workload(programs: &[&str], map: &str) -> Snapshot {
     Snapshot {
         topology,
         processes,
+        others_busy: Default::default(),
     }
 }
 
@@ -186,6 +187,7 @@ pub fn build(raw: &RawSnapshot) -> Snapshot {
     let snap = Snapshot {
         topology: topo,
         processes,
+        others_busy: Default::default(),
     };
     assert_eq!(snap.validate(), Ok(()));
     snap

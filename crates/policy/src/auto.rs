@@ -699,6 +699,7 @@ mod tests {
             processes: (0..4)
                 .map(|k| numasched_model::testkit::proc_on(100 + k, "perlbench", 0, 0.5, 1.02))
                 .collect(),
+            others_busy: Default::default(),
         };
         let plan = Auto::default().plan(&s);
         let mut cores: Vec<usize> = plan
@@ -748,6 +749,7 @@ mod tests {
         let s = Snapshot {
             topology: topo.clone(),
             processes,
+            others_busy: Default::default(),
         };
         let plan = Auto::default().plan(&s);
         let mut owner: std::collections::HashMap<usize, u32> = Default::default();

@@ -540,6 +540,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![child, parent],
+            others_busy: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[0].cpus, vec![1], "{plan:#?}");
@@ -557,6 +558,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![child, heavy, parent],
+            others_busy: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[2].nodes, vec![1]);
@@ -576,6 +578,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![a, b, c, new],
+            others_busy: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[3].cpus, vec![1], "{plan:#?}");
@@ -590,6 +593,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![p],
+            others_busy: Default::default(),
         };
         assert_eq!(CmLoad::default().plan(&s).placements[0].nodes, vec![1]);
     }
@@ -603,6 +607,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![remote, local],
+            others_busy: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         // Without `remote`, node 0 holds 2 GiB of Mload-weighted memory and node 1 none.
@@ -619,6 +624,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![a, b],
+            others_busy: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         let mut cpus: Vec<u32> = plan.placements.iter().map(|p| p.cpus[0]).collect();
@@ -650,6 +656,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: procs,
+            others_busy: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         let mut per_cpu = [0; 4];
@@ -672,6 +679,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![parent, child, other],
+            others_busy: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[1].cpus, vec![3]);
@@ -688,6 +696,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![p],
+            others_busy: Default::default(),
         };
         let pl = &CmLoad::default().plan(&s).placements[0];
         assert_eq!(pl.cpus, vec![0, 1, 2]);
@@ -699,6 +708,7 @@ mod tests {
         let s = Snapshot {
             topology: t,
             processes: vec![placed(1, 0, 1.0, &[]), Process::new(2, "x")],
+            others_busy: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[1].cpus, vec![1]);

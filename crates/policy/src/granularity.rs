@@ -16,19 +16,21 @@
 //!   no NUMA penalty) is not confined: there is no gain to weigh against the cost;
 //! - the rest are handed to the policy busiest first, so where it breaks ties by
 //!   order, CPU demand decides who gets a free CPU, not the pid;
+//! - with hard pinning, a planned CPU that others' work keeps busy is swapped for an
+//!   idle one of its LLC ([`crowded`]);
 //! - with hard pinning, processes on an LLC where the plan makes some time-share a
-//!   CPU get the whole LLC instead: pinned 2-to-a-CPU beside one alone on the next CPU, three equal loads on
+//!   CPU (with each other, or with others' work) get the whole LLC instead: pinned 2-to-a-CPU beside one alone on the next CPU, three equal loads on
 //!   two CPUs would run at 100/50/50 where the kernel gives each two thirds.
 //!
 //! Pure, like every policy: the daemon, `plan`, the simulator and tests share it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Placement, Plan, Policy, Process, Snapshot};
+use super::{crowded, Placement, Plan, Policy, Process, Snapshot};
 use numasched_model::topology::{CpuId, Topology};
 use numasched_model::CpuSet;
 
@@ -119,13 +121,17 @@ impl Policy for Granular {
         let seen = Snapshot {
             topology: topo.clone(),
             processes: busy,
+            others_busy: snapshot.others_busy.clone(),
         };
-        let inner = if seen.processes.is_empty() {
+        let mut inner = if seen.processes.is_empty() {
             Plan::new(self.inner.name(), Vec::new())
         } else {
             self.inner.plan(&seen)
         };
-        let shared = time_shared_llcs(topo, &inner);
+        if hard(self.pin) {
+            inner = crowded::away_from_others(topo, &seen, inner);
+        }
+        let shared = time_shared_llcs(topo, &inner, &snapshot.others_busy);
         let mut placements = Vec::with_capacity(snapshot.processes.len());
         for p in &snapshot.processes {
             let planned = inner.placements.iter().find(|pl| pl.pid == p.pid);
@@ -156,12 +162,17 @@ fn hard(pin: Pin) -> bool {
     matches!(pin, Pin::Core | Pin::Cpu)
 }
 
-/// LLCs with a CPU the plan gives to more than one process.
-fn time_shared_llcs(topo: &Topology, plan: &Plan) -> BTreeSet<usize> {
+/// LLCs with a CPU the plan gives to more than one process, or to one while others'
+/// work keeps it busy (see [`crowded`]).
+fn time_shared_llcs(
+    topo: &Topology,
+    plan: &Plan,
+    others: &BTreeMap<CpuId, f64>,
+) -> BTreeSet<usize> {
     let mut seen = BTreeSet::new();
     let mut shared = BTreeSet::new();
     for c in plan.placements.iter().flat_map(|pl| pl.cpus.iter()) {
-        if !seen.insert(*c) {
+        if !seen.insert(*c) || crowded::others_on(others, *c) >= crowded::CROWDED {
             shared.extend(topo.cpu(*c).map(|cpu| cpu.llc));
         }
     }
@@ -208,7 +219,7 @@ fn unknown_placement(topo: &Topology, p: &Process) -> Placement {
     )
 }
 
-fn allowed_ids(topo: &Topology, p: &Process) -> CpuSet {
+pub(crate) fn allowed_ids(topo: &Topology, p: &Process) -> CpuSet {
     match &p.allowed_cpus {
         Some(a) => a.intersection(&topo.all_cpus()),
         None => topo.all_cpus(),
@@ -272,6 +283,7 @@ mod tests {
         Snapshot {
             topology: topology::machine(spec).expect("spec"),
             processes: procs,
+            others_busy: Default::default(),
         }
     }
 
@@ -307,6 +319,34 @@ mod tests {
                     pl.pid,
                     pl.cpus
                 );
+            }
+        }
+    }
+
+    /// A `taskset -c 0` neighbour numasched does not manage: a hard pin must not put a
+    /// load beside it while CPU 1 idles (0.5× for good, found on a 2-CPU machine).
+    #[test]
+    fn a_hard_pin_keeps_off_a_cpu_others_keep_busy_or_shares_the_llc() {
+        let mut one = snap("1n:1l:2c:1t", vec![busy(10, 1.0, 0)]);
+        one.others_busy = [(0, 1.0)].into_iter().collect();
+        let mut two = snap("1n:1l:2c:1t", vec![busy(10, 1.0, 0), busy(11, 1.0, 0)]);
+        two.others_busy = one.others_busy.clone();
+        for name in crate::NAMES {
+            for pin in [Pin::Cpu, Pin::Core] {
+                let g = Granular::new(by_name(name).expect("policy"), pin);
+                let cpus = planned(&g.plan(&one), 10).cpus.clone();
+                assert!(
+                    cpus.is_empty() || !cpus.contains(0) || cpus.len() == 2,
+                    "{name} {pin}: alone, put beside others' work on {cpus}"
+                );
+                for pl in &g.plan(&two).placements {
+                    assert!(
+                        pl.cpus.is_empty() || pl.cpus.len() == 2,
+                        "{name} {pin}: 3 loads on 2 CPUs, pid {} pinned to {}",
+                        pl.pid,
+                        pl.cpus
+                    );
+                }
             }
         }
     }

@@ -12,6 +12,7 @@ pub mod alloc;
 pub mod auto;
 pub mod autonuma;
 pub mod cmload;
+pub mod crowded;
 pub mod granularity;
 pub mod linux;
 pub mod locality;

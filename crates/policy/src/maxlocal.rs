@@ -459,6 +459,7 @@ mod tests {
                 proc_on(2, "b", 4, 20.0, 1.3),
                 proc_on(3, "c", 4, 1.0, 1.0),
             ],
+            others_busy: Default::default(),
         };
         let plan = MaxLocal.plan(&s);
         assert!(plan.placements.iter().all(|p| p.nodes == vec![4]));
@@ -479,6 +480,7 @@ mod tests {
         let s = Snapshot {
             topology: topo,
             processes: vec![p],
+            others_busy: Default::default(),
         };
         let plan = MaxLocal.plan(&s);
         assert_eq!(plan.placements[0].cpus.len(), 6);
@@ -504,6 +506,7 @@ mod tests {
         let s = Snapshot {
             topology: topo,
             processes,
+            others_busy: Default::default(),
         };
         let plan = MaxLocal.plan(&s);
         assert_eq!(

@@ -298,6 +298,7 @@ mod tests {
         Snapshot {
             topology: topology::machine("xeon-e5345").unwrap(),
             processes: procs,
+            others_busy: Default::default(),
         }
     }
 
@@ -518,6 +519,7 @@ mod tests {
         let s = Snapshot {
             topology: t,
             processes: procs,
+            others_busy: Default::default(),
         };
         let plan = MemBus::default().plan(&s);
         // The first two get node 1's two dies; the others spill to node 0's dies

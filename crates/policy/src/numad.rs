@@ -699,6 +699,7 @@ mod tests {
         let s = Snapshot {
             topology: t,
             processes: vec![small, idle],
+            others_busy: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         for pl in &plan.placements {
@@ -717,6 +718,7 @@ mod tests {
         let s = Snapshot {
             topology: t,
             processes: vec![small, big],
+            others_busy: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert!(plan.placements[0].cpus.is_empty());
@@ -757,6 +759,7 @@ mod tests {
         let s = Snapshot {
             topology: t,
             processes: vec![a, c],
+            others_busy: Default::default(),
         };
         // Raw spare resources favour node 1 on both counts...
         let st = NodeState::new(&s);
@@ -787,6 +790,7 @@ mod tests {
         let s = Snapshot {
             topology: t,
             processes: vec![a],
+            others_busy: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert_eq!(plan.placements[0].nodes, vec![0]);
@@ -811,6 +815,7 @@ mod tests {
         let s = Snapshot {
             topology: three_in_a_row(),
             processes: vec![p],
+            others_busy: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert_eq!(plan.placements[0].nodes, vec![0, 1], "{plan:#?}");
@@ -835,6 +840,7 @@ mod tests {
         let s = Snapshot {
             topology: t,
             processes: vec![p, other],
+            others_busy: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert_eq!(plan.placements[0].nodes, vec![3]);
@@ -847,6 +853,7 @@ mod tests {
         let s = Snapshot {
             topology: topology::machine("1n:1l:4c:1t").unwrap(),
             processes: vec![proc_at(1, 2.0, &[(0, 2 * GIB)])],
+            others_busy: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert!(plan.placements[0].cpus.is_empty());

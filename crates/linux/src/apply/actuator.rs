@@ -1004,6 +1004,7 @@ mod tests {
                     p
                 })
                 .collect(),
+            others_busy: Default::default(),
         }
     }
 
@@ -1283,6 +1284,7 @@ mod tests {
         let s = Snapshot {
             topology: topology::machine("1n:1l:3c:1t").unwrap(),
             processes: snap(&[100]).processes,
+            others_busy: Default::default(),
         };
         a.apply(&plan(&[(100, &[0, 1])]), &s);
         assert_eq!(a.kernel().affinity_of(100, 102), Some(vec![0, 1].into()));
@@ -1331,6 +1333,7 @@ mod tests {
         let s = Snapshot {
             topology: topology::machine("1n:1l:3c:1t").unwrap(),
             processes: snap(&[100]).processes,
+            others_busy: Default::default(),
         };
         a.apply(&plan(&[(100, &[0, 1])]), &s);
         a.kernel()
@@ -1360,6 +1363,7 @@ mod tests {
         let s = Snapshot {
             topology: topology::machine("1n:1l:3c:1t").unwrap(),
             processes: snap(&[100]).processes,
+            others_busy: Default::default(),
         };
         a.apply(&plan(&[(100, &[0])]), &s);
         a.kernel()

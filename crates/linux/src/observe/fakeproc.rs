@@ -1,5 +1,5 @@
 //! A fake procfs tree for tests and benchmarks, in the spirit of `below`'s: the
-//! scanner is pointed at a directory that holds `uptime` and
+//! scanner is pointed at a directory that holds `uptime`, `stat` (per-CPU times) and
 //! `<pid>/{stat,status,numa_maps,sched,task/<tid>/stat}` written from a
 //! [`FakeProcess`], so scans of vanishing, pinned or malformed processes can be staged
 //! exactly.
@@ -153,14 +153,26 @@ pub struct FakeProcfs {
 }
 
 impl FakeProcfs {
-    /// Creates `root` (if needed) with an `uptime` of 100 s.
+    /// Creates `root` (if needed) with an `uptime` of 100 s and two idle CPUs.
     pub fn new(root: &Path) -> io::Result<FakeProcfs> {
         fs::create_dir_all(root)?;
         let f = FakeProcfs {
             root: root.to_path_buf(),
         };
         f.set_uptime(100.0)?;
+        f.set_cpu_times(&[(0, 0, 10_000), (1, 0, 10_000)])?;
         Ok(f)
+    }
+
+    /// Writes `stat`'s per-CPU lines: (CPU, busy ticks, idle ticks) since boot.
+    pub fn set_cpu_times(&self, cpus: &[(CpuId, u64, u64)]) -> io::Result<()> {
+        let (busy, idle) = cpus.iter().fold((0, 0), |(b, i), c| (b + c.1, i + c.2));
+        let mut text = format!("cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\n");
+        for (cpu, busy, idle) in cpus {
+            let _ = writeln!(text, "cpu{cpu} {busy} 0 0 {idle} 0 0 0 0 0 0");
+        }
+        text.push_str("intr 0\nctxt 0\nbtime 0\nprocesses 1\n");
+        fs::write(self.root.join("stat"), text)
     }
 
     /// A fake procfs already made (by [`FakeProcfs::new`]) at `root`.

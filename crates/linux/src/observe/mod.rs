@@ -17,6 +17,8 @@
 //!   and an idle process's stat seldom.
 //! - [`schedstat`]: run-queue delay per process, the sign of a CPU set that is too
 //!   small.
+//! - [`cpu_time`]: how busy each CPU was (`/proc/stat`), so the work of processes the
+//!   scan does not select still counts against the CPUs it occupies.
 //! - [`pids`]: the procfs root's pids, listed again only when the set can have changed.
 //! - [`counters`]: per-process hardware counter deltas behind a trait, for MPKI.
 //! - `fakeproc`: a fake procfs tree for tests and benchmarks (the `testing` feature).
@@ -37,6 +39,7 @@
 //! | `mpki`                    | hardware counters ([`counters`]), when the CPU exposes them |
 //! | `numa_penalty`            | not observed: profile store, or regression on MPKI          |
 //! | `bandwidth_gbps`          | resctrl MBM ([`resctrl`]), groups holding one process only  |
+//! | `others_busy` (snapshot)  | `/proc/stat` per CPU between passes, less the demand above  |
 //!
 //! NUMA hinting faults (`/proc/<pid>/sched`) are read into
 //! [`ProcInfo::numa_faults`](proc::ProcInfo::numa_faults): a sample of the nodes a
@@ -46,6 +49,7 @@
 
 pub mod cache;
 pub mod counters;
+pub mod cpu_time;
 pub mod error;
 #[cfg(any(test, feature = "testing"))]
 pub mod fakeproc;

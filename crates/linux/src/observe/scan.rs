@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use super::cache::{Cache, Cached, Changed, Entry, Tally};
+use super::cpu_time::{others_busy, CpuTimes};
 use super::error::ObserveError;
 use super::pids::PidLister;
 use super::proc::{assemble, read_stat_by_path, ProcDir, ProcInfo, Stat};
@@ -116,6 +117,10 @@ pub struct Scanner {
     /// The processes the previous pass saw.
     cache: Cache,
     previous_uptime: Option<f64>,
+    /// Every CPU's times at the previous pass, for what others ran on each.
+    previous_cpu_times: Option<CpuTimes>,
+    /// An unreadable `/proc/stat` was reported (once: it is no process's problem).
+    cpu_times_reported: bool,
     /// Passes so far: the clock the cache's ages are counted on.
     pass: u64,
     lister: PidLister,
@@ -152,6 +157,8 @@ impl Scanner {
             filter: None,
             cache: Cache::default(),
             previous_uptime: None,
+            previous_cpu_times: None,
+            cpu_times_reported: false,
             pass: 0,
         }
     }
@@ -184,6 +191,7 @@ impl Scanner {
     pub fn scan(&mut self, topology: &Topology) -> Result<Observation, ObserveError> {
         let root = &self.config.proc_root;
         let uptime = read_uptime(root)?;
+        let cpu_times = CpuTimes::read(root);
         let pids = self.lister.pids()?;
         let basis = match self.previous_uptime {
             Some(prev) => DemandBasis::Interval((uptime - prev).max(0.0)),
@@ -227,6 +235,22 @@ impl Scanner {
         // Whatever was not carried over exited (or was not seen): forgotten here.
         self.cache = next;
         self.previous_uptime = Some(uptime);
+        match cpu_times {
+            Ok(now) => {
+                if let Some(before) = &self.previous_cpu_times {
+                    obs.snapshot.others_busy =
+                        others_busy(&now.busy_since(before), &obs.snapshot.processes);
+                }
+                self.previous_cpu_times = Some(now);
+            }
+            Err(e) => {
+                // Planning goes on as if every CPU were free of others' work.
+                self.previous_cpu_times = None;
+                if !std::mem::replace(&mut self.cpu_times_reported, true) {
+                    obs.problems.push(e);
+                }
+            }
+        }
         obs.costly_reads = tally.read;
         obs.reused = tally.reused;
         Ok(obs)
@@ -467,6 +491,7 @@ fn empty_observation(topology: &Topology, uptime: f64, basis: DemandBasis) -> Ob
         snapshot: Snapshot {
             topology: topology.clone(),
             processes: Vec::new(),
+            others_busy: Default::default(),
         },
         details: HashMap::new(),
         problems: Vec::new(),

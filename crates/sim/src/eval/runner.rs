@@ -662,6 +662,7 @@ mod tests {
             snapshot: Snapshot {
                 topology,
                 processes,
+                others_busy: Default::default(),
             },
         }
     }

@@ -91,6 +91,7 @@ fn run_slice(model: &TimeModel, snapshot: &Snapshot, slice: &[(usize, CpuId)]) -
             .iter()
             .map(|&(task, _)| snapshot.processes[task].clone())
             .collect(),
+        others_busy: Default::default(),
     };
     let placements = slice
         .iter()
@@ -144,6 +145,7 @@ mod tests {
         Snapshot {
             topology,
             processes,
+            others_busy: Default::default(),
         }
     }
 

@@ -566,6 +566,7 @@ pub fn case_at(
         snapshot: Snapshot {
             topology: topo.clone(),
             processes,
+            others_busy: Default::default(),
         },
     })
 }

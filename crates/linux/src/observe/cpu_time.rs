@@ -1,0 +1,202 @@
+//! How busy each CPU was: the `cpuN` lines of `/proc/stat`, differenced between passes.
+//!
+//! The scan sees the processes it selects; this is how it sees the rest. A CPU that
+//! someone else's work keeps busy (an unmanaged process pinned there, interrupts) is
+//! no free CPU, though no planned process holds it.
+//!
+//! procfs's `KernelStats` numbers CPUs by their line's position, which is not the CPU
+//! id once a CPU is offline (its line is left out), so the few fields needed are read
+//! here with the id each line names.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use numasched_model::topology::CpuId;
+use numasched_model::Process;
+
+use super::error::ObserveError;
+
+/// Clock ticks one CPU spent, from boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ticks {
+    /// Running anything: user, nice, system, irq, softirq, steal excluded (another
+    /// guest's time is not this CPU's work).
+    pub busy: u64,
+    /// Busy plus idle and iowait: the time the CPU was there.
+    pub total: u64,
+}
+
+/// One reading of every online CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CpuTimes(pub BTreeMap<CpuId, Ticks>);
+
+impl CpuTimes {
+    /// Reads `<proc_root>/stat`.
+    pub fn read(proc_root: &Path) -> Result<CpuTimes, ObserveError> {
+        let path = proc_root.join("stat");
+        let text = std::fs::read_to_string(&path).map_err(|err| ObserveError::Io {
+            path: path.clone(),
+            err,
+        })?;
+        parse(&text, &path)
+    }
+
+    /// Each CPU's busy share between `earlier` and this reading (0 to 1: CPUs'
+    /// worth). A CPU missing from either (it went offline or came online between), or
+    /// whose counters did not advance, is left out.
+    pub fn busy_since(&self, earlier: &CpuTimes) -> BTreeMap<CpuId, f64> {
+        self.0
+            .iter()
+            .filter_map(|(cpu, now)| {
+                let before = earlier.0.get(cpu)?;
+                let total = now.total.checked_sub(before.total).filter(|t| *t > 0)?;
+                let busy = now.busy.saturating_sub(before.busy).min(total);
+                Some((*cpu, busy as f64 / total as f64))
+            })
+            .collect()
+    }
+}
+
+/// Busy share below which a CPU counts as running nothing else: left out of the map.
+const NOTHING: f64 = 0.01;
+
+/// What each CPU ran for others than `processes`: its busy share less theirs, each
+/// process's demand spread evenly over the CPUs its threads last ran on (a sample:
+/// the scan cannot see where a thread ran during the epoch). CPUs left out ran
+/// (almost) nothing else.
+pub fn others_busy(busy: &BTreeMap<CpuId, f64>, processes: &[Process]) -> BTreeMap<CpuId, f64> {
+    let mut left = busy.clone();
+    for p in processes {
+        let n = p.current_cpus.len();
+        if n == 0 {
+            continue;
+        }
+        let share = p.cpu_demand.max(0.0) / n as f64;
+        for c in p.current_cpus.iter() {
+            if let Some(b) = left.get_mut(c) {
+                *b -= share;
+            }
+        }
+    }
+    left.retain(|_, b| *b >= NOTHING);
+    left
+}
+
+/// The `cpuN user nice system idle iowait irq softirq [steal ...]` lines.
+pub fn parse(text: &str, path: &Path) -> Result<CpuTimes, ObserveError> {
+    let mut cpus = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let mut fields = line.split_whitespace();
+        let Some(id) = fields
+            .next()
+            .and_then(|name| name.strip_prefix("cpu"))
+            .filter(|id| !id.is_empty())
+        else {
+            continue;
+        };
+        let bad = |what: String| ObserveError::parse(path, Some(i + 1), what);
+        let id: CpuId = id
+            .parse()
+            .map_err(|_| bad(format!("\"cpu{id}\" is not a CPU")))?;
+        let ticks = fields
+            .take(7)
+            .map(|f| f.parse::<u64>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| bad(format!("cpu{id}'s times are not numbers")))?;
+        let [user, nice, system, idle, iowait, irq, softirq] = ticks[..] else {
+            return Err(bad(format!(
+                "cpu{id} has {} times, 7 expected (user to softirq)",
+                ticks.len()
+            )));
+        };
+        let busy = user + nice + system + irq + softirq;
+        cpus.insert(
+            id,
+            Ticks {
+                busy,
+                total: busy + idle + iowait,
+            },
+        );
+    }
+    if cpus.is_empty() {
+        return Err(ObserveError::parse(path, None, "no cpuN line"));
+    }
+    Ok(CpuTimes(cpus))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &str = "cpu  300 0 100 1600 0 0 0 0 0 0\n\
+                        cpu0 200 0 50 750 0 0 0 0 0 0\n\
+                        cpu2 100 0 50 850 0 0 0 0 0 0\n\
+                        intr 12 0\nctxt 99\nbtime 1\n";
+
+    #[test]
+    fn cpus_are_named_by_their_line_not_its_position() {
+        let t = parse(STAT, Path::new("stat")).expect("parse");
+        assert_eq!(t.0.keys().copied().collect::<Vec<_>>(), vec![0, 2]);
+        assert_eq!(
+            t.0[&0],
+            Ticks {
+                busy: 250,
+                total: 1000
+            }
+        );
+    }
+
+    #[test]
+    fn busy_share_is_the_difference_between_readings() {
+        let before = parse(STAT, Path::new("stat")).expect("parse");
+        let after = parse(
+            "cpu0 290 0 60 750 0 0 0 0\ncpu2 100 0 50 950 0 0 0 0\ncpu3 1 0 0 1 0 0 0 0\n",
+            Path::new("stat"),
+        )
+        .expect("parse");
+        let busy = after.busy_since(&before);
+        assert_eq!(busy.len(), 2, "cpu3 has no earlier reading: {busy:?}");
+        assert!((busy[&0] - 1.0).abs() < 1e-9, "{busy:?}");
+        assert!(busy[&2].abs() < 1e-9, "{busy:?}");
+        assert!(before
+            .busy_since(&after)
+            .values()
+            .all(|b| *b == 0.0 || b.is_finite()));
+    }
+
+    #[test]
+    fn others_work_is_what_the_selected_processes_did_not_run() {
+        let busy = BTreeMap::from([(0, 1.0), (1, 1.0), (2, 0.3)]);
+        let mut pinned_hog_neighbour = Process::new(10, "load");
+        pinned_hog_neighbour.current_cpus = [1].into_iter().collect();
+        let mut spread = Process::new(11, "load");
+        spread.cpu_demand = 0.6;
+        spread.current_cpus = [1, 2].into_iter().collect();
+        let others = others_busy(&busy, &[pinned_hog_neighbour, spread]);
+        assert_eq!(
+            others.keys().copied().collect::<Vec<_>>(),
+            vec![0],
+            "{others:?}"
+        );
+        assert!((others[&0] - 1.0).abs() < 1e-9);
+        assert!(others_busy(&BTreeMap::new(), &[]).is_empty());
+    }
+
+    #[test]
+    fn a_malformed_line_is_an_error_naming_the_file_and_line() {
+        for (text, what) in [
+            (
+                "cpu  1 2 3 4 5 6 7\ncpux 1 2 3 4 5 6 7\n",
+                "\"cpux\" is not a CPU",
+            ),
+            ("cpu0 1 2 three 4 5 6 7\n", "not numbers"),
+            ("cpu0 1 2 3 4\n", "4 times, 7 expected"),
+            ("intr 1\n", "no cpuN line"),
+        ] {
+            let e = parse(text, Path::new("/proc/stat")).expect_err(text);
+            let msg = e.to_string();
+            assert!(msg.contains("/proc/stat") && msg.contains(what), "{msg}");
+            assert!(!msg.contains('\n'), "{msg}");
+        }
+    }
+}
