@@ -82,6 +82,21 @@ pub fn allowed_of(path: &str) -> Option<CpuSet> {
     CpuSet::parse(line.split_once(':')?.1).ok()
 }
 
+/// One placement test at a time. Each needs the machine to itself: another test's
+/// loads are, to its daemon, others' work, and where that test's daemon pinned them the
+/// kernel cannot move them, so hard pins rightly keep away (see
+/// `numasched_policy::crowded`) and what the test expects of a quiet machine does not
+/// happen.
+static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// [`two_cpus`], with the machine held for the caller until the guard drops.
+pub fn two_cpus_alone() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let held = MACHINE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    two_cpus().then_some(held)
+}
+
 /// The affinity of a live process, from its status file.
 pub fn allowed(pid: u32) -> CpuSet {
     allowed_of(&format!("/proc/{pid}/status")).expect("process's status")

@@ -18,7 +18,7 @@ use numasched::model::snapshot::{Process, Snapshot};
 use numasched::model::CpuSet;
 use numasched::topology::{self, CpuId, NodeId};
 
-use common::live::{allowed, allowed_of, two_cpus, wait_for, Guard};
+use common::live::{allowed, allowed_of, two_cpus_alone, wait_for, Guard};
 
 fn task_allowed(pid: u32, tid: u32) -> CpuSet {
     allowed_of(&format!("/proc/{pid}/task/{tid}/status")).expect("thread's status")
@@ -64,9 +64,9 @@ fn actuator<K: Kernel>(k: K) -> Actuator<K> {
 
 #[test]
 fn sets_cpu0_then_restores_the_original() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let Some(child) = Guard::spawn(Command::new("sleep").arg("30")) else {
         return;
     };
@@ -93,9 +93,9 @@ fn sets_cpu0_then_restores_the_original() {
 
 #[test]
 fn dry_run_leaves_a_real_child_alone() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let Some(child) = Guard::spawn(Command::new("sleep").arg("30")) else {
         return;
     };
@@ -119,9 +119,9 @@ fn dry_run_leaves_a_real_child_alone() {
 
 #[test]
 fn a_taskset_pin_is_left_alone() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     if Command::new("taskset").arg("-V").output().is_err() {
         eprintln!("skipped: taskset (util-linux) is not installed");
         return;
@@ -242,9 +242,9 @@ fn a_chunked_move_walks_a_real_childs_regions() {
 
 #[test]
 fn a_child_exiting_mid_apply_is_no_error() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let Some(child) = Guard::spawn(Command::new("sleep").arg("30")) else {
         return;
     };
@@ -276,9 +276,9 @@ fn a_child_exiting_mid_apply_is_no_error() {
 
 #[test]
 fn every_thread_of_a_multithreaded_child_is_placed_and_restored() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let script = "import threading, time\n\
                   ts = [threading.Thread(target=time.sleep, args=(30,)) for _ in range(4)]\n\
                   [t.start() for t in ts]\n\

@@ -17,7 +17,9 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use common::daemon::{run_script, view, Daemon, BIN};
-use common::live::{allowed, busy as load, thread_affinities as threads, two_cpus, wait_secs};
+use common::live::{
+    allowed, busy as load, thread_affinities as threads, two_cpus_alone, wait_secs,
+};
 
 fn thread_count(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
@@ -37,9 +39,9 @@ fn planned(d: &Daemon, pid: u32) -> bool {
 /// one), and so does a 2-thread one, epoch after epoch.
 #[test]
 fn by_default_nothing_is_narrowed_where_no_placement_can_help() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let one = load(dir.path(), "nhd_one", &[]);
     let two = load(dir.path(), "nhd_two", &["--threads", "2"]);
@@ -61,9 +63,9 @@ fn by_default_nothing_is_narrowed_where_no_placement_can_help() {
 /// `affinity 0: set 3 of 3 threads`, half rate for the whole run).
 #[test]
 fn pinned_hard_a_two_thread_load_gets_two_cpus() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let l = load(dir.path(), "nh_pair", &["--threads", "2"]);
     let d = Daemon::start(dir.path(), &["--pin", "cpu", "--include-comm", "nh_pair"]);
@@ -92,9 +94,9 @@ fn pinned_hard_a_two_thread_load_gets_two_cpus() {
 /// it ran at half rate under `daemon --include-pid`, and nothing widened it).
 #[test]
 fn pinned_hard_a_late_second_thread_is_given_a_cpu() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let l = load(dir.path(), "nh_late", &["--threads", "2", "--late", "3"]);
     let d = Daemon::start(dir.path(), &["--pin", "cpu", "--include-comm", "nh_late"]);
@@ -122,9 +124,9 @@ fn pinned_hard_a_late_second_thread_is_given_a_cpu() {
 /// other idles (issue 12: 15 s at 0.75 throughput); and when it exits the same.
 #[test]
 fn pinned_hard_a_stopped_or_exited_load_gives_its_cpu_back() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let a = load(dir.path(), "nh_three", &[]);
     let b = load(dir.path(), "nh_three", &[]);
@@ -165,9 +167,9 @@ fn pinned_hard_a_stopped_or_exited_load_gives_its_cpu_back() {
 /// the first one was given while alone.
 #[test]
 fn run_pinned_hard_a_late_child_does_not_share_the_first_ones_cpu() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let bin = dir.path().join("nh_child");
     std::os::unix::fs::symlink(BIN, &bin).expect("link numasched");
@@ -200,9 +202,9 @@ fn run_pinned_hard_a_late_child_does_not_share_the_first_ones_cpu() {
 /// of CPU 0's load yet (no earlier reading of `/proc/stat`); the next must move it.
 #[test]
 fn pinned_hard_a_load_is_kept_off_a_cpu_an_unmanaged_process_keeps_busy() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let hog = load(dir.path(), "nh_hog", &[]);
     let cpu0 = numasched::model::CpuSet::from(vec![0]);

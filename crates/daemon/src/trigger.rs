@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use numasched_model::topology::NodeId;
 use numasched_model::CpuSet;
 use numasched_model::Snapshot;
-use numasched_policy::crowded::{others_on, CROWDED};
+use numasched_policy::crowded::{excess, CROWDED};
 use numasched_policy::granularity::IDLE_DEMAND;
 
 use numasched_model::ProcessKey;
@@ -66,8 +66,9 @@ pub struct Trigger {
     last_plan: Option<f64>,
 }
 
-/// Others' work on a CPU not crowded at the last plan that makes it newly crowded,
-/// and below which a crowded one is free again: apart, so a CPU whose load hovers at
+/// Others' work on a CPU (above the least of its LLC: what the kernel cannot move) not
+/// crowded at the last plan that makes it newly crowded, and below which a crowded one
+/// is free again: apart, so a CPU whose load hovers at
 /// the line does not re-plan every epoch.
 const NEWLY_CROWDED: f64 = 1.5 * CROWDED;
 const NO_LONGER_CROWDED: f64 = 0.5 * CROWDED;
@@ -111,11 +112,11 @@ impl Trigger {
     /// Remembers the snapshot a plan was made from.
     pub fn planned(&mut self, snapshot: &Snapshot, now: f64) {
         self.last_plan = Some(now);
-        self.crowded = snapshot
-            .others_busy
-            .iter()
-            .filter(|(_, b)| **b >= CROWDED)
-            .map(|(c, _)| *c)
+        let (topo, others) = (&snapshot.topology, &snapshot.others_busy);
+        self.crowded = others
+            .keys()
+            .copied()
+            .filter(|&c| excess(topo, others, c) >= CROWDED)
             .collect();
         let before = std::mem::take(&mut self.at_plan);
         self.at_plan = snapshot
@@ -127,7 +128,7 @@ impl Trigger {
                     Baseline {
                         mpki: p.mpki,
                         home: p.home_node(),
-                        slots: p.slots(),
+                        slots: slots(p, &snapshot.topology),
                         idle: p.cpu_demand < IDLE_DEMAND,
                         allowed: p.allowed_cpus.clone(),
                         since: before.get(&p.key()).map_or(now, |b| b.since),
@@ -157,7 +158,7 @@ impl Trigger {
                 continue;
             };
             seen += 1;
-            let slots = proc.slots();
+            let slots = slots(proc, &snapshot.topology);
             let idle = proc.cpu_demand < IDLE_DEMAND;
             if idle != b.idle {
                 out.push(format!(
@@ -236,12 +237,13 @@ impl Trigger {
 }
 
 impl Trigger {
-    /// Others' work arrived on a CPU or left it. Where a busy managed process runs on
+    /// Others' work the kernel cannot move arrived on a CPU or left it. Where a busy managed process runs on
     /// a newly crowded CPU it may be pinned there beside it, a harm (a hard pin
     /// is moved off, see [`crowded`]); the rest can wait.
     fn crowding(&self, snapshot: &Snapshot, harms: &mut Vec<String>, out: &mut Vec<String>) {
-        for (&c, &b) in &snapshot.others_busy {
-            if b < NEWLY_CROWDED || self.crowded.contains(c) {
+        let (topo, others) = (&snapshot.topology, &snapshot.others_busy);
+        for (&c, &b) in others {
+            if excess(topo, others, c) < NEWLY_CROWDED || self.crowded.contains(c) {
                 continue;
             }
             let on = snapshot
@@ -260,13 +262,19 @@ impl Trigger {
             .crowded
             .iter()
             .copied()
-            .filter(|&c| others_on(&snapshot.others_busy, c) < NO_LONGER_CROWDED)
+            .filter(|&c| excess(topo, others, c) < NO_LONGER_CROWDED)
             .collect();
         if !freed.is_empty() {
             let cpus = if freed.len() == 1 { "CPU" } else { "CPUs" };
             out.push(format!("{cpus} {freed} free of others' work again"));
         }
     }
+}
+
+/// CPUs a process can keep busy, counted only up to the CPUs it may run on: "needs 3
+/// CPUs" on a 2-CPU machine is a need no plan can meet, and no reason to re-plan.
+fn slots(p: &numasched_model::Process, topo: &numasched_model::topology::Topology) -> usize {
+    p.slots().min(p.may_run_on(topo).len().max(1))
 }
 
 fn show(m: Option<f64>) -> String {
@@ -414,7 +422,7 @@ mod tests {
         t.planned(&beside, 101.0);
         // Hovering at the line is no news; gone is, and can wait.
         let mut hover = beside.clone();
-        hover.others_busy = [(0, 0.3), (1, 0.3)].into_iter().collect();
+        hover.others_busy = [(0, 0.3), (1, 0.05)].into_iter().collect();
         assert_eq!(t.decide(&hover, 102.0, &P, vec![]), Decision::Quiet);
         let mut gone = beside.clone();
         gone.others_busy.clear();
@@ -422,6 +430,12 @@ mod tests {
             panic!("a CPU freed is an improvement")
         };
         assert_eq!(r, vec!["CPU 0 free of others' work again"]);
+        // Spread over both CPUs of its LLC (free to move): no news either.
+        let mut spread = beside.clone();
+        spread.others_busy = [(0, 0.9), (1, 0.8)].into_iter().collect();
+        assert!(
+            matches!(t.decide(&spread, 102.0, &P, vec![]), Decision::Wait(r) if r == vec!["CPU 0 free of others' work again"])
+        );
         // Where no managed process runs, crowding is no harm either.
         let mut elsewhere = beside.clone();
         elsewhere.others_busy.insert(2, 1.0);
@@ -429,6 +443,32 @@ mod tests {
             t.decide(&elsewhere, 102.0, &P, vec![]),
             Decision::Wait(_)
         ));
+    }
+
+    #[test]
+    fn a_need_beyond_the_cpus_it_may_use_is_no_reason() {
+        let mut t = Trigger::default();
+        let mut s = snap(&[(1, Some(10.0), 0)]);
+        s.processes[0].allowed_cpus = Some(vec![0, 1].into());
+        s.processes[0].threads = 2;
+        s.processes[0].cpu_demand = 2.0;
+        t.planned(&s, 100.0);
+        let mut more = s.clone();
+        more.processes[0].threads = 3;
+        more.processes[0].cpu_demand = 3.0;
+        assert_eq!(
+            t.decide(&more, 101.0, &P, vec![]),
+            Decision::Quiet,
+            "it has 2 CPUs"
+        );
+        more.processes[0].allowed_cpus = None;
+        let Decision::Replan(r) = t.decide(&more, 101.0, &P, vec![]) else {
+            panic!("4 CPUs here")
+        };
+        assert!(
+            r.contains(&"pid 1 needs 3 CPUs, planned for 2".to_string()),
+            "{r:?}"
+        );
     }
 
     #[test]

@@ -123,6 +123,14 @@ impl Process {
         Character::resolve(self.mpki, self.numa_penalty)
     }
 
+    /// The CPUs of `topo` it may run on: inside its foreign pin, if any.
+    pub fn may_run_on(&self, topo: &Topology) -> CpuSet {
+        match &self.allowed_cpus {
+            Some(a) => a.intersection(&topo.all_cpus()),
+            None => topo.all_cpus(),
+        }
+    }
+
     /// Whether its pages may be on `node`.
     pub fn may_use_memory_of(&self, node: NodeId) -> bool {
         self.allowed_mems.as_ref().is_none_or(|m| m.contains(&node))

@@ -5,27 +5,50 @@
 //! `others_busy`). At the soft granularities the kernel balances inside the set and
 //! finds the idle CPU itself. Pinned to exactly its CPUs a process cannot, and shares
 //! them for good: a `taskset -c 0` neighbour halved a managed load that `--pin cpu`
-//! put on CPU 0 of an otherwise idle machine. So under hard pinning
-//! - each planned CPU that others keep at least [`CROWDED`] busy is swapped for a CPU
-//!   of the same LLC that no placement holds and that others leave idler by at least
-//!   as much: what the policy chose (the cache, the node) stays, only the CPU inside
-//!   it changes;
-//! - a crowded CPU that stays planned (nothing idler in its LLC) time-shares, like
-//!   one the plan gives to two processes (see [`crate::granularity`]).
+//! put on CPU 0 of an otherwise idle machine.
+//!
+//! Only work the kernel cannot move counts: a CPU is *crowded* when others' work there
+//! exceeds the least of its LLC by [`CROWDED`]. Work free to move is spread evenly by
+//! the kernel's own balancing, and a pinned process beside it loses nothing to it that
+//! it would not lose unmanaged; work that stays piled on one CPU while another of the
+//! same cache has room is pinned there. Under hard pinning
+//! - each planned CPU that is crowded is swapped for a CPU of the same LLC that no
+//!   placement holds and that others leave idler by at least [`CROWDED`]: what the
+//!   policy chose (the cache, the node) stays, only the CPU inside it changes;
+//! - a crowded CPU that stays planned (nothing idler is free in its LLC) time-shares,
+//!   like one the plan gives to two processes (see [`crate::granularity`]).
 //!
 //! Without a measurement (the simulator, a first scan) nothing changes.
 
 use std::collections::BTreeMap;
 
 use super::{Placement, Plan, Snapshot};
-use crate::granularity::allowed_ids;
 use numasched_model::topology::{CpuId, Topology};
 use numasched_model::CpuSet;
 
-/// CPUs' worth of others' work from which a CPU counts as crowded: a pinned thread
-/// there loses about as much, worth a move inside the same cache. (Beside a busy
-/// neighbour a pinned load reads 0.5: the two share the CPU.)
+/// CPUs' worth of others' work, above the least of its LLC, from which a CPU counts
+/// as crowded: a pinned thread there loses about as much, worth a move inside the same
+/// cache. (Beside a busy neighbour a pinned load reads 0.5: the two share the CPU.)
 pub const CROWDED: f64 = 0.25;
+
+/// How far others' work on `cpu` exceeds the least on a CPU of its LLC: the share of
+/// it the kernel has not spread, so cannot (see the module doc).
+pub fn excess(topo: &Topology, others: &BTreeMap<CpuId, f64>, cpu: CpuId) -> f64 {
+    let Some(llc) = topo.cpu(cpu).map(|c| c.llc) else {
+        return 0.0;
+    };
+    let least = topo.llcs()[llc]
+        .cpus
+        .iter()
+        .map(|&d| others_on(others, d))
+        .fold(f64::INFINITY, f64::min);
+    (others_on(others, cpu) - least).max(0.0)
+}
+
+/// Whether `cpu` is crowded (see [`CROWDED`]).
+pub fn is_crowded(topo: &Topology, others: &BTreeMap<CpuId, f64>, cpu: CpuId) -> bool {
+    excess(topo, others, cpu) >= CROWDED
+}
 
 /// Others' work on `cpu`, CPUs' worth.
 pub fn others_on(others: &BTreeMap<CpuId, f64>, cpu: CpuId) -> f64 {
@@ -54,11 +77,11 @@ pub fn away_from_others(topo: &Topology, snapshot: &Snapshot, plan: Plan) -> Pla
             let Some(p) = snapshot.processes.iter().find(|p| p.pid == pl.pid) else {
                 return pl;
             };
-            let allowed = allowed_ids(topo, p);
+            let allowed = p.may_run_on(topo);
             let mut cpus = pl.cpus.clone();
             let mut moves = Vec::new();
             for &c in pl.cpus.iter() {
-                if load(c) < CROWDED {
+                if !is_crowded(topo, others, c) {
                     continue;
                 }
                 let Some(llc) = topo.cpu(c).map(|cpu| cpu.llc) else {
@@ -152,6 +175,24 @@ mod tests {
         let s = snap(&[(0, 1.0), (1, 0.9)], vec![pinned]);
         let p = plan(&s, &[(10, &[0])]);
         assert_eq!(away_from_others(&s.topology, &s, p.clone()), p);
+    }
+
+    #[test]
+    fn work_the_kernel_spread_evenly_crowds_no_cpu() {
+        // Others' busy processes free to move: the kernel balances them, so every CPU
+        // reads about the same, and a pin beside them costs nothing unmanaged would
+        // not. (The test suite running beside the daemon's tests is such load.)
+        let s = snap(
+            &[(0, 0.8), (1, 0.7), (2, 0.8), (3, 0.75)],
+            vec![Process::new(10, "a")],
+        );
+        assert!((0..4).all(|c| !is_crowded(&s.topology, &s.others_busy, c)));
+        let p = plan(&s, &[(10, &[0])]);
+        assert_eq!(away_from_others(&s.topology, &s, p.clone()), p);
+        // One CPU holding more than the rest by CROWDED: pinned there.
+        let s = snap(&[(0, 1.0), (1, 0.7), (2, 0.7), (3, 0.7)], vec![]);
+        assert!(is_crowded(&s.topology, &s.others_busy, 0));
+        assert!(!is_crowded(&s.topology, &s.others_busy, 1));
     }
 
     #[test]

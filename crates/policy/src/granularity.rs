@@ -163,7 +163,7 @@ fn hard(pin: Pin) -> bool {
 }
 
 /// LLCs with a CPU the plan gives to more than one process, or to one while others'
-/// work keeps it busy (see [`crowded`]).
+/// work the kernel cannot move keeps it busy (see [`crowded`]).
 fn time_shared_llcs(
     topo: &Topology,
     plan: &Plan,
@@ -172,7 +172,7 @@ fn time_shared_llcs(
     let mut seen = BTreeSet::new();
     let mut shared = BTreeSet::new();
     for c in plan.placements.iter().flat_map(|pl| pl.cpus.iter()) {
-        if !seen.insert(*c) || crowded::others_on(others, *c) >= crowded::CROWDED {
+        if !seen.insert(*c) || crowded::is_crowded(topo, others, *c) {
             shared.extend(topo.cpu(*c).map(|cpu| cpu.llc));
         }
     }
@@ -190,7 +190,7 @@ fn idle_placement(topo: &Topology, p: &Process) -> Placement {
     Placement::new(
         topo,
         p.pid,
-        allowed_ids(topo, p),
+        p.may_run_on(topo),
         format!(
             "idle ({:.2} CPUs): not placed, may run on every CPU it is allowed",
             p.cpu_demand
@@ -211,19 +211,12 @@ fn unknown_placement(topo: &Topology, p: &Process) -> Placement {
     Placement::new(
         topo,
         p.pid,
-        allowed_ids(topo, p),
+        p.may_run_on(topo),
         "not characterised (no MPKI or NUMA penalty from counters, a profile or \
          learning): nothing to gain from confining it; may run on every CPU it is \
          allowed"
             .to_string(),
     )
-}
-
-pub(crate) fn allowed_ids(topo: &Topology, p: &Process) -> CpuSet {
-    match &p.allowed_cpus {
-        Some(a) => a.intersection(&topo.all_cpus()),
-        None => topo.all_cpus(),
-    }
 }
 
 /// The placement as applied at granularity `pin`: the planned CPUs widened to their
@@ -249,7 +242,7 @@ pub fn widen(topo: &Topology, p: &Process, pl: &Placement, pin: Pin) -> Placemen
             Pin::Core | Pin::Cpu => &topo.cores()[u].cpus,
         }
     };
-    let allowed = allowed_ids(topo, p);
+    let allowed = p.may_run_on(topo);
     let widened: CpuSet = units
         .iter()
         .flat_map(|&u| members(u).iter().copied())
