@@ -21,7 +21,9 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use common::daemon::{run_script, view, Daemon, BIN};
-use common::live::{allowed, busy, named_copy, thread_affinities, two_cpus, wait_secs, Guard};
+use common::live::{
+    allowed, busy, named_copy, thread_affinities, two_cpus_alone, wait_secs, Guard,
+};
 use common::numasched;
 
 fn cpus(v: &Value) -> Vec<u64> {
@@ -47,9 +49,9 @@ fn pinned(dir: &Path, extra: &[&str]) -> Daemon {
 }
 
 fn stop_restores(sig: Signal, name: &str) {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let a = sleeper(dir.path(), name);
     let b = sleeper(dir.path(), name);
@@ -96,9 +98,9 @@ fn cpus_of(v: &Value) -> Vec<String> {
 /// ignored now, and SIGTERM afterwards still restores.
 #[test]
 fn sigusr1_neither_stops_the_daemon_nor_skips_the_restore() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let a = sleeper(dir.path(), "nsd_usr1");
     let mut d = pinned(dir.path(), &["--include-comm", "nsd_usr1"]);
@@ -132,9 +134,9 @@ fn sigint_restores_every_affinity() {
 
 #[test]
 fn a_taskset_pin_is_kept_while_managed_and_after() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let bin = named_copy(dir.path(), "sleep", "nsd_pinned");
     let Some(p) = Guard::spawn(
@@ -165,9 +167,9 @@ fn a_taskset_pin_is_kept_while_managed_and_after() {
 
 #[test]
 fn dry_run_changes_nothing() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let p = sleeper(dir.path(), "nsd_dry");
     let mut d = pinned(dir.path(), &["--include-comm", "nsd_dry", "--dry-run"]);
@@ -188,9 +190,9 @@ fn dry_run_changes_nothing() {
 
 #[test]
 fn process_churn_is_no_error() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let t = named_copy(dir.path(), "true", "nsd_churn_t");
     let s = named_copy(dir.path(), "sleep", "nsd_churn_s");
@@ -241,9 +243,9 @@ fn run_passes_the_exit_status_through() {
 
 #[test]
 fn run_places_its_command_and_restores_what_outlives_it() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let bin = dir.path().join("nsd_orphan");
     std::os::unix::fs::symlink(BIN, &bin).expect("link numasched");
@@ -300,9 +302,9 @@ impl Drop for OrphanKiller {
 
 #[test]
 fn plan_on_this_machine_is_valid_names_the_missing_sensors_and_replays() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let p = sleeper(dir.path(), "nsd_plan");
     // Older than a young process (whose lifetime average is not trusted: it would be
@@ -353,14 +355,69 @@ fn plan_on_this_machine_is_valid_names_the_missing_sensors_and_replays() {
     assert_eq!(replay.placements, plan.placements);
 }
 
+/// `plan` while a daemon manages the machine: the daemon's placements are
+/// numasched's, not pins someone else set (it printed each as a foreign pin, and
+/// planned inside it).
+#[test]
+fn plan_beside_a_running_daemon_does_not_take_its_placements_for_foreign_pins() {
+    let Some(_alone) = two_cpus_alone() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let l = busy(dir.path(), "nsd_beside", &[]);
+    let d = Daemon::start(
+        dir.path(),
+        &["--pin", "cpu", "--include-comm", "nsd_beside"],
+    );
+    d.wait_managed(l.pid(), 2);
+    assert!(
+        wait_secs(5, || allowed(l.pid()).len() == 1),
+        "never placed: {}\n{}",
+        allowed(l.pid()),
+        d.log()
+    );
+    let plan = |config: &Path| {
+        let (code, out, err) = numasched(&[
+            "plan",
+            "--json",
+            "--no-db",
+            "--pin",
+            "cpu",
+            "--include-comm",
+            "nsd_beside",
+            "--config",
+            &config.display().to_string(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v: Value = serde_json::from_str(&out).expect("JSON");
+        v["snapshot"]["processes"][0]["allowed_cpus"].clone()
+    };
+    let config = dir.path().join("beside.toml");
+    let journal = dir.path().join("journal.json");
+    std::fs::write(
+        &config,
+        format!("journal = {:?}\n", journal.display().to_string()),
+    )
+    .expect("config");
+    assert_eq!(
+        plan(&config),
+        Value::Null,
+        "read as a pin beside the daemon"
+    );
+    // Without the daemon's journal it can only be taken for a pin.
+    let elsewhere = dir.path().join("elsewhere.toml");
+    std::fs::write(&elsewhere, "journal = \"/nonexistent/journal.json\"\n").expect("config");
+    assert!(plan(&elsewhere).is_array(), "no journal, no way to tell");
+}
+
 /// Issue 16: on a machine without counters, a process the store knows by name is
 /// characterised by its profile, and `plan` and `status` say so in its row (the
 /// legend says what "profile" means), not only `plan --json`.
 #[test]
 fn plan_and_status_say_which_processes_matched_a_profile_by_name() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("p.db").display().to_string();
     let (code, _, err) = numasched(&[
@@ -507,9 +564,9 @@ fn a_second_daemon_on_the_same_socket_is_refused() {
 /// and it writes no journal or store of its own.
 #[test]
 fn after_kill_9_a_dry_run_start_restores_too_and_writes_nothing() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let a = sleeper(dir.path(), "nsd_drykill");
     let mut d = pinned(dir.path(), &["--include-comm", "nsd_drykill"]);
@@ -583,10 +640,10 @@ fn a_journal_writable_only_before_the_capability_drop_stops_the_start() {
 
 #[test]
 fn without_root_placement_fails_per_process_and_the_daemon_keeps_running() {
-    if !two_cpus() || !nix::unistd::geteuid().is_root() {
+    let Some(_alone) = two_cpus_alone().filter(|_| nix::unistd::geteuid().is_root()) else {
         eprintln!("skipped: needs root to drop to another user");
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     // The unprivileged daemon must be able to create its socket and log here.
     std::fs::set_permissions(
@@ -690,9 +747,9 @@ impl Drop for Cpuset {
 
 #[test]
 fn a_cpuset_restricted_process_is_planned_inside_its_cpuset() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let p = sleeper(dir.path(), "nsd_cpuset");
     let Some(cs) = Cpuset::make(&format!("nsd_test_{}", std::process::id()), "1") else {
@@ -717,9 +774,9 @@ fn a_cpuset_restricted_process_is_planned_inside_its_cpuset() {
 
 #[test]
 fn after_kill_9_the_next_start_restores_what_the_killed_daemon_changed() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let a = sleeper(dir.path(), "nsd_crash");
     let b = sleeper(dir.path(), "nsd_crash");
@@ -920,9 +977,9 @@ fn a_proc_of_another_pid_namespace_is_refused() {
 /// third load arrives, and after kill -9 the next start restores all three.
 #[test]
 fn a_deleted_journal_is_written_again_and_kill_9_is_still_undone() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let a = sleeper(dir.path(), "nsd_deljrn");
     let b = sleeper(dir.path(), "nsd_deljrn");
@@ -945,9 +1002,9 @@ fn a_deleted_journal_is_written_again_and_kill_9_is_still_undone() {
 /// processes a kill -9 then left narrowed); `--no-journal` runs anyway, knowingly.
 #[test]
 fn an_unwritable_journal_stops_the_start_unless_no_journal_is_given() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let a = sleeper(dir.path(), "nsd_rojrn");
     // A journal under a regular file cannot be created, whoever we are (root ignores
@@ -1025,9 +1082,9 @@ impl Drop for Mounted {
 /// kill -9 then left them narrowed. Now it does not start, and changes nothing.
 #[test]
 fn a_read_only_state_directory_stops_the_start() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state");
     if !mount_tmpfs(&state, true) {
@@ -1057,9 +1114,9 @@ fn a_read_only_state_directory_stops_the_start() {
 /// every CPU, and after kill -9 the next start still restores what was journaled.
 #[test]
 fn a_state_directory_that_stops_taking_writes_stops_changes_and_kill_9_is_undone() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state");
     std::fs::create_dir(&state).expect("state dir");
@@ -1115,9 +1172,9 @@ fn a_state_directory_that_stops_taking_writes_stops_changes_and_kill_9_is_undone
 /// never selected itself.
 #[test]
 fn a_child_forked_after_placement_is_restored_after_kill_9() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let sh = named_copy(dir.path(), "sh", "nsd_forker");
     let kidfile = dir.path().join("kid.pid");
@@ -1165,9 +1222,9 @@ fn a_child_forked_after_placement_is_restored_after_kill_9() {
 /// stayed on one CPU. Now the process is left as it was, reported once.
 #[test]
 fn a_process_the_kernel_refuses_to_move_is_left_as_it_was_and_reported_once() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     // The busy worker runs under SCHED_DEADLINE (5 ms every 10 ms: half a CPU of
     // demand, so the process is admitted); the main thread is an ordinary one, so the
@@ -1235,9 +1292,9 @@ fn worker_of(pid: u32) -> u32 {
 /// narrow an ordinary load beside it.
 #[test]
 fn a_real_time_process_is_left_alone() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let rt = busy(dir.path(), "nsd_rt", &[]);
     let plain = busy(dir.path(), "nsd_rt", &[]);
@@ -1293,9 +1350,9 @@ fn kill_9_then_next_start_restores(d: &mut Daemon, dir: &Path, pids: &[u32]) {
 /// widens it (issue 17: it was moved with the rest, then "restored").
 #[test]
 fn a_thread_the_application_pinned_survives_placement_and_kill_9_recovery() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     // One busy worker beside the idle main thread: planned one CPU, so the main
     // thread is narrowed while the worker keeps the pin below.
@@ -1388,9 +1445,9 @@ fn taskset(cpu: u32, tid: u32) {
 /// widen it, while the main thread gets its original set back.
 #[test]
 fn a_thread_pinned_after_placement_keeps_its_pin_through_re_plans_and_stop() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let Some(n) = Narrowed::start(dir.path(), "nsd_latepin") else {
         return;
@@ -1420,9 +1477,9 @@ fn a_thread_pinned_after_placement_keeps_its_pin_through_re_plans_and_stop() {
 /// as something having gone wrong).
 #[test]
 fn a_process_re_pinned_by_hand_is_let_go_and_counted_as_yielded() {
-    if !two_cpus() {
+    let Some(_alone) = two_cpus_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let Some(n) = Narrowed::start(dir.path(), "nsd_handpin") else {
         return;

@@ -235,6 +235,10 @@ pub fn assemble(
             ))),
         },
     );
+    let engine = match usage {
+        Use::PlanOnly => engine.beside_daemon(running_daemons_journal(opts)),
+        Use::Manage => engine,
+    };
     Ok(Built {
         engine,
         sensors,
@@ -393,6 +397,23 @@ fn recover_leftovers(opts: &Options, kernel: &LinuxKernel) {
             tracing::debug!(journal = %opts.journal.display(), "the journal belongs to a running daemon: left to it");
         }
         Err(e) => warn!("{e:#}; the dry run goes on without restoring what it holds"),
+    }
+}
+
+/// What a daemon managing this machine has journaled, read without its lock and
+/// without writing, so `plan` tells the daemon's placements from foreign pins. None
+/// where there is no daemon or the journal cannot be read (`plan` as a user who may
+/// not read root's state directory): its pins then read as foreign, as before.
+fn running_daemons_journal(opts: &Options) -> Journal {
+    if opts.no_journal {
+        return Journal::new();
+    }
+    match JournalFile::new(&opts.journal).load() {
+        Ok(j) => j.unwrap_or_default(),
+        Err(e) => {
+            tracing::debug!("{e}; a running daemon's placements read as foreign pins");
+            Journal::new()
+        }
     }
 }
 

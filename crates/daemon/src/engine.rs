@@ -126,6 +126,9 @@ pub struct Engine<K: Kernel> {
     jobs: Option<Arc<Jobs>>,
     /// What the last epoch found of Slurm's jobs.
     last_jobs: Confined,
+    /// The journal of a daemon running beside this pipeline (`plan` asks while one
+    /// manages the machine): its narrowing is numasched's, not a foreign pin.
+    daemons_journal: Journal,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -166,7 +169,15 @@ impl<K: Kernel> Engine<K> {
             saved: Journal::new(),
             jobs,
             last_jobs: Confined::default(),
+            daemons_journal: Journal::new(),
         }
+    }
+
+    /// Reads the sets in `journal`, a running daemon's, as numasched's own (see
+    /// [`super::pins`]), for a pipeline that only plans beside it.
+    pub fn beside_daemon(mut self, journal: Journal) -> Engine<K> {
+        self.daemons_journal = journal;
+        self
     }
 
     pub fn actuator(&self) -> &Actuator<K> {
@@ -264,6 +275,7 @@ impl<K: Kernel> Engine<K> {
         }
 
         super::pins::unpin_own(&mut obs.snapshot, self.actuator.journal());
+        super::pins::unpin_own(&mut obs.snapshot, &self.daemons_journal);
         let mut urgent = std::mem::take(&mut self.freed);
         urgent.extend(self.size(&mut obs, now));
         // After unpinning (a job's allocation is a limit numasched did not set) and

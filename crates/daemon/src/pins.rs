@@ -18,16 +18,17 @@ pub fn unpin_own(snapshot: &mut Snapshot, journal: &Journal) {
         let Some(allowed) = p.allowed_cpus.clone() else {
             continue;
         };
-        let ours = |e: &numasched_linux::apply::Entry| {
-            e.applied
-                .as_ref()
-                .is_some_and(|a| *a == allowed)
-                .then(|| e.original.clone())
-        };
-        let original = journal
+        // Its own entry: the set last given. Its parent's: any set given lately, which
+        // a child forked meanwhile still carries.
+        let own = journal
             .get(p.pid, p.start_time)
-            .and_then(ours)
-            .or_else(|| p.parent.and_then(|pp| journal.entry(pp)).and_then(ours));
+            .filter(|e| e.applied.as_ref() == Some(&allowed));
+        let inherited = || {
+            p.parent
+                .and_then(|pp| journal.entry(pp))
+                .filter(|e| e.gave(&allowed))
+        };
+        let original = own.or_else(inherited).map(|e| e.original.clone());
         let Some(original) = original else { continue };
         let inside = machine.intersection(&original);
         if inside.len() == machine.len() {
