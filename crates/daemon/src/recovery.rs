@@ -176,6 +176,13 @@ impl JournalFile {
             }
             Err(e) => return Err(RecoveryError::File(e)),
         };
+        // Nothing in it is nothing to restore: refused, it would stop every later
+        // start over a file that cannot hold a change (an operator's `: > journal`,
+        // a file system that lost what a crash was writing).
+        if text.trim().is_empty() {
+            tracing::warn!(journal = %self.path.display(), "the journal is empty: nothing to restore");
+            return Ok(Some(Journal::new()));
+        }
         serde_json::from_str(&text)
             .map(Some)
             .map_err(|e| RecoveryError::Corrupt {
@@ -379,6 +386,32 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains('\n'));
+        // A key this version does not know may hold what undoing needs: refused.
+        fs::write(bad.path(), r#"{"entries":{},"epoch":3}"#).expect("write");
+        let e = bad.load().expect_err("unknown key").to_string();
+        assert!(e.contains("unknown field `epoch`"), "{e}");
+        fs::write(
+            bad.path(),
+            r#"{"entries":{"7":{"start_time":1,"original":[0],"threads":{},"aplied":[1]}}}"#,
+        )
+        .expect("write");
+        let e = bad.load().expect_err("misspelt key").to_string();
+        assert!(e.contains("unknown field `aplied`"), "{e}");
+    }
+
+    /// An empty file holds no change to undo: it must not stop the start.
+    #[test]
+    fn an_empty_journal_is_nothing_to_restore() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut file = JournalFile::new(&dir.path().join("journal.json"));
+        fs::write(file.path(), "").expect("write");
+        let k = FakeKernel::new(&[0, 1]);
+        let r = recover(&k, &mut file).expect("an empty file is no corrupt journal");
+        assert!(r.restored.is_empty() && r.left.is_empty());
+        assert!(
+            !file.path().exists(),
+            "removed like any journal with nothing left"
+        );
     }
 
     /// A journal deleted, or edited, after it was written no longer counts as

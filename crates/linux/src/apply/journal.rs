@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use numasched_model::CpuSet;
 
-/// What was changed on one process.
+/// What was changed on one process. Unknown keys are refused: a journal written by
+/// another version may hold what undoing needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Entry {
     /// With the pid, the identity of the process the entry belongs to.
     pub start_time: u64,
@@ -60,6 +62,7 @@ impl Entry {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Journal {
     entries: BTreeMap<u32, Entry>,
 }
