@@ -87,6 +87,17 @@ pub enum LogFormat {
     Json,
 }
 
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<LogFormat, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(format!("unknown log format '{s}' (known: text, json)")),
+        }
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -119,16 +130,16 @@ impl Default for Options {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
-    pub policy: Option<policy::PolicyKind>,
-    pub pin: Option<policy::Pin>,
+    pub policy: Option<Word<policy::PolicyKind>>,
+    pub pin: Option<Word<policy::Pin>>,
     pub interval: Option<Seconds>,
     pub dry_run: Option<bool>,
     pub migrate_pages: Option<bool>,
     pub migrate_rate: Option<Positive>,
     pub include_comm: Option<Vec<Glob>>,
     pub exclude_comm: Option<Vec<Glob>>,
-    pub include_pid: Option<Vec<u32>>,
-    pub exclude_pid: Option<Vec<u32>>,
+    pub include_pid: Option<Vec<Pid>>,
+    pub exclude_pid: Option<Vec<Pid>>,
     pub include_cgroup: Option<Vec<Glob>>,
     pub exclude_cgroup: Option<Vec<Glob>>,
     pub min_cpu: Option<NonNegative>,
@@ -142,7 +153,7 @@ pub struct FileConfig {
     pub mpki_change: Option<Positive>,
     pub min_replan_interval: Option<Seconds>,
     pub release_after: Option<u32>,
-    pub log_format: Option<LogFormat>,
+    pub log_format: Option<Word<LogFormat>>,
     pub metrics: Option<MetricsAddr>,
 }
 
@@ -194,8 +205,8 @@ impl FileConfig {
     pub fn into_options(self) -> Options {
         let d = Options::default();
         Options {
-            policy: self.policy.unwrap_or(d.policy),
-            pin: self.pin.unwrap_or(d.pin),
+            policy: self.policy.map_or(d.policy, |w| w.0),
+            pin: self.pin.map_or(d.pin, |w| w.0),
             interval: self.interval.map(|s| s.0).unwrap_or(d.interval),
             dry_run: self.dry_run.unwrap_or(d.dry_run),
             migrate_pages: self.migrate_pages.unwrap_or(d.migrate_pages),
@@ -203,8 +214,12 @@ impl FileConfig {
             select: Selection {
                 include_comm: self.include_comm.unwrap_or(d.select.include_comm),
                 exclude_comm: self.exclude_comm.unwrap_or(d.select.exclude_comm),
-                include_pid: self.include_pid.unwrap_or(d.select.include_pid),
-                exclude_pid: self.exclude_pid.unwrap_or(d.select.exclude_pid),
+                include_pid: self.include_pid.map_or(d.select.include_pid, |v| {
+                    v.into_iter().map(|p| p.0).collect()
+                }),
+                exclude_pid: self.exclude_pid.map_or(d.select.exclude_pid, |v| {
+                    v.into_iter().map(|p| p.0).collect()
+                }),
                 include_cgroup: self.include_cgroup.unwrap_or(d.select.include_cgroup),
                 exclude_cgroup: self.exclude_cgroup.unwrap_or(d.select.exclude_cgroup),
                 min_cpu: self.min_cpu.map(|v| v.0).unwrap_or(d.select.min_cpu),
@@ -222,7 +237,7 @@ impl FileConfig {
                 .map(|s| s.0)
                 .unwrap_or(d.min_replan_interval),
             release_after: self.release_after.unwrap_or(d.release_after),
-            log_format: self.log_format.unwrap_or(d.log_format),
+            log_format: self.log_format.map_or(d.log_format, |w| w.0),
             metrics: self.metrics.map_or(d.metrics, |m| m.0),
         }
     }
@@ -239,6 +254,55 @@ pub fn parse_pin(s: &str) -> Result<policy::Pin, String> {
 /// `--policy`'s value: a name of [`policy::PolicyKind`].
 pub fn parse_policy(s: &str) -> Result<policy::PolicyKind, String> {
     s.parse().map_err(|e: policy::UnknownPolicy| e.to_string())
+}
+
+/// A value named by a word, read as its flag reads it (`pin = "cpu"`): anything else
+/// gets the flag's own message, which lists the words (`pin = 3` said only "wanted
+/// string or table").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Word<T>(pub T);
+
+impl<'de, T> Deserialize<'de> for Word<T>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(s) => s.parse().map(Word).map_err(D::Error::custom),
+            other => {
+                let why = match other.to_string().parse::<T>() {
+                    Err(e) => format!(": {e}"),
+                    Ok(_) => String::new(),
+                };
+                Err(D::Error::custom(format!(
+                    "expected a word in quotes, found {}{why}",
+                    other.type_str()
+                )))
+            }
+        }
+    }
+}
+
+/// A pid, as `--include-pid` takes it: 1 up to the kernel's limit.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(try_from = "toml::Value")]
+pub struct Pid(pub u32);
+
+impl TryFrom<toml::Value> for Pid {
+    type Error = String;
+    fn try_from(v: toml::Value) -> Result<Self, String> {
+        let limit = numasched_model::snapshot::PID_MAX_LIMIT;
+        match v {
+            toml::Value::Integer(i) => u32::try_from(i)
+                .ok()
+                .filter(|p| (1..=limit).contains(p))
+                .map(Pid)
+                .ok_or_else(|| format!("{i} is not a pid (1 to {limit})")),
+            other => Err(format!("expected a pid, found {}", other.type_str())),
+        }
+    }
 }
 
 /// A path to a file the daemon creates or opens: not empty, which would name no file
@@ -543,12 +607,30 @@ metrics = "127.0.0.1:9477"
                 4,
                 "unknown field `exclude_com`",
             ),
-            ("log_format = \"xml\"", 1, "unknown variant"),
+            (
+                "log_format = \"xml\"",
+                1,
+                "unknown log format 'xml' (known: text, json)",
+            ),
             (
                 "\npin = \"bogus\"",
                 2,
-                "expected one of `llc`, `node`, `core`, `cpu`",
+                "unknown pin granularity 'bogus' (known: llc, node, core, cpu)",
             ),
+            // Not a word at all: the same list, as the flag gives it.
+            (
+                "pin = 3",
+                1,
+                "expected a word in quotes, found integer: unknown pin granularity '3' \
+                 (known: llc, node, core, cpu)",
+            ),
+            ("log_format = 2", 1, "(known: text, json)"),
+            ("policy = 3", 1, "unknown policy '3'"),
+            // Pids as `--include-pid` takes them.
+            ("include_pid = [0]", 1, "0 is not a pid (1 to 4194304)"),
+            ("\nexclude_pid = [12, -1]", 2, "-1 is not a pid"),
+            ("include_pid = [4194305]", 1, "4194305 is not a pid"),
+            ("include_pid = [\"12\"]", 1, "expected a pid, found string"),
             ("\nmetrics = \"0.0.0.0:9477\"", 2, "every interface"),
             ("metrics = \"9477\"", 1, "127.0.0.1:9477"),
             ("metrics = 9477", 1, "invalid type"),
