@@ -132,8 +132,10 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
             }
         }
         ProfileCommand::List { json } => {
-            existing(&path)?;
-            let programs = Store::open_without_backup(&path)?.list()?;
+            let programs = match existing(&path)? {
+                Stored::Nothing => Vec::new(),
+                Stored::Something => Store::open_without_backup(&path)?.list()?,
+            };
             if json {
                 let text = serde_json::to_string_pretty(&programs).context("encoding the list")?;
                 println!("{text}");
@@ -178,8 +180,10 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
             }
         }
         ProfileCommand::Export { file } => {
-            existing(&path)?;
-            let (programs, skipped) = Store::open_without_backup(&path)?.export()?;
+            let (programs, skipped) = match existing(&path)? {
+                Stored::Nothing => (Vec::new(), Vec::new()),
+                Stored::Something => Store::open_without_backup(&path)?.export()?,
+            };
             for name in &skipped {
                 eprintln!(
                     "numasched: {name}: skipped, no MPKI known (the profile format needs one)"
@@ -204,9 +208,18 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
 
 /// Commands that only read a store refuse a path with none, instead of creating an
 /// empty one where a typo pointed: nothing is written by `list` or `export`.
-fn existing(path: &std::path::Path) -> anyhow::Result<()> {
+/// What a store file a reading command was pointed at holds.
+enum Stored {
+    /// An empty file: no programs, and nothing a reader should write into it (opening
+    /// it as a store would write the schema, 12 KiB, into a file the user only read).
+    Nothing,
+    Something,
+}
+
+fn existing(path: &std::path::Path) -> anyhow::Result<Stored> {
     match std::fs::symlink_metadata(path) {
-        Ok(_) => Ok(()),
+        Ok(m) if m.is_file() && m.len() == 0 => Ok(Stored::Nothing),
+        Ok(_) => Ok(Stored::Something),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let dir = path
                 .parent()

@@ -168,6 +168,20 @@ fn reading_commands_create_nothing_and_name_what_is_missing() {
     assert!(err.contains("/nonexistent/dir: no such directory"), "{err}");
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "nothing created: {left:?}");
+    // An empty file is an empty store: read, not written (it became a 12 KiB store).
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, "").unwrap();
+    for cmd in ["list", "export"] {
+        let (code, _, err) = numasched(&["profile", "--db", s(&empty), cmd]);
+        assert_eq!(code, 0, "{cmd}: {err}");
+        assert_eq!(
+            std::fs::metadata(&empty).unwrap().len(),
+            0,
+            "{cmd} wrote the store"
+        );
+    }
+    let (_, out, _) = numasched(&["profile", "--db", s(&empty), "list"]);
+    assert!(out.contains("(no programs stored)"), "{out}");
 }
 
 #[test]
