@@ -22,6 +22,7 @@ use crate::daemon::assemble::{self, Use};
 use crate::daemon::config::parse_policy;
 use crate::daemon::{logging, nodes};
 use crate::model::{Process, Snapshot};
+use crate::policy::granularity::{self, Pin};
 use crate::policy::Policy;
 use crate::topology::NodeId;
 
@@ -52,6 +53,9 @@ pub struct AdviseArgs {
 pub struct Request {
     pub cpus: u32,
     pub mem: Option<u64>,
+    /// What the job would be given of the CPUs the policy picks, as the daemon gives
+    /// it (`--pin`): under `llc` the whole cache, not the one CPU picked in it.
+    pub pin: Pin,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -180,11 +184,11 @@ pub fn advise(
     if allowed.len() < topo.num_cpus() {
         job.allowed_cpus = Some(allowed.clone());
     }
-    snap.processes.push(job);
+    snap.processes.push(job.clone());
     let plan = policy.plan(&snap);
     let placement = plan.placements.iter().find(|pl| pl.pid == ADVISE_PID);
     let given: CpuSet = placement
-        .map(|pl| pl.cpus.clone())
+        .map(|pl| granularity::widen(topo, &job, pl, req.pin).cpus)
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| allowed.clone());
     for n in &mut per_node {
@@ -257,6 +261,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
         Request {
             cpus: args.cpus,
             mem: args.mem,
+            pin: opts.pin,
         },
         &free,
     );
@@ -352,7 +357,11 @@ mod tests {
         let a = advise(
             &s,
             auto.as_ref(),
-            Request { cpus: 1, mem: None },
+            Request {
+                cpus: 1,
+                mem: None,
+                pin: Pin::Cpu,
+            },
             &free_gib(8, 8),
         );
         assert_eq!(a.nodes, vec![1], "{a:#?}");
@@ -361,6 +370,21 @@ mod tests {
         assert!((a.per_node[0].load - 4.0).abs() < 1e-9);
         assert!(a.per_node.iter().all(|n| n.eligible));
         assert!(render(&a).starts_with("nodes: 1\n"), "{}", render(&a));
+        // As the daemon would give it: under `--pin llc` every CPU of that cache
+        // (`advise --cpus 1` said `cpus: 0` on a machine that pins whole LLCs).
+        let llc = advise(
+            &s,
+            auto.as_ref(),
+            Request {
+                cpus: 1,
+                mem: None,
+                pin: Pin::Llc,
+            },
+            &free_gib(8, 8),
+        );
+        assert_eq!(llc.nodes, vec![1]);
+        let cache = s.topology.cpu(a.cpus[0]).expect("cpu").llc;
+        assert_eq!(llc.cpus, s.topology.llcs()[cache].cpus, "{llc:#?}");
     }
 
     #[test]
@@ -373,6 +397,7 @@ mod tests {
             Request {
                 cpus: 1,
                 mem: Some(4 << 30),
+                pin: Pin::Cpu,
             },
             &free_gib(8, 2),
         );
@@ -391,6 +416,7 @@ mod tests {
             Request {
                 cpus: 1,
                 mem: Some(16 << 30),
+                pin: Pin::Cpu,
             },
             &free_gib(8, 2),
         );
@@ -410,7 +436,11 @@ mod tests {
         let a = advise(
             &s,
             auto.as_ref(),
-            Request { cpus: 6, mem: None },
+            Request {
+                cpus: 6,
+                mem: None,
+                pin: Pin::Cpu,
+            },
             &free_gib(8, 8),
         );
         assert_eq!(a.cpus.len(), 6, "{a:#?}");
@@ -435,6 +465,7 @@ mod tests {
             Request {
                 cpus: 1_000_000,
                 mem: Some(4 << 30),
+                pin: Pin::Cpu,
             },
             &free_gib(8, 2),
         );
