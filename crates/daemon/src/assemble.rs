@@ -314,7 +314,11 @@ fn journal_file<K: Kernel>(opts: &Options, kernel: &K) -> anyhow::Result<Option<
         warn!("running without a journal (--no-journal): a crash or kill -9 would leave the affinities numasched set");
         return Ok(None);
     }
-    let mut taken = take_journal(&opts.journal, kernel)?;
+    let mut taken = take_journal(
+        &opts.journal,
+        kernel,
+        "kept in the journal and tried again at the stop",
+    )?;
     // Written once here so an unwritable journal stops the start; it holds what the
     // recovery could not restore, which must not be lost to the write.
     if let Err(e) = taken.file.save(&taken.left) {
@@ -334,8 +338,13 @@ struct Taken {
 }
 
 /// Locks the journal at `path` and restores what a run that did not stop cleanly left
-/// in it.
-fn take_journal<K: Kernel>(path: &std::path::Path, kernel: &K) -> anyhow::Result<Taken> {
+/// in it; `retried` says what becomes of what the kernel refused to restore (the
+/// caller's to say: a dry run keeps no journal to try it again from).
+fn take_journal<K: Kernel>(
+    path: &std::path::Path,
+    kernel: &K,
+    retried: &str,
+) -> anyhow::Result<Taken> {
     let mut file = JournalFile::new(path);
     let lock = match file.lock() {
         Ok(l) => l,
@@ -357,7 +366,7 @@ fn take_journal<K: Kernel>(path: &std::path::Path, kernel: &K) -> anyhow::Result
         warn!(
             journal = %file.path().display(),
             processes = recovered.left.len(),
-            "some processes could not be restored; kept in the journal and tried again at the stop"
+            "some processes could not be restored; {retried}"
         );
     }
     Ok(Taken {
@@ -388,7 +397,11 @@ fn recover_leftovers(opts: &Options, kernel: &LinuxKernel) {
             return;
         }
     }
-    match take_journal(&opts.journal, kernel) {
+    match take_journal(
+        &opts.journal,
+        kernel,
+        "left in the journal for the next start that manages",
+    ) {
         Ok(_) => {}
         Err(e)
             if e.downcast_ref::<recovery::RecoveryError>()

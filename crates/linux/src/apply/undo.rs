@@ -161,8 +161,15 @@ pub fn adopt_descendants<K: Kernel + ?Sized>(
         let Some(entry) = journal.entry(parent).filter(|e| e.applied.is_some()) else {
             continue;
         };
-        let (entry, start) = (entry.clone(), entry.start_time);
-        let original = entry.original.clone();
+        // What the kids are matched against, copied out (not the whole entry, whose
+        // thread map may be large): the journal is written to below.
+        let given: Vec<CpuSet> = entry
+            .applied
+            .iter()
+            .chain(&entry.earlier)
+            .cloned()
+            .collect();
+        let (original, start) = (entry.original.clone(), entry.start_time);
         // A pid now another process's (reused since the entry was made): its children
         // are not the journaled process's, and what they carry is not numasched's.
         if kernel
@@ -197,7 +204,12 @@ pub fn adopt_descendants<K: Kernel + ?Sized>(
                 .iter()
                 .filter_map(|&t| kernel.affinity(kid, t).ok().map(|c| (t, c)))
                 .collect();
-            let Some(applied) = sets.iter().map(|(_, c)| c).find(|c| entry.gave(c)).cloned() else {
+            let Some(applied) = sets
+                .iter()
+                .map(|(_, c)| c)
+                .find(|c| given.contains(c))
+                .cloned()
+            else {
                 continue;
             };
             let carrying: Vec<u32> = sets
