@@ -61,15 +61,15 @@ struct Baseline {
 #[derive(Debug, Default)]
 pub struct Trigger {
     at_plan: HashMap<ProcessKey, Baseline>,
-    /// CPUs others' work crowded (see [`crowded`]).
+    /// CPUs others' work crowded at the last plan (see [`numasched_policy::crowded`]).
     crowded: CpuSet,
     last_plan: Option<f64>,
 }
 
-/// Others' work on a CPU (above the least of its LLC: what the kernel cannot move) not
-/// crowded at the last plan that makes it newly crowded, and below which a crowded one
-/// is free again: apart, so a CPU whose load hovers at
-/// the line does not re-plan every epoch.
+/// Others' work on a CPU (above the least of its LLC: what the kernel cannot move) that
+/// makes one not crowded at the last plan newly crowded, and below which a crowded one
+/// is free again: apart, so a CPU whose load hovers at the line does not re-plan every
+/// epoch.
 const NEWLY_CROWDED: f64 = 1.5 * CROWDED;
 const NO_LONGER_CROWDED: f64 = 0.5 * CROWDED;
 
@@ -237,9 +237,9 @@ impl Trigger {
 }
 
 impl Trigger {
-    /// Others' work the kernel cannot move arrived on a CPU or left it. Where a busy managed process runs on
-    /// a newly crowded CPU it may be pinned there beside it, a harm (a hard pin
-    /// is moved off, see [`crowded`]); the rest can wait.
+    /// Others' work the kernel cannot move arrived on a CPU or left it. Where a busy
+    /// managed process runs on a newly crowded CPU it may be pinned there beside it, a
+    /// harm (a hard pin is moved off, see [`numasched_policy::crowded`]); the rest can wait.
     fn crowding(&self, snapshot: &Snapshot, harms: &mut Vec<String>, out: &mut Vec<String>) {
         let (topo, others) = (&snapshot.topology, &snapshot.others_busy);
         for (&c, &b) in others {

@@ -41,6 +41,16 @@ impl CpuTimes {
         parse(&text, &path)
     }
 
+    /// Clock ticks between `earlier` and this reading on the CPU that advanced least:
+    /// below [`MIN_TICKS`] a share is too coarse to read.
+    pub fn ticks_since(&self, earlier: &CpuTimes) -> u64 {
+        self.0
+            .iter()
+            .filter_map(|(cpu, now)| Some(now.total.saturating_sub(earlier.0.get(cpu)?.total)))
+            .min()
+            .unwrap_or(0)
+    }
+
     /// Each CPU's busy share between `earlier` and this reading (0 to 1: CPUs'
     /// worth). A CPU missing from either (it went offline or came online between), or
     /// whose counters did not advance, is left out.
@@ -56,6 +66,11 @@ impl CpuTimes {
             .collect()
     }
 }
+
+/// Ticks a reading must span to be differenced: at USER_HZ 100, a tenth of a second,
+/// so one tick more or less moves a share by at most a tenth. (An epoch of 10 ms, the
+/// shortest allowed, would read each CPU as all busy or all idle.)
+pub const MIN_TICKS: u64 = 10;
 
 /// Busy share below which a CPU counts as running nothing else: left out of the map.
 const NOTHING: f64 = 0.01;

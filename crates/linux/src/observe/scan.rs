@@ -12,12 +12,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use super::cache::{Cache, Cached, Changed, Entry, Tally};
-use super::cpu_time::{others_busy, CpuTimes};
+use super::cpu_time::{others_busy, CpuTimes, MIN_TICKS};
 use super::error::ObserveError;
 use super::pids::PidLister;
 use super::proc::{assemble, read_stat_by_path, ProcDir, ProcInfo, Stat};
 use super::scan_config::ScanConfig;
-use numasched_model::topology::{NodeId, Topology};
+use numasched_model::topology::{CpuId, NodeId, Topology};
 use numasched_model::CpuSet;
 use numasched_model::{Process, ProcessKey, Snapshot};
 
@@ -117,8 +117,10 @@ pub struct Scanner {
     /// The processes the previous pass saw.
     cache: Cache,
     previous_uptime: Option<f64>,
-    /// Every CPU's times at the previous pass, for what others ran on each.
+    /// Every CPU's times at the start of the span measured, for what others ran on
+    /// each, and what was last found.
     previous_cpu_times: Option<CpuTimes>,
+    last_others: BTreeMap<CpuId, f64>,
     /// An unreadable `/proc/stat` was reported (once: it is no process's problem).
     cpu_times_reported: bool,
     /// Passes so far: the clock the cache's ages are counted on.
@@ -158,6 +160,7 @@ impl Scanner {
             cache: Cache::default(),
             previous_uptime: None,
             previous_cpu_times: None,
+            last_others: BTreeMap::new(),
             cpu_times_reported: false,
             pass: 0,
         }
@@ -236,16 +239,28 @@ impl Scanner {
         self.cache = next;
         self.previous_uptime = Some(uptime);
         match cpu_times {
+            // Too short a span to read a share from (short epochs): the last reading
+            // stands, and the next pass measures from the same start.
+            Ok(now)
+                if self
+                    .previous_cpu_times
+                    .as_ref()
+                    .is_some_and(|before| now.ticks_since(before) < MIN_TICKS) =>
+            {
+                obs.snapshot.others_busy = self.last_others.clone();
+            }
             Ok(now) => {
                 if let Some(before) = &self.previous_cpu_times {
-                    obs.snapshot.others_busy =
+                    self.last_others =
                         others_busy(&now.busy_since(before), &obs.snapshot.processes);
+                    obs.snapshot.others_busy = self.last_others.clone();
                 }
                 self.previous_cpu_times = Some(now);
             }
             Err(e) => {
                 // Planning goes on as if every CPU were free of others' work.
                 self.previous_cpu_times = None;
+                self.last_others.clear();
                 if !std::mem::replace(&mut self.cpu_times_reported, true) {
                     obs.problems.push(e);
                 }
