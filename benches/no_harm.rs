@@ -124,26 +124,18 @@ fn run_once(case: &Case, mode: Mode, secs: u64) -> Vec<(String, f64)> {
         }
     };
     let beside = (!case.beside.is_empty()).then(|| {
-        let child = Command::new("sh")
-            .args(["-c", case.beside])
-            .env("W", BIN)
-            .env("O", dir.path())
-            .env("S", secs.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start the unmanaged loads");
+        let child = loads(
+            Command::new("sh").args(["-c", case.beside]),
+            dir.path(),
+            secs,
+        )
+        .spawn()
+        .expect("start the unmanaged loads");
         // Running before numasched looks, as a neighbour would be.
         std::thread::sleep(std::time::Duration::from_millis(300));
         child
     });
-    let status = cmd
-        .args(["-c", case.script])
-        .env("W", BIN)
-        .env("O", dir.path())
-        .env("S", secs.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
+    let status = loads(cmd.args(["-c", case.script]), dir.path(), secs)
         .status()
         .expect("start the case");
     assert!(
@@ -157,6 +149,16 @@ fn run_once(case: &Case, mode: Mode, secs: u64) -> Vec<(String, f64)> {
         assert!(status.success(), "{} (beside): {status:?}", case.name);
     }
     rates(dir.path())
+}
+
+/// A case's shell with what its scripts read: the binary, the report directory, the
+/// run length.
+fn loads<'c>(cmd: &'c mut Command, reports: &Path, secs: u64) -> &'c mut Command {
+    cmd.env("W", BIN)
+        .env("O", reports)
+        .env("S", secs.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
 }
 
 fn rates(dir: &Path) -> Vec<(String, f64)> {

@@ -391,22 +391,32 @@ fn others_work_is_each_cpus_busy_time_less_the_scanned_processes() {
     load.start_time = 10 * TICKS;
     load.cpu_ticks = 0;
     f.add(&load.clone().threads_on(&[1])).unwrap();
-    f.set_cpu_times(&[(0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0)]).unwrap();
+    f.set_cpu_times(&[(0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0)])
+        .unwrap();
     let mut scanner = Scanner::new(config(f.root()));
     let first = scanner.scan(&topo).unwrap();
-    assert!(first.snapshot.others_busy.is_empty(), "nothing to difference yet");
+    assert!(
+        first.snapshot.others_busy.is_empty(),
+        "nothing to difference yet"
+    );
     // One second: CPU 0 busy with someone else's pinned load, CPU 1 with ours.
     f.set_uptime(101.0).unwrap();
     load.cpu_ticks = TICKS;
     f.update(&load.clone().threads_on(&[1])).unwrap();
-    f.set_cpu_times(&[(0, 100, 0), (1, 100, 0), (2, 0, 100), (3, 5, 95)]).unwrap();
+    f.set_cpu_times(&[(0, 100, 0), (1, 100, 0), (2, 0, 100), (3, 5, 95)])
+        .unwrap();
     let obs = scanner.scan(&topo).unwrap();
     assert!(obs.problems.is_empty(), "{:?}", obs.problems);
     let others = &obs.snapshot.others_busy;
-    assert_eq!(others.keys().copied().collect::<Vec<_>>(), vec![0, 3], "{others:?}");
+    assert_eq!(
+        others.keys().copied().collect::<Vec<_>>(),
+        vec![0, 3],
+        "{others:?}"
+    );
     assert!((others[&0] - 1.0).abs() < 1e-9 && (others[&3] - 0.05).abs() < 1e-9);
     // 20 ms later: too short to read; the last finding stands.
     f.set_uptime(101.02).unwrap();
-    f.set_cpu_times(&[(0, 102, 0), (1, 100, 2), (2, 0, 102), (3, 5, 97)]).unwrap();
+    f.set_cpu_times(&[(0, 102, 0), (1, 100, 2), (2, 0, 102), (3, 5, 97)])
+        .unwrap();
     assert_eq!(&scanner.scan(&topo).unwrap().snapshot.others_busy, others);
 }
