@@ -16,8 +16,9 @@
 //!   no NUMA penalty) is not confined: there is no gain to weigh against the cost;
 //! - the rest are handed to the policy busiest first, so where it breaks ties by
 //!   order, CPU demand decides who gets a free CPU, not the pid;
-//! - with hard pinning, a planned CPU that others' work keeps busy is swapped for an
-//!   idle one of its LLC ([`crowded`]);
+//! - with hard pinning, placements that would only trade CPUs inside an LLC stay
+//!   where they run ([`sticky`]), and a planned CPU that others' work keeps busy is
+//!   swapped for an idle one of its LLC ([`crowded`]);
 //! - with hard pinning, processes on an LLC where the plan makes some time-share a
 //!   CPU (with each other, or with others' work) get the whole LLC instead: pinned 2-to-a-CPU beside one alone on the next CPU, three equal loads on
 //!   two CPUs would run at 100/50/50 where the kernel gives each two thirds.
@@ -30,7 +31,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{crowded, Placement, Plan, Policy, Process, Snapshot};
+use super::{crowded, sticky, Placement, Plan, Policy, Process, Snapshot};
 use numasched_model::topology::{CpuId, Topology};
 use numasched_model::CpuSet;
 
@@ -129,6 +130,7 @@ impl Policy for Granular {
             self.inner.plan(&seen)
         };
         if hard(self.pin) {
+            inner = sticky::stay_put(topo, &seen, inner);
             inner = crowded::away_from_others(topo, &seen, inner);
         }
         let shared = time_shared_llcs(topo, &inner, &snapshot.others_busy);

@@ -22,6 +22,7 @@ pub mod nmass;
 pub mod numad;
 pub mod oracle;
 pub mod rotation;
+pub mod sticky;
 
 pub use granularity::{Granular, Pin};
 // What `Policy::plan` takes and returns, so that a caller of a policy needs no second
