@@ -304,7 +304,10 @@ fn metrics_on_every_interface_is_refused() {
 
 #[test]
 fn advise_on_this_machine_names_node_0() {
-    let (code, out, err) = numasched(&["advise", "--cpus", "1", "--json", "--no-db"]);
+    // Hard pinning: the one CPU. (Under the default `--pin llc`, the whole LLC: the
+    // unit tests of `advise` check both.)
+    let (code, out, err) =
+        numasched(&["advise", "--cpus", "1", "--json", "--no-db", "--pin", "cpu"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     let nodes = v["nodes"].as_array().expect("nodes");

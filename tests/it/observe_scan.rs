@@ -381,8 +381,8 @@ fn details_follow_their_process_when_the_snapshot_drops_one() {
 }
 
 /// Others' work per CPU: each CPU's busy time between passes (`stat`) less what the
-/// scanned processes ran there. A span under MIN_TICKS (a very short epoch) is not read:
-/// the last finding stands.
+/// scanned processes ran there (spread over their affinity: exact for a pinned one). A
+/// span under MIN_TICKS (a very short epoch) is not read: the last finding stands.
 #[test]
 fn others_work_is_each_cpus_busy_time_less_the_scanned_processes() {
     let (_d, f) = fake();
@@ -390,6 +390,7 @@ fn others_work_is_each_cpus_busy_time_less_the_scanned_processes() {
     let mut load = FakeProcess::new(100, "load");
     load.start_time = 10 * TICKS;
     load.cpu_ticks = 0;
+    load.cpus_allowed = "1".into();
     f.add(&load.clone().threads_on(&[1])).unwrap();
     f.set_cpu_times(&[(0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0)])
         .unwrap();

@@ -226,8 +226,9 @@ fn pinned_hard_a_load_is_kept_off_a_cpu_an_unmanaged_process_keeps_busy() {
     d.wait_managed(pid, 3);
     assert!(
         wait_secs(5, || planned(&d, pid) && !allowed(pid).contains(0)),
-        "still on {} beside the neighbour on CPU 0\n{}",
+        "still on {} beside the neighbour on CPU 0 (its threads on {:?})\n{}",
         allowed(pid),
+        threads(hog.pid()),
         d.log()
     );
     let until = Instant::now() + Duration::from_secs(3);

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use numasched_model::topology::CpuId;
-use numasched_model::Process;
+use numasched_model::CpuSet;
 
 use super::error::ObserveError;
 
@@ -75,19 +75,24 @@ pub const MIN_TICKS: u64 = 10;
 /// Busy share below which a CPU counts as running nothing else: left out of the map.
 const NOTHING: f64 = 0.01;
 
-/// What each CPU ran for others than `processes`: its busy share less theirs, each
-/// process's demand spread evenly over the CPUs its threads last ran on (a sample:
-/// the scan cannot see where a thread ran during the epoch). CPUs left out ran
-/// (almost) nothing else.
-pub fn others_busy(busy: &BTreeMap<CpuId, f64>, processes: &[Process]) -> BTreeMap<CpuId, f64> {
+/// What each CPU ran for others than the processes `spans` describes: its busy share
+/// less theirs, each process's demand spread evenly over the CPUs it may run on (its
+/// affinity). Exact for a process pinned to one CPU, which is where it matters; a
+/// process free to move is spread as the kernel's balancing spreads it. (Where its
+/// threads last ran is no better: a sample, and one the scan may have read passes ago.)
+/// CPUs left out ran (almost) nothing else.
+pub fn others_busy(
+    busy: &BTreeMap<CpuId, f64>,
+    spans: impl IntoIterator<Item = (f64, CpuSet)>,
+) -> BTreeMap<CpuId, f64> {
     let mut left = busy.clone();
-    for p in processes {
-        let n = p.current_cpus.len();
+    for (demand, cpus) in spans {
+        let n = cpus.iter().filter(|c| left.contains_key(c)).count();
         if n == 0 {
             continue;
         }
-        let share = p.cpu_demand.max(0.0) / n as f64;
-        for c in p.current_cpus.iter() {
+        let share = demand.max(0.0) / n as f64;
+        for c in cpus.iter() {
             if let Some(b) = left.get_mut(c) {
                 *b -= share;
             }
@@ -182,19 +187,16 @@ mod tests {
     #[test]
     fn others_work_is_what_the_selected_processes_did_not_run() {
         let busy = BTreeMap::from([(0, 1.0), (1, 1.0), (2, 0.3)]);
-        let mut pinned_hog_neighbour = Process::new(10, "load");
-        pinned_hog_neighbour.current_cpus = [1].into_iter().collect();
-        let mut spread = Process::new(11, "load");
-        spread.cpu_demand = 0.6;
-        spread.current_cpus = [1, 2].into_iter().collect();
-        let others = others_busy(&busy, &[pinned_hog_neighbour, spread]);
+        let pinned = (1.0, CpuSet::from(vec![1]));
+        let free_to_move = (0.6, CpuSet::from(vec![1, 2]));
+        let others = others_busy(&busy, [pinned, free_to_move]);
         assert_eq!(
             others.keys().copied().collect::<Vec<_>>(),
             vec![0],
             "{others:?}"
         );
         assert!((others[&0] - 1.0).abs() < 1e-9);
-        assert!(others_busy(&BTreeMap::new(), &[]).is_empty());
+        assert!(others_busy(&BTreeMap::new(), []).is_empty());
     }
 
     #[test]

@@ -251,8 +251,19 @@ impl Scanner {
             }
             Ok(now) => {
                 if let Some(before) = &self.previous_cpu_times {
-                    self.last_others =
-                        others_busy(&now.busy_since(before), &obs.snapshot.processes);
+                    let machine = topology.all_cpus();
+                    let spans = obs.snapshot.processes.iter().map(|p| {
+                        let allowed = obs
+                            .details
+                            .get(&p.key())
+                            .and_then(|i| i.cpus_allowed.as_ref());
+                        let cpus = match allowed {
+                            Some(a) => a.intersection(&machine),
+                            None => machine.clone(),
+                        };
+                        (p.cpu_demand, cpus)
+                    });
+                    self.last_others = others_busy(&now.busy_since(before), spans);
                     obs.snapshot.others_busy = self.last_others.clone();
                 }
                 self.previous_cpu_times = Some(now);
