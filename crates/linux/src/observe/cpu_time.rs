@@ -75,11 +75,15 @@ pub const MIN_TICKS: u64 = 10;
 /// Busy share below which a CPU counts as running nothing else: left out of the map.
 const NOTHING: f64 = 0.01;
 
-/// What each CPU ran for others than the processes `spans` describes: its busy share
-/// less theirs, each process's demand spread evenly over the CPUs it may run on (its
-/// affinity). Exact for a process pinned to one CPU, which is where it matters; a
-/// process free to move is spread as the kernel's balancing spreads it. (Where its
-/// threads last ran is no better: a sample, and one the scan may have read passes ago.)
+/// What each CPU ran for others than the processes `spans` describes, at least: its
+/// busy share less, for each process, its demand up to one CPU's worth on every CPU it
+/// may run on (its affinity), as if it had run there. Exact for a process pinned to one
+/// CPU, which is where it matters. For one free to move it is where it may have run:
+/// spread evenly instead, a single busy thread made the CPU it ran on look crowded by
+/// half a CPU, and a re-plan that pinned a young load before its second thread started
+/// (no_harm bench); where its threads were last sampled is no better (a sample the scan
+/// may have read passes ago put a neighbour's load on the managed load's CPU). Counting
+/// too little of others' work costs a hard pin's benefit, never the process's rate.
 /// CPUs left out ran (almost) nothing else.
 pub fn others_busy(
     busy: &BTreeMap<CpuId, f64>,
@@ -87,11 +91,7 @@ pub fn others_busy(
 ) -> BTreeMap<CpuId, f64> {
     let mut left = busy.clone();
     for (demand, cpus) in spans {
-        let n = cpus.iter().filter(|c| left.contains_key(c)).count();
-        if n == 0 {
-            continue;
-        }
-        let share = demand.max(0.0) / n as f64;
+        let share = demand.clamp(0.0, 1.0);
         for c in cpus.iter() {
             if let Some(b) = left.get_mut(c) {
                 *b -= share;
@@ -189,6 +189,7 @@ mod tests {
         let busy = BTreeMap::from([(0, 1.0), (1, 1.0), (2, 0.3)]);
         let pinned = (1.0, CpuSet::from(vec![1]));
         let free_to_move = (0.6, CpuSet::from(vec![1, 2]));
+        // (Counted whole on CPU 2 too: it may have run there.)
         let others = others_busy(&busy, [pinned, free_to_move]);
         assert_eq!(
             others.keys().copied().collect::<Vec<_>>(),
@@ -197,6 +198,9 @@ mod tests {
         );
         assert!((others[&0] - 1.0).abs() < 1e-9);
         assert!(others_busy(&BTreeMap::new(), []).is_empty());
+        // One busy thread free to move on an otherwise idle pair: nothing is others'.
+        let one = BTreeMap::from([(0, 0.0), (1, 1.0)]);
+        assert!(others_busy(&one, [(1.0, CpuSet::from(vec![0, 1]))]).is_empty());
     }
 
     #[test]
