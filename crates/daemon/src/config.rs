@@ -87,13 +87,19 @@ pub enum LogFormat {
     Json,
 }
 
+/// `--log-format`'s words.
+pub const LOG_FORMATS: &[&str] = &["text", "json"];
+
 impl std::str::FromStr for LogFormat {
     type Err = String;
     fn from_str(s: &str) -> Result<LogFormat, String> {
         match s {
             "text" => Ok(LogFormat::Text),
             "json" => Ok(LogFormat::Json),
-            _ => Err(format!("unknown log format '{s}' (known: text, json)")),
+            _ => Err(format!(
+                "unknown log format '{s}' (known: {})",
+                LOG_FORMATS.join(", ")
+            )),
         }
     }
 }
@@ -256,31 +262,43 @@ pub fn parse_policy(s: &str) -> Result<policy::PolicyKind, String> {
     s.parse().map_err(|e: policy::UnknownPolicy| e.to_string())
 }
 
-/// A value named by a word, read as its flag reads it (`pin = "cpu"`): anything else
-/// gets the flag's own message, which lists the words (`pin = 3` said only "wanted
-/// string or table").
+/// A value named by a word, read as its flag reads it (`pin = "cpu"`), with the
+/// flag's own message; anything but a string is told the words (`pin = 3` said only
+/// "wanted string or table").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Word<T>(pub T);
 
+/// The words a [`Word`] may be.
+pub trait Words {
+    const WORDS: &'static [&'static str];
+}
+
+impl Words for policy::Pin {
+    const WORDS: &'static [&'static str] = policy::granularity::PIN_NAMES;
+}
+
+impl Words for policy::PolicyKind {
+    const WORDS: &'static [&'static str] = &policy::NAMES;
+}
+
+impl Words for LogFormat {
+    const WORDS: &'static [&'static str] = LOG_FORMATS;
+}
+
 impl<'de, T> Deserialize<'de> for Word<T>
 where
-    T: std::str::FromStr,
+    T: std::str::FromStr + Words,
     T::Err: std::fmt::Display,
 {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
         match toml::Value::deserialize(d)? {
             toml::Value::String(s) => s.parse().map(Word).map_err(D::Error::custom),
-            other => {
-                let why = match other.to_string().parse::<T>() {
-                    Err(e) => format!(": {e}"),
-                    Ok(_) => String::new(),
-                };
-                Err(D::Error::custom(format!(
-                    "expected a word in quotes, found {}{why}",
-                    other.type_str()
-                )))
-            }
+            other => Err(D::Error::custom(format!(
+                "expected a word in quotes (known: {}), found {} {other}",
+                T::WORDS.join(", "),
+                other.type_str()
+            ))),
         }
     }
 }
@@ -621,11 +639,10 @@ metrics = "127.0.0.1:9477"
             (
                 "pin = 3",
                 1,
-                "expected a word in quotes, found integer: unknown pin granularity '3' \
-                 (known: llc, node, core, cpu)",
+                "expected a word in quotes (known: llc, node, core, cpu), found integer 3",
             ),
-            ("log_format = 2", 1, "(known: text, json)"),
-            ("policy = 3", 1, "unknown policy '3'"),
+            ("log_format = 2", 1, "(known: text, json), found integer 2"),
+            ("policy = [3]", 1, "(known: auto, auto-migrate,"),
             // Pids as `--include-pid` takes them.
             ("include_pid = [0]", 1, "0 is not a pid (1 to 4194304)"),
             ("\nexclude_pid = [12, -1]", 2, "-1 is not a pid"),

@@ -52,7 +52,13 @@ impl Entry {
     /// Whether numasched gave the process `cpus`, now or before: what a child that
     /// forked meanwhile carries.
     pub fn gave(&self, cpus: &CpuSet) -> bool {
-        self.applied.as_ref() == Some(cpus) || self.earlier.contains(cpus)
+        self.given().any(|c| c == cpus)
+    }
+
+    /// Every set numasched gave the process and a child may carry: the one applied
+    /// now and the earlier ones kept.
+    pub fn given(&self) -> impl Iterator<Item = &CpuSet> {
+        self.applied.iter().chain(&self.earlier)
     }
 
     /// What thread `tid` should be given back.

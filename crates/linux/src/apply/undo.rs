@@ -163,12 +163,7 @@ pub fn adopt_descendants<K: Kernel + ?Sized>(
         };
         // What the kids are matched against, copied out (not the whole entry, whose
         // thread map may be large): the journal is written to below.
-        let given: Vec<CpuSet> = entry
-            .applied
-            .iter()
-            .chain(&entry.earlier)
-            .cloned()
-            .collect();
+        let given: Vec<CpuSet> = entry.given().cloned().collect();
         let (original, start) = (entry.original.clone(), entry.start_time);
         // A pid now another process's (reused since the entry was made): its children
         // are not the journaled process's, and what they carry is not numasched's.
