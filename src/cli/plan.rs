@@ -195,6 +195,11 @@ fn print_plan(
         for line in wrap(&pl.reason, WIDTH - 10) {
             println!("          {line}");
         }
+        // Said apart from the reason, which may not mention it: a process someone
+        // else pinned is planned inside that pin and never widened past it.
+        if let Some(pin) = &p.allowed_cpus {
+            println!("          pinned by someone else to {pin}: planned inside it");
+        }
     }
     println!("cpus: CPUs' worth busy; np: NUMA penalty (run time remote/local); ran on: last CPUs");
     println!("{}", PenaltySource::LEGEND);

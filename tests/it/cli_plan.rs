@@ -91,6 +91,44 @@ fn plan_table_has_a_reason_per_process() {
 }
 
 #[test]
+fn plan_table_says_which_process_someone_else_pinned() {
+    let mut snap: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(WL9).expect("example")).expect("json");
+    snap["processes"][2]["allowed_cpus"] = serde_json::json!([0, 1]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("pinned.json");
+    std::fs::write(&file, snap.to_string()).expect("write");
+    let (code, out, err) = numasched(&["plan", "--snapshot", &file.display().to_string()]);
+    assert_eq!(code, 0, "{err}");
+    let marked: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("pinned by someone else"))
+        .collect();
+    assert_eq!(
+        marked,
+        ["          pinned by someone else to 0-1: planned inside it"],
+        "{out}"
+    );
+    // Under its own process (soplex), after the reason.
+    let lines: Vec<&str> = out.lines().collect();
+    let row = lines
+        .iter()
+        .position(|l| l.split_whitespace().nth(1) == Some("soplex"))
+        .expect("soplex's row");
+    let mark = lines
+        .iter()
+        .position(|l| l.contains("pinned by someone else"))
+        .expect("the mark");
+    assert!(
+        mark > row
+            && lines[row + 1..mark]
+                .iter()
+                .all(|l| l.starts_with("          ")),
+        "{out}"
+    );
+}
+
+#[test]
 fn every_policy_name_plans_the_example() {
     for policy in numasched::policy::NAMES {
         let (code, out, err) =
