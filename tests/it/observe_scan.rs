@@ -380,6 +380,43 @@ fn details_follow_their_process_when_the_snapshot_drops_one() {
     );
 }
 
+/// A shell's short commands do its work in children it waits for, each gone before a
+/// scan could see it: their CPU time (stat's cutime) ran in the shell's set and is the
+/// shell's, not others' work crowding its CPU (which moved a fork-heavy script between
+/// CPUs every epoch under `--pin cpu`). Children's time from before the first read is
+/// no rate.
+#[test]
+fn a_processs_waited_for_children_are_not_others_work() {
+    let (_d, f) = fake();
+    let topo = machine();
+    let mut sh = FakeProcess::new(100, "sh");
+    sh.start_time = 10 * TICKS;
+    sh.cpus_allowed = "1".into();
+    sh.child_ticks = 50 * TICKS;
+    f.add(&sh.clone().threads_on(&[1])).unwrap();
+    f.set_cpu_times(&[(0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0)])
+        .unwrap();
+    let mut scanner = Scanner::new(config(f.root()));
+    let first = scanner.scan(&topo).unwrap();
+    let key = first.snapshot.processes[0].key();
+    assert_eq!(first.details[&key].children_demand, 0.0, "no rate yet");
+    // One second: CPU 1 busy, a fifth of it the shell's, the rest its children's.
+    f.set_uptime(101.0).unwrap();
+    sh.cpu_ticks = TICKS / 5;
+    sh.child_ticks += TICKS * 4 / 5;
+    f.update(&sh.clone().threads_on(&[1])).unwrap();
+    f.set_cpu_times(&[(0, 0, 100), (1, 100, 0), (2, 0, 100), (3, 0, 100)])
+        .unwrap();
+    let obs = scanner.scan(&topo).unwrap();
+    assert!(obs.problems.is_empty(), "{:?}", obs.problems);
+    assert!((obs.details[&key].children_demand - 0.8).abs() < 1e-9);
+    assert!(
+        obs.snapshot.others_busy.is_empty(),
+        "{:?}",
+        obs.snapshot.others_busy
+    );
+}
+
 /// Others' work per CPU: each CPU's busy time between passes (`stat`) less what the
 /// scanned processes ran there (spread over their affinity: exact for a pinned one). A
 /// span under MIN_TICKS (a very short epoch) is not read: the last finding stands.

@@ -196,6 +196,73 @@ fn run_pinned_hard_a_late_child_does_not_share_the_first_ones_cpu() {
     );
 }
 
+/// Under `run --pin cpu`, a busy shell numasched pinned to one CPU forks a 2-thread
+/// load: the child inherits that one CPU. It must have both CPUs soon, not at the next
+/// plan the re-plan interval allows (5 s by default; a trial measured the child at 0.6
+/// of its unmanaged rate), and its set must not be read as someone else's pin.
+#[test]
+fn run_pinned_hard_a_child_born_in_its_parents_one_cpu_gets_room_at_once() {
+    let Some(_alone) = two_cpus_alone() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().display().to_string();
+    let script = format!(
+        "echo $$ >{d}/sh; while [ ! -e {d}/go ]; do :; done; \
+         {BIN} workload cpu --threads 2 --seconds 6 >/dev/null & echo $! >{d}/child; \
+         while [ ! -e {d}/stop ]; do :; done; wait"
+    );
+    let run = std::process::Command::new(BIN)
+        .args(["run", "--no-db", "--pin", "cpu", "--interval", "200ms"])
+        .args(["--min-replan-interval", "5s", "--journal"])
+        .arg(dir.path().join("journal.json"))
+        .args(["--", "sh", "-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run numasched");
+    let pid_in = |name: &str| -> Option<u32> {
+        std::fs::read_to_string(dir.path().join(name))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let finish = |ok: bool, what: String| {
+        std::fs::write(dir.path().join("go"), "").expect("go");
+        std::fs::write(dir.path().join("stop"), "").expect("stop");
+        let out = run.wait_with_output().expect("wait for run");
+        assert!(ok, "{what}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let sh_pinned = wait_secs(9, || pid_in("sh").is_some_and(|sh| allowed(sh).len() == 1));
+    if !sh_pinned {
+        return finish(false, "the busy shell was never pinned to one CPU".into());
+    }
+    std::fs::write(dir.path().join("go"), "").expect("go");
+    let Some(child) = (0..100).find_map(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        pid_in("child")
+    }) else {
+        return finish(false, "no child".into());
+    };
+    // Two workers and the main thread, every one free to use both CPUs, within a
+    // few 200 ms epochs (not the 5 s re-plan interval).
+    let roomy = wait_secs(2, || {
+        thread_count(child) >= 3 && threads(child).iter().all(|t| t.len() == 2)
+    });
+    let seen = threads(child);
+    finish(
+        roomy,
+        format!("the child's threads still on {seen:?} after 2 s"),
+    );
+}
+
 /// Hard pinning beside a process numasched does not manage, pinned by hand to CPU 0
 /// (`taskset -c 0`): the managed load must not be pinned to CPU 0 too while CPU 1
 /// idles (a trial measured 0.5× for its whole life), not even for the epoch before

@@ -328,7 +328,20 @@ impl<K: Kernel> Engine<K> {
         for (p, info) in with_info_mut(&mut obs.snapshot.processes, &obs.details) {
             let key = p.key();
             let may_use = p.allowed_cpus.as_ref().map_or(machine, |a| a.len());
-            let applied = self.records.get(&key).and_then(|r| r.applied.as_ref());
+            // What numasched applied to it, or else a narrow set it carries from a
+            // parent numasched placed (a child forked since, not yet planned itself:
+            // two threads inheriting one CPU wait for it like any narrowed process).
+            let carried = || {
+                let journal = self.actuator.journal();
+                info.cpus_allowed
+                    .as_ref()
+                    .filter(|&c| super::pins::given(journal, p, c).is_some())
+            };
+            let applied = self
+                .records
+                .get(&key)
+                .and_then(|r| r.applied.as_ref())
+                .or_else(carried);
             let narrowed_to = applied.map(|a| a.len()).filter(|&n| n < may_use);
             // Run-queue delay of the processes numasched narrowed, and of busy
             // multi-threaded ones it placed: what they waited for is demand too.

@@ -158,15 +158,23 @@ impl Needs {
             let runnable = r.delay.map_or(0, |d| d.runnable) as usize;
             let wanted = (r.demand + waiting).max(runnable as f64).min(threads);
             let saturated = r.demand + waiting >= SATURATED * cpus as f64;
-            if grew && runnable > cpus {
-                // A thread started inside the set and there are more runnable threads
-                // than CPUs now: do not wait an epoch of run-queue delay to see it.
+            let met = t.seen == 1;
+            if (grew || met) && runnable > cpus {
+                // A thread started inside the set, or the process was met inside one
+                // (a child forked with the set numasched gave its parent), and there
+                // are more runnable threads than CPUs now: do not wait an epoch of
+                // run-queue delay to see it.
                 need.demand = need.demand.max(runnable as f64).min(threads);
                 if let Some(last) = t.demands.back_mut() {
                     *last = last.max(need.demand);
                 }
+                let what = if grew {
+                    "started a thread"
+                } else {
+                    "met inside a narrow set"
+                };
                 need.urgent = Some(format!(
-                    "pid {} started a thread: {runnable} runnable on {}",
+                    "pid {} {what}: {runnable} runnable on {}",
                     key.pid,
                     count(cpus, "CPU")
                 ));
@@ -345,6 +353,8 @@ mod tests {
         let mut n = Needs::default();
         let k = pk(10, 1);
         let mut r = reading(1.0, 2);
+        // Sized before it was planned, then narrowed to one CPU.
+        n.update(k, r, -1.0);
         r.narrowed_to = Some(1);
         r.delay = delay(0.0);
         assert!(n.update(k, r, 0.0).urgent.is_none());
@@ -387,6 +397,30 @@ mod tests {
             "{need:?}"
         );
         assert!(need.demand >= 2.0, "{need:?}");
+    }
+
+    /// A child forked inside the set numasched gave its parent, met with more runnable
+    /// threads than that set's CPUs, is re-planned at once (it ran 2 threads on one
+    /// CPU beside its busy parent until the next plan: 0.6 of its rate unmanaged).
+    #[test]
+    fn a_process_met_inside_a_narrow_set_with_more_runnable_threads_is_urgent() {
+        let mut n = Needs::default();
+        let mut r = reading(0.7, 3);
+        r.narrowed_to = Some(1);
+        r.delay = delay(0.0);
+        let need = n.update(pk(10, 1), r, 0.0);
+        assert!(
+            need.urgent
+                .as_deref()
+                .is_some_and(|u| u.contains("met inside a narrow set: 2 runnable on 1 CPU")),
+            "{need:?}"
+        );
+        assert!(need.demand >= 2.0, "{need:?}");
+        // One runnable thread met in one CPU has what it can use.
+        let mut r = reading(0.7, 3);
+        r.narrowed_to = Some(1);
+        r.delay = one_runnable(0.0);
+        assert_eq!(n.update(pk(11, 1), r, 0.0).urgent, None);
     }
 
     #[test]

@@ -8,28 +8,19 @@
 //! the process, or to the parent it inherited from) is replaced by the restriction that
 //! was there before numasched: the journaled original affinity.
 
-use numasched_linux::apply::Journal;
-use numasched_model::Snapshot;
+use numasched_linux::apply::{Entry, Journal};
+use numasched_model::{CpuSet, Process, Snapshot};
 
 /// Rewrites `allowed_cpus` of processes whose narrowing is numasched's own.
 pub fn unpin_own(snapshot: &mut Snapshot, journal: &Journal) {
     let machine = snapshot.topology.all_cpus();
     for p in &mut snapshot.processes {
-        let Some(allowed) = p.allowed_cpus.clone() else {
+        let Some(allowed) = p.allowed_cpus.as_ref() else {
             continue;
         };
-        // Its own entry: the set last given. Its parent's: any set given lately, which
-        // a child forked meanwhile still carries.
-        let own = journal
-            .get(p.pid, p.start_time)
-            .filter(|e| e.applied.as_ref() == Some(&allowed));
-        let inherited = || {
-            p.parent
-                .and_then(|pp| journal.entry(pp))
-                .filter(|e| e.gave(&allowed))
+        let Some(original) = given(journal, p, allowed).map(|e| e.original.clone()) else {
+            continue;
         };
-        let original = own.or_else(inherited).map(|e| e.original.clone());
-        let Some(original) = original else { continue };
         let inside = machine.intersection(&original);
         if inside.len() == machine.len() {
             p.allowed_cpus = None;
@@ -37,6 +28,20 @@ pub fn unpin_own(snapshot: &mut Snapshot, journal: &Journal) {
             p.allowed_cpus = Some(inside);
         }
     }
+}
+
+/// The journal entry by which numasched gave `p` the set `cpus` it carries, if it did:
+/// its own (the set last given), or its parent's (any set given lately, which a child
+/// forked meanwhile still carries).
+pub fn given<'j>(journal: &'j Journal, p: &Process, cpus: &CpuSet) -> Option<&'j Entry> {
+    let own = journal
+        .get(p.pid, p.start_time)
+        .filter(|e| e.applied.as_ref() == Some(cpus));
+    own.or_else(|| {
+        p.parent
+            .and_then(|pp| journal.entry(pp))
+            .filter(|e| e.gave(cpus))
+    })
 }
 
 #[cfg(test)]

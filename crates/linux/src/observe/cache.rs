@@ -130,6 +130,8 @@ pub(crate) struct Entry {
     start_time: u64,
     /// stat's CPU ticks when last read: the base of the next read's `cpu_demand`.
     pub cpu_ticks: u64,
+    /// stat's children's CPU ticks when last read, likewise.
+    pub child_ticks: u64,
     /// `<proc>/uptime` of the pass that last read stat: what `cpu_ticks` is a rate
     /// over when stat is read again, however many passes later.
     pub read_uptime: f64,
@@ -158,6 +160,7 @@ impl Entry {
             phase: phase as u64,
             start_time: stat.start_time,
             cpu_ticks: stat.cpu_ticks,
+            child_ticks: stat.child_ticks,
             read_uptime: uptime,
             stat: stat.clone(),
             idle_from: pass,
@@ -184,6 +187,7 @@ impl Entry {
             self.idle_from = pass;
         }
         self.cpu_ticks = stat.cpu_ticks;
+        self.child_ticks = stat.child_ticks;
         self.num_threads = stat.num_threads;
         self.read_uptime = uptime;
         self.stat.clone_from(stat);

@@ -30,6 +30,8 @@ pub struct FakeProcess {
     pub flags: u32,
     /// utime; stime is written as 0.
     pub cpu_ticks: u64,
+    /// cutime (its waited-for children's); cstime is written as 0.
+    pub child_ticks: u64,
     pub start_time: u64,
     pub rss_pages: u64,
     pub threads: Vec<FakeThread>,
@@ -53,6 +55,7 @@ impl FakeProcess {
             ppid: 1,
             flags: 0x0040_0100,
             cpu_ticks: 0,
+            child_ticks: 0,
             start_time: 1000,
             rss_pages: 0,
             threads: vec![FakeThread {
@@ -122,8 +125,10 @@ impl FakeProcess {
     }
 
     fn stat_for(&self, id: u32, ticks: u64, cpu: CpuId, threads: usize) -> String {
+        // Children are the process's, not a thread's.
+        let children = if id == self.pid { self.child_ticks } else { 0 };
         format!(
-            "{id} ({}) {} {} {id} {id} 0 -1 {} 100 0 0 0 {ticks} 0 0 0 20 0 {threads} 0 {} \
+            "{id} ({}) {} {} {id} {id} 0 -1 {} 100 0 0 0 {ticks} 0 {children} 0 20 0 {threads} 0 {} \
              10485760 {} 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 {cpu} 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
             self.comm, self.state, self.ppid, self.flags, self.start_time, self.rss_pages
         )

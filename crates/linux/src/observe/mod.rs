@@ -40,6 +40,7 @@
 //! | `numa_penalty`            | not observed: profile store, or regression on MPKI          |
 //! | `bandwidth_gbps`          | resctrl MBM ([`resctrl`]), groups holding one process only  |
 //! | `others_busy` (snapshot)  | `/proc/stat` per CPU between passes, less the demand above  |
+//! |                           | and the waited-for children's (stat cutime+cstime)         |
 //!
 //! NUMA hinting faults (`/proc/<pid>/sched`) are read into
 //! [`ProcInfo::numa_faults`](proc::ProcInfo::numa_faults): a sample of the nodes a

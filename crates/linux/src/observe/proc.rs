@@ -40,6 +40,11 @@ pub struct Stat {
     /// utime + stime, in clock ticks; for a process it covers all its threads,
     /// including those that already exited.
     pub cpu_ticks: u64,
+    /// cutime + cstime, in clock ticks: the CPU time of its children it waited for
+    /// (and theirs). A shell's short commands do their work there, each gone before
+    /// a scan could see it as a process.
+    #[serde(default)]
+    pub child_ticks: u64,
     pub num_threads: u32,
     /// Clock ticks after boot; with the pid, the process's identity.
     pub start_time: u64,
@@ -121,6 +126,11 @@ pub fn parse_stat(bytes: &[u8], path: &Path) -> Result<Stat, ObserveError> {
         ppid: nonneg(s.ppid.into(), "ppid")?,
         flags: s.flags,
         cpu_ticks: s.utime.saturating_add(s.stime),
+        child_ticks: s
+            .cutime
+            .max(0)
+            .saturating_add(s.cstime.max(0))
+            .unsigned_abs(),
         num_threads: nonneg(s.num_threads, "num_threads")?,
         start_time: s.starttime,
         rss_pages: s.rss,
@@ -173,6 +183,10 @@ pub struct ProcInfo {
     /// this for a process holding capabilities the reader lacks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denied: Vec<PathBuf>,
+    /// CPUs' worth its waited-for children ran since the last read (see
+    /// [`Stat::child_ticks`]); 0 at first sight.
+    #[serde(default)]
+    pub children_demand: f64,
 }
 
 impl ProcInfo {
@@ -188,6 +202,7 @@ impl ProcInfo {
             numa_maps: None,
             numa_faults: BTreeMap::new(),
             denied: Vec::new(),
+            children_demand: 0.0,
         }
     }
 

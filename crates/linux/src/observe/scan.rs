@@ -253,15 +253,16 @@ impl Scanner {
                 if let Some(before) = &self.previous_cpu_times {
                     let machine = topology.all_cpus();
                     let spans = obs.snapshot.processes.iter().map(|p| {
-                        let allowed = obs
-                            .details
-                            .get(&p.key())
-                            .and_then(|i| i.cpus_allowed.as_ref());
+                        let info = obs.details.get(&p.key());
+                        let allowed = info.and_then(|i| i.cpus_allowed.as_ref());
                         let cpus = match allowed {
                             Some(a) => a.intersection(&machine),
                             None => machine.clone(),
                         };
-                        (p.cpu_demand, cpus)
+                        // Its waited-for children ran in the set it gave them:
+                        // theirs, counted as others', would crowd its own CPU.
+                        let children = info.map_or(0.0, |i| i.children_demand);
+                        (p.cpu_demand + children, cpus)
                     });
                     self.last_others = others_busy(&now.busy_since(before), spans);
                     obs.snapshot.others_busy = self.last_others.clone();
@@ -384,7 +385,8 @@ impl Scanner {
             next.put(pid, entry);
             return Some(outcome);
         }
-        Some(self.describe(pid, entry, stat, None, 0.0, ctx, next, tally))
+        let idle = Demand::default();
+        Some(self.describe(pid, entry, stat, None, idle, ctx, next, tally))
     }
 
     /// The cheap way, for a process seen before that will likely need nothing but
@@ -420,6 +422,7 @@ impl Scanner {
         }
         let before = Some((entry.cpu_ticks, entry.read_uptime));
         let demand = demand(&stat, before, ctx.uptime, ctx.tps);
+        let children = children_demand(&stat, Some(&entry), ctx);
         let wanted = self.wanted(&stat, demand);
         if wanted && !entry.all_good(&stat, self.pass, cfg) {
             old.put(pid, entry);
@@ -431,6 +434,10 @@ impl Scanner {
             next.put(pid, entry);
             return Some(Outcome::Excluded);
         }
+        let demand = Demand {
+            own: demand,
+            children,
+        };
         Some(self.describe(pid, entry, stat, None, demand, ctx, next, tally))
     }
 
@@ -451,6 +458,7 @@ impl Scanner {
         };
         let before = old.take(&stat);
         let prev = before.as_ref().map(|e| (e.cpu_ticks, e.read_uptime));
+        let children = children_demand(&stat, before.as_ref(), ctx);
         let demand = demand(&stat, prev, ctx.uptime, ctx.tps);
         let mut entry = match before {
             Some(mut e) => {
@@ -468,6 +476,10 @@ impl Scanner {
             next.put(pid, entry);
             return Outcome::Excluded;
         }
+        let demand = Demand {
+            own: demand,
+            children,
+        };
         self.describe(pid, entry, stat, Some(&dir), demand, ctx, next, tally)
     }
 
@@ -481,7 +493,7 @@ impl Scanner {
         mut entry: Entry,
         stat: Stat,
         dir: Option<&ProcDir>,
-        demand: f64,
+        demand: Demand,
         ctx: &PassContext<'_>,
         next: &mut Cache,
         tally: &mut Tally,
@@ -496,7 +508,10 @@ impl Scanner {
             thread_overrun: 0.0,
         };
         let read = assemble(stat, &self.config.read, &mut src);
-        let demand = (demand - src.thread_overrun).max(0.0);
+        let demand = Demand {
+            own: (demand.own - src.thread_overrun).max(0.0),
+            ..demand
+        };
         finish(pid, entry, read, demand, ctx, next)
     }
 
@@ -548,14 +563,14 @@ fn finish(
     pid: u32,
     entry: Entry,
     read: Result<Option<ProcInfo>, ObserveError>,
-    demand: f64,
+    demand: Demand,
     ctx: &PassContext<'_>,
     next: &mut Cache,
 ) -> Outcome {
     if !matches!(read, Ok(None)) {
         next.put(pid, entry);
     }
-    let info = match read {
+    let mut info = match read {
         Ok(Some(info)) => info,
         Ok(None) => return Outcome::Vanished,
         Err(e) => return Outcome::Problem(e),
@@ -563,9 +578,35 @@ fn finish(
     if info.kernel_thread {
         return Outcome::KernelThread;
     }
-    match to_process(&info, demand, ctx.topology, &ctx.machine) {
+    info.children_demand = demand.children;
+    match to_process(&info, demand.own, ctx.topology, &ctx.machine) {
         Some(p) => Outcome::Kept(Box::new((p, info))),
         None => Outcome::Excluded,
+    }
+}
+
+/// CPUs' worth of CPU time a process used since its last read.
+#[derive(Debug, Clone, Copy, Default)]
+struct Demand {
+    /// Its own threads' (see [`demand`]).
+    own: f64,
+    /// Its waited-for children's (see [`children_demand`]).
+    children: f64,
+}
+
+/// CPUs' worth of CPU time the children a process waited for used since `before`
+/// (its last read): 0 at first sight, as their lifetime total may be from children
+/// long gone. Bounded like the process's own, by the machine's CPUs.
+fn children_demand(stat: &Stat, before: Option<&Entry>, ctx: &PassContext<'_>) -> f64 {
+    let Some(e) = before else {
+        return 0.0;
+    };
+    let secs = ctx.uptime - e.read_uptime;
+    let d = stat.child_ticks.saturating_sub(e.child_ticks) as f64 / ctx.tps / secs;
+    if secs > 0.0 && d.is_finite() {
+        d.clamp(0.0, ctx.machine.len() as f64)
+    } else {
+        0.0
     }
 }
 
