@@ -90,6 +90,12 @@ const CASES: &[Case] = &[
         beside: r#"taskset -c 0 $W workload cpu --seconds $S --json >$O/z"#,
         script: r#"$W workload cpu --seconds $S --json >$O/a"#,
     },
+    Case {
+        // Hard pinning confines the busy shell; its child starts inside that set.
+        name: "2-thread child of a busy shell (2 s)",
+        beside: "",
+        script: r#"exec bash -c 'spin() { local end=$((SECONDS + $1)); while [ $SECONDS -lt $end ]; do :; done; }; spin 2; $W workload cpu --threads 2 --seconds $S --json >$O/a & spin $S; wait'"#,
+    },
 ];
 
 #[derive(Clone, Copy, PartialEq)]

@@ -198,8 +198,8 @@ fn run_pinned_hard_a_late_child_does_not_share_the_first_ones_cpu() {
 
 /// Under `run --pin cpu`, a busy shell numasched pinned to one CPU forks a 2-thread
 /// load: the child inherits that one CPU. It must have both CPUs soon, not at the next
-/// plan the re-plan interval allows (5 s by default; a trial measured the child at 0.6
-/// of its unmanaged rate), and its set must not be read as someone else's pin.
+/// plan the re-plan interval allows (5 s by default; a trial measured the child at
+/// 0.64 of its unmanaged rate), and its set must not be read as someone else's pin.
 #[test]
 fn run_pinned_hard_a_child_born_in_its_parents_one_cpu_gets_room_at_once() {
     let Some(_alone) = two_cpus_alone() else {

@@ -401,7 +401,7 @@ mod tests {
 
     /// A child forked inside the set numasched gave its parent, met with more runnable
     /// threads than that set's CPUs, is re-planned at once (it ran 2 threads on one
-    /// CPU beside its busy parent until the next plan: 0.6 of its rate unmanaged).
+    /// CPU beside its busy parent until the next plan: 0.64 of its rate unmanaged).
     #[test]
     fn a_process_met_inside_a_narrow_set_with_more_runnable_threads_is_urgent() {
         let mut n = Needs::default();
