@@ -303,23 +303,40 @@ where
     }
 }
 
-/// A pid, as `--include-pid` takes it: 1 up to the kernel's limit.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(try_from = "toml::Value")]
+/// A pid, as `--include-pid` takes it: 1 up to the kernel's limit. Refused while its
+/// own value is read, so that the error names the line of the bad pid, not the line
+/// its array starts on.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pid(pub u32);
 
-impl TryFrom<toml::Value> for Pid {
-    type Error = String;
-    fn try_from(v: toml::Value) -> Result<Self, String> {
-        let limit = numasched_model::snapshot::PID_MAX_LIMIT;
-        match v {
-            toml::Value::Integer(i) => u32::try_from(i)
-                .ok()
-                .filter(|p| (1..=limit).contains(p))
-                .map(Pid)
-                .ok_or_else(|| format!("{i} is not a pid (1 to {limit})")),
-            other => Err(format!("expected a pid, found {}", other.type_str())),
+impl<'de> Deserialize<'de> for Pid {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Pid, D::Error> {
+        use serde::de::{Error, Unexpected};
+        struct Number;
+        impl serde::de::Visitor<'_> for Number {
+            type Value = Pid;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a pid")
+            }
+            fn visit_i64<E: Error>(self, i: i64) -> Result<Pid, E> {
+                let limit = numasched_model::snapshot::PID_MAX_LIMIT;
+                u32::try_from(i)
+                    .ok()
+                    .filter(|p| (1..=limit).contains(p))
+                    .map(Pid)
+                    .ok_or_else(|| E::custom(format!("{i} is not a pid (1 to {limit})")))
+            }
+            fn visit_u64<E: Error>(self, u: u64) -> Result<Pid, E> {
+                match i64::try_from(u) {
+                    Ok(i) => self.visit_i64(i),
+                    Err(_) => Err(E::invalid_value(Unexpected::Unsigned(u), &self)),
+                }
+            }
+            fn visit_str<E: Error>(self, _: &str) -> Result<Pid, E> {
+                Err(E::custom("expected a pid, found string"))
+            }
         }
+        d.deserialize_any(Number)
     }
 }
 
@@ -648,6 +665,14 @@ metrics = "127.0.0.1:9477"
             ("\nexclude_pid = [12, -1]", 2, "-1 is not a pid"),
             ("include_pid = [4194305]", 1, "4194305 is not a pid"),
             ("include_pid = [\"12\"]", 1, "expected a pid, found string"),
+            // A multi-line array: the bad element's line.
+            ("include_pid = [\n  12,\n  0,\n]", 3, "0 is not a pid"),
+            (
+                "exclude_comm = [\n  \"ok\",\n\n  \"[x\",\n]",
+                4,
+                "invalid pattern",
+            ),
+            ("include_pid = [12, true]", 1, "expected a pid"),
             ("\nmetrics = \"0.0.0.0:9477\"", 2, "every interface"),
             ("metrics = \"9477\"", 1, "127.0.0.1:9477"),
             ("metrics = 9477", 1, "invalid type"),

@@ -18,9 +18,26 @@ use serde::{Deserialize, Serialize};
 pub const MAX_GLOB_LEN: usize = 4096;
 
 /// A compiled pattern; compares, prints and serialises as the text it was given.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(try_from = "String")]
+#[derive(Debug, Clone)]
 pub struct Glob(glob::Pattern);
+
+/// Refused while its own value is read, so that a config file's error names the
+/// line of the bad pattern, not the line its array starts on.
+impl<'de> Deserialize<'de> for Glob {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Glob, D::Error> {
+        struct Pattern;
+        impl serde::de::Visitor<'_> for Pattern {
+            type Value = Glob;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a pattern in quotes")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Glob, E> {
+                Glob::parse(s).map_err(E::custom)
+            }
+        }
+        d.deserialize_str(Pattern)
+    }
+}
 
 impl Glob {
     /// Compiles `s`, or says in one line why it cannot be used.

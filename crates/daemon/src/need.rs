@@ -6,7 +6,8 @@
 //! So a process is sized from
 //! - its *peak* demand over the last few epochs (a burst keeps its CPUs between
 //!   bursts), and
-//! - its run-queue delay ([`schedstat`], read for busy processes numasched placed):
+//! - its run-queue delay ([`schedstat`], read for busy processes numasched placed,
+//!   and for children carrying a narrow set numasched gave their parent):
 //!   threads that were runnable but waited for a CPU are demand that sharing hid,
 //!   counted with what it ran. When numasched narrowed it, with more
 //!   runnable threads than CPUs in its set, that is the sign of a throttled process,

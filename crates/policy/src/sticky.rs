@@ -206,11 +206,13 @@ mod tests {
 
     #[test]
     fn a_pin_keeps_off_cpus_held_cores_used_or_pins_refused() {
+        // Each planned onto the CPU the other runs on: swapped back (not a move onto
+        // a held CPU).
         let s = snap(vec![at(10, &[1]), at(11, &[0])]);
-        // CPU 1 is another placement's (11 runs on 0, held by 10: no mere trade).
         let p = plan(&s, &[(10, &[0]), (11, &[1])]);
         let out = stay_put(&s.topology, &s, p);
         assert_eq!(out, plan(&s, &[(10, &[1]), (11, &[0])]), "the trade");
+        // CPU 1 is planned for 11 (which runs elsewhere): 10 keeps CPU 0.
         let s = snap(vec![at(10, &[1]), at(11, &[2])]);
         let p = plan(&s, &[(10, &[0]), (11, &[1])]);
         assert_eq!(stay_put(&s.topology, &s, p.clone()), p, "CPU 1 is 11's");

@@ -36,29 +36,71 @@ pub fn check(path: &Path) -> Result<Options, Vec<String>> {
 
 /// Checks each top-level key of `text` alone; empty if the text is not TOML at all.
 fn each_key(text: &str, path: &Path) -> Vec<String> {
-    let Ok(table) = toml::from_str::<BTreeMap<Spanned<String>, toml::Value>>(text) else {
+    let Ok(table) = toml::from_str::<BTreeMap<Spanned<String>, Spanned<toml::Value>>>(text) else {
         return Vec::new();
     };
     let mut keys: Vec<_> = table.into_iter().collect();
     keys.sort_by_key(|(k, _)| k.span().start);
     let mut problems = Vec::new();
     for (key, value) in keys {
-        let line = 1 + text[..key.span().start].matches('\n').count();
-        let mut one = toml::Table::new();
-        one.insert(key.get_ref().clone(), value);
-        let Ok(alone) = toml::to_string(&one) else {
+        let key_line = line_at(text, key.span().start);
+        let Err(e) = alone(key.get_ref(), value.get_ref().clone(), path) else {
             continue;
         };
-        if let Err(e) = FileConfig::parse(&alone, path) {
-            problems.push(format!(
-                "{}: line {line}: {}: {}",
-                path.display(),
-                key.get_ref(),
-                message(&e)
-            ));
-        }
+        // In an array over several lines, the line of the first bad element.
+        let (line, e) = bad_element(text, key.get_ref(), &value, path).unwrap_or((key_line, e));
+        problems.push(format!(
+            "{}: line {line}: {}: {}",
+            path.display(),
+            key.get_ref(),
+            message(&e)
+        ));
     }
     problems
+}
+
+/// 1-based line of byte `at` of `text`.
+fn line_at(text: &str, at: usize) -> usize {
+    1 + text[..at.min(text.len())].matches('\n').count()
+}
+
+/// `key = value` checked as a file of its own.
+fn alone(key: &str, value: toml::Value, path: &Path) -> Result<(), ConfigError> {
+    let mut one = toml::Table::new();
+    one.insert(key.to_string(), value);
+    match toml::to_string(&one) {
+        Ok(text) => FileConfig::parse(&text, path).map(|_| ()),
+        // Nothing toml wrote would be refused for its own form: no finding.
+        Err(_) => Ok(()),
+    }
+}
+
+/// The line and error of the first element of an array `value` that is refused on its
+/// own; `None` for anything else. Element positions come from reading the array's text
+/// again, with spans.
+fn bad_element(
+    text: &str,
+    key: &str,
+    value: &Spanned<toml::Value>,
+    path: &Path,
+) -> Option<(usize, ConfigError)> {
+    const PREFIX: &str = "v = ";
+    let span = value.span();
+    let toml::Value::Array(_) = value.get_ref() else {
+        return None;
+    };
+    let wrapped = format!("{PREFIX}{}", text.get(span.clone())?);
+    let parsed: BTreeMap<String, Vec<Spanned<toml::Value>>> = toml::from_str(&wrapped).ok()?;
+    parsed.get("v")?.iter().find_map(|element| {
+        let e = alone(
+            key,
+            toml::Value::Array(vec![element.get_ref().clone()]),
+            path,
+        )
+        .err()?;
+        let at = (span.start + element.span().start).saturating_sub(PREFIX.len());
+        Some((line_at(text, at), e))
+    })
 }
 
 /// The message proper of a one-key document's error, without toml's position (which
@@ -123,13 +165,26 @@ mod tests {
             ("line 1: policy: ", "unknown policy 'nmas'"),
             ("line 4: exclude_com: ", "unknown field `exclude_com`"),
             ("line 5: interval: ", "invalid duration"),
-            ("line 6: include_comm: ", "invalid pattern \"[bad\""),
+            ("line 8: include_comm: ", "invalid pattern \"[bad\""),
         ];
         for (p, (start, needle)) in problems.iter().zip(expect) {
             assert!(p.starts_with(start), "{p}");
             assert!(p.contains(needle), "{p}");
             assert!(!p.contains("TOML parse error"), "{p}");
         }
+    }
+
+    #[test]
+    fn a_bad_element_of_an_array_is_reported_on_its_own_line() {
+        let text = "include_pid = [\n  12,\n\n  0,\n  -3,\n]\nexclude_pid = [0]\n";
+        let problems = check_text(text).expect_err("two problems");
+        assert_eq!(
+            problems,
+            [
+                "line 4: include_pid: 0 is not a pid (1 to 4194304)",
+                "line 7: exclude_pid: 0 is not a pid (1 to 4194304)",
+            ],
+        );
     }
 
     #[test]

@@ -596,7 +596,9 @@ struct Demand {
 
 /// CPUs' worth of CPU time the children a process waited for used since `before`
 /// (its last read): 0 at first sight, as their lifetime total may be from children
-/// long gone. Bounded like the process's own, by the machine's CPUs.
+/// long gone. Bounded by the machine's CPUs: a long-lived child reaped between reads
+/// brings its whole life into one reading, which only makes others' work read low
+/// for one pass (the side that costs a hard pin's benefit, never a process's rate).
 fn children_demand(stat: &Stat, before: Option<&Entry>, ctx: &PassContext<'_>) -> f64 {
     let Some(e) = before else {
         return 0.0;
