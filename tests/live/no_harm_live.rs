@@ -207,10 +207,13 @@ fn run_pinned_hard_a_child_born_in_its_parents_one_cpu_gets_room_at_once() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path().display().to_string();
+    // Busy until a file appears, or for about half a minute at most: a test killed
+    // before it writes the file leaves no shell spinning for good.
     let script = format!(
-        "echo $$ >{d}/sh; while [ ! -e {d}/go ]; do :; done; \
+        "spin() {{ i=0; while [ ! -e \"$1\" ] && [ $i -lt 20000000 ]; do i=$((i+1)); done; }}; \
+         echo $$ >{d}/sh; spin {d}/go; \
          {BIN} workload cpu --threads 2 --seconds 6 >/dev/null & echo $! >{d}/child; \
-         while [ ! -e {d}/stop ]; do :; done; wait"
+         spin {d}/stop; wait"
     );
     let run = std::process::Command::new(BIN)
         .args(["run", "--no-db", "--pin", "cpu", "--interval", "200ms"])
