@@ -303,6 +303,18 @@ impl<K: Kernel> Engine<K> {
         // Children forked since carry numasched's set: journal them before a crash
         // could leave them narrowed with nothing to undo it.
         self.actuator.adopt_descendants();
+        // A parent numasched placed exited and left its children to init: the set
+        // they carry was chosen for it, so it goes.
+        for (pid, r) in self.actuator.release_orphans() {
+            let why = "left by a placed parent that exited";
+            if !matches!(r, Restored::Gone | Restored::Reused) {
+                self.decide(unix, pid, "restored", format!("pid {pid}: {why}; {r}"));
+            }
+            if matches!(r, Restored::Failed(_)) {
+                self.errors_total += 1;
+            }
+            rep.released.push((pid, why.to_string(), r));
+        }
         let written = save_if_changed(
             &mut self.journal_file,
             &mut self.saved,

@@ -16,6 +16,7 @@ use super::bucket::TokenBucket;
 use super::journal::{Entry, Journal};
 use super::kernel::{Kernel, KernelError};
 use super::migrate::{Migration, Migrations, STEP_SECONDS};
+use super::orphans::Orphans;
 use super::report::{Action, ApplyReport, Line, Subject};
 use super::undo::{self, Restored};
 use numasched_model::plan::{PageMove, Placement, Plan};
@@ -154,6 +155,8 @@ pub struct Actuator<K: Kernel> {
     /// The step clock of the last `apply_at`, with its time: a `continue_migrations`
     /// at the same time (the same epoch) goes on within it rather than starting another.
     pass: Option<(f64, StepClock)>,
+    /// Children left in numasched's set by a parent that exited.
+    orphans: Orphans,
 }
 
 /// One pass's migration time: a deadline all its moves share, and what they spent.
@@ -161,6 +164,11 @@ pub struct Actuator<K: Kernel> {
 struct StepClock {
     deadline: f64,
     spent_s: f64,
+}
+
+/// Never touched: 0, 1, 2 (kthreadd), numasched itself and the configured exclusions.
+fn is_protected(pid: u32, self_pid: u32, exclude: &[u32]) -> bool {
+    pid <= 2 || pid == self_pid || exclude.contains(&pid)
 }
 
 fn line(pid: u32, cpus: &CpuSet, action: Action, detail: impl Into<String>) -> Line {
@@ -190,6 +198,7 @@ impl<K: Kernel> Actuator<K> {
             refused: HashMap::new(),
             longest_step_s: 0.0,
             pass: None,
+            orphans: Orphans::default(),
         }
     }
 
@@ -322,7 +331,39 @@ impl<K: Kernel> Actuator<K> {
     /// walk carry numasched's set too: they are found first, and go back with the rest.
     pub fn restore_all(&mut self) -> Vec<(u32, Restored)> {
         self.adopt_descendants();
+        self.orphans.refresh(&self.kernel, &self.journal);
+        let protected = self.protection();
+        self.orphans
+            .find(&self.kernel, &mut self.journal, protected);
         undo::restore_all(&self.kernel, &mut self.journal)
+    }
+
+    /// Restores the children a parent numasched placed left behind when it exited
+    /// (see [`orphans`](super::orphans)), with whatever they forked since; one
+    /// result per orphan. Runs every epoch, after [`Self::adopt_descendants`].
+    pub fn release_orphans(&mut self) -> Vec<(u32, Restored)> {
+        if self.config.dry_run {
+            return Vec::new();
+        }
+        self.orphans.refresh(&self.kernel, &self.journal);
+        let protected = self.protection();
+        let found = self
+            .orphans
+            .find(&self.kernel, &mut self.journal, protected);
+        if found.is_empty() {
+            return Vec::new();
+        }
+        self.adopt_descendants();
+        found
+            .into_iter()
+            .map(|pid| (pid, self.restore(pid)))
+            .collect()
+    }
+
+    /// Pids never touched: 0, 1, 2, numasched itself and the configured exclusions.
+    fn protection(&self) -> impl Fn(u32) -> bool {
+        let (self_pid, exclude) = (self.self_pid, self.config.exclude.clone());
+        move |pid| is_protected(pid, self_pid, &exclude)
     }
 
     /// Forgets processes that exited or whose pid was reused; those in `seen` (just
@@ -346,10 +387,8 @@ impl<K: Kernel> Actuator<K> {
         if self.config.dry_run {
             return 0;
         }
-        let (self_pid, exclude) = (self.self_pid, self.config.exclude.clone());
-        undo::adopt_descendants(&self.kernel, &mut self.journal, |pid| {
-            pid <= 2 || pid == self_pid || exclude.contains(&pid)
-        })
+        let protected = self.protection();
+        undo::adopt_descendants(&self.kernel, &mut self.journal, protected)
     }
 
     /// The parent's original affinity when `p`'s affinity (`main`) is exactly what
@@ -410,7 +449,7 @@ impl<K: Kernel> Actuator<K> {
     }
 
     fn protected(&self, pid: u32) -> bool {
-        pid <= 2 || pid == self.self_pid || self.config.exclude.contains(&pid)
+        is_protected(pid, self.self_pid, &self.config.exclude)
     }
 
     /// Re-reads the identity; `Err` is the line to report when it is not the process

@@ -35,8 +35,11 @@ pub struct KernelProcess {
     pub pages: BTreeMap<u64, NodeId>,
     /// `Mems_allowed`; `None` = every node.
     pub mems: Option<Vec<NodeId>>,
-    /// Processes it forked.
+    /// Processes it forked (or inherited as a reaper).
     pub children: Vec<u32>,
+    /// Its session id: its own pid for one added with [`FakeKernel::add`], its
+    /// parent's for one forked.
+    pub session: u32,
 }
 
 impl KernelProcess {
@@ -51,6 +54,7 @@ impl KernelProcess {
             pages: BTreeMap::new(),
             mems: None,
             children: Vec::new(),
+            session: 0,
         }
     }
 }
@@ -205,6 +209,7 @@ impl FakeKernel {
             .borrow_mut()
             .procs
             .insert(pid, KernelProcess::running(start_time, threads));
+        self.with_proc(pid, |p| p.session = pid);
     }
 
     /// `parent` forks `child` (start time `start_time`): one thread with the affinity
@@ -214,8 +219,23 @@ impl FakeKernel {
             .with_proc(parent, |p| p.threads.values().next().cloned())
             .flatten()
             .unwrap_or_default();
+        let session = self.with_proc(parent, |p| p.session).unwrap_or(child);
         self.add(child, start_time, 1, &affinity);
+        self.with_proc(child, |p| p.session = session);
         self.with_proc(parent, |p| p.children.push(child));
+    }
+
+    /// `pid` exits: its children are handed to pid 1 (if the fake has one), as the
+    /// kernel hands orphans to init.
+    pub fn exit(&self, pid: u32) {
+        let kids = self
+            .state
+            .borrow_mut()
+            .procs
+            .remove(&pid)
+            .map(|p| p.children)
+            .unwrap_or_default();
+        self.with_proc(1, |init| init.children.extend(kids));
     }
 
     /// Gives `pid` `count` pages of [`FAKE_PAGE`] bytes on `node`, in one region
@@ -369,6 +389,7 @@ impl Kernel for FakeKernel {
         Ok(Identity {
             start_time: p.start_time,
             kernel_thread: p.kernel_thread,
+            session: p.session,
         })
     }
 

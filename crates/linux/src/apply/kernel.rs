@@ -28,6 +28,9 @@ pub struct Identity {
     /// Clock ticks after boot (`/proc/<pid>/stat` field 22).
     pub start_time: u64,
     pub kernel_thread: bool,
+    /// Session id (`/proc/<pid>/stat` field 6); see [`super::orphans`].
+    #[serde(default)]
+    pub session: u32,
 }
 
 /// The operations the apply layer needs from the kernel. Methods take `&self`: the
@@ -251,6 +254,7 @@ impl Kernel for LinuxKernel {
         Ok(Identity {
             start_time: stat.start_time,
             kernel_thread: stat.is_kernel_thread(),
+            session: stat.session,
         })
     }
 

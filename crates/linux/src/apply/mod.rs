@@ -17,7 +17,9 @@
 //! - **Remember before changing.** Each thread's original affinity goes into the
 //!   [`journal`] before the first change; [`undo`] puts it back on request, on
 //!   shutdown, or when a process stops being managed. The journal is serde data so
-//!   it can be persisted for crash recovery.
+//!   it can be persisted for crash recovery. A child that inherited numasched's set
+//!   goes back with its parent, and at once when its parent exits and leaves it to
+//!   init ([`orphans`]).
 //! - **Every thread.** Affinity is per thread in Linux: every thread is set, threads
 //!   created during the pass are caught by re-listing, later ones inherit the set and
 //!   are re-checked on the next pass.
@@ -43,6 +45,7 @@ pub mod kernel;
 pub mod kernel_error;
 pub mod migrate;
 pub mod mover;
+pub mod orphans;
 pub mod regions;
 pub mod report;
 pub mod undo;

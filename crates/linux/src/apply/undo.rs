@@ -18,7 +18,7 @@ use numasched_model::plural::count;
 use std::fmt;
 
 use super::journal::Journal;
-use super::kernel::{Kernel, KernelError};
+use super::kernel::{Identity, Kernel, KernelError};
 use numasched_model::CpuSet;
 
 /// What restoring one process came to.
@@ -187,42 +187,55 @@ pub fn adopt_descendants<K: Kernel + ?Sized>(
             let Ok(id) = kernel.identity(kid) else {
                 continue;
             };
-            if id.kernel_thread {
+            if !adopt(kernel, journal, kid, &id, &given, &original) {
                 continue;
             }
-            let Ok(tids) = kernel.threads(kid) else {
-                continue;
-            };
-            // The set it carries, if numasched gave it to the parent (now or before
-            // the fork: the parent may have been given another since).
-            let sets: Vec<(u32, CpuSet)> = tids
-                .iter()
-                .filter_map(|&t| kernel.affinity(kid, t).ok().map(|c| (t, c)))
-                .collect();
-            let Some(applied) = sets
-                .iter()
-                .map(|(_, c)| c)
-                .find(|c| given.contains(c))
-                .cloned()
-            else {
-                continue;
-            };
-            let carrying: Vec<u32> = sets
-                .iter()
-                .filter(|(_, c)| *c == applied)
-                .map(|(t, _)| *t)
-                .collect();
-            journal.begin(kid, id.start_time, &original);
-            for t in carrying {
-                journal.remember_thread(kid, id.start_time, t, &original);
-            }
-            journal.set_applied(kid, id.start_time, &applied);
-            journal.set_adopted(kid, id.start_time, true);
             adopted += 1;
             queue.push(kid);
         }
     }
     adopted
+}
+
+/// Journals `kid` (whose identity is `id`) as adopted when it carries one of the
+/// sets in `given`, with `original` to go back to: the threads carrying that set
+/// are numasched's doing, any other is the kid's own. Kernel threads and kids that
+/// carry none of them are left out (false).
+pub(crate) fn adopt<K: Kernel + ?Sized>(
+    kernel: &K,
+    journal: &mut Journal,
+    kid: u32,
+    id: &Identity,
+    given: &[CpuSet],
+    original: &CpuSet,
+) -> bool {
+    if id.kernel_thread {
+        return false;
+    }
+    let Ok(tids) = kernel.threads(kid) else {
+        return false;
+    };
+    // The set it carries, if numasched gave it to the parent (now or before the
+    // fork: the parent may have been given another since).
+    let sets: Vec<(u32, CpuSet)> = tids
+        .iter()
+        .filter_map(|&t| kernel.affinity(kid, t).ok().map(|c| (t, c)))
+        .collect();
+    let Some(applied) = sets
+        .iter()
+        .map(|(_, c)| c)
+        .find(|c| given.contains(c))
+        .cloned()
+    else {
+        return false;
+    };
+    journal.begin(kid, id.start_time, original);
+    for (t, _) in sets.iter().filter(|(_, c)| *c == applied) {
+        journal.remember_thread(kid, id.start_time, *t, original);
+    }
+    journal.set_applied(kid, id.start_time, &applied);
+    journal.set_adopted(kid, id.start_time, true);
+    true
 }
 
 /// Whether thread `tid`, which numasched set to `applied`, was re-pinned on its own

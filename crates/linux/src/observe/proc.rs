@@ -36,6 +36,10 @@ pub struct Stat {
     pub comm: String,
     pub state: char,
     pub ppid: u32,
+    /// Session id: an orphan keeps its parent's unless it called setsid, which is how
+    /// one left behind in numasched's set is told from a service that init started.
+    #[serde(default)]
+    pub session: u32,
     pub flags: u32,
     /// utime + stime, in clock ticks; for a process it covers all its threads,
     /// including those that already exited.
@@ -124,6 +128,7 @@ pub fn parse_stat(bytes: &[u8], path: &Path) -> Result<Stat, ObserveError> {
         comm: s.comm,
         state: s.state,
         ppid: nonneg(s.ppid.into(), "ppid")?,
+        session: nonneg(s.session.into(), "session")?,
         flags: s.flags,
         cpu_ticks: s.utime.saturating_add(s.stime),
         child_ticks: s

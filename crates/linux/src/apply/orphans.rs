@@ -1,0 +1,264 @@
+//! Children left in numasched's set by a parent that exited. Fork copies affinity,
+//! so a child of a placed process carries the parent's set; once the parent (or the
+//! short-lived process between them, as in `( cmd & )`) exits, the kernel hands the
+//! child to init, and the walk from journaled parents ([`undo::adopt_descendants`])
+//! no longer reaches it. Left alone it keeps, for the rest of its life and past
+//! numasched's stop, a set chosen for a process that is gone: a pin that outlived
+//! its reason.
+//!
+//! Orphans are met as new children of pid 1; a subreaper other than init is not
+//! watched. A child already journaled as adopted is numasched's by the journal. Any
+//! other is taken as numasched's only when all of these hold, so that a pin of the
+//! same CPUs by someone else is not mistaken for one: it carries exactly a set
+//! numasched gave a journaled process (alive, or gone for at most
+//! [`DEPARTED_PASSES`] passes), it shares that process's session (an orphan keeps
+//! its session unless it calls setsid; a service init starts leads its own), and it
+//! started after that process did.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::journal::Journal;
+use super::kernel::Kernel;
+use super::undo;
+use numasched_model::CpuSet;
+
+/// Passes a journaled process's lineage is kept after its entry is dropped: the
+/// process between it and an orphan may outlive it by a moment.
+pub const DEPARTED_PASSES: u32 = 5;
+
+/// What an orphan of a journaled process is recognised by.
+#[derive(Debug, Clone)]
+struct Lineage {
+    start_time: u64,
+    session: u32,
+    given: Vec<CpuSet>,
+    original: CpuSet,
+    /// Passes since its entry left the journal (0 while journaled).
+    gone_for: u32,
+}
+
+/// The lineages of journaled processes and the children of init seen last pass.
+#[derive(Debug, Default)]
+pub struct Orphans {
+    lineages: BTreeMap<u32, Lineage>,
+    init_kids: BTreeSet<u32>,
+}
+
+impl Orphans {
+    /// Brings the lineages up to date with the journal. A process journaled since the
+    /// last pass costs one stat read (its session); one that exited before it could
+    /// be read has no lineage, and its orphans are left as they are.
+    pub fn refresh<K: Kernel + ?Sized>(&mut self, kernel: &K, journal: &Journal) {
+        for (pid, l) in &mut self.lineages {
+            if journal.get(*pid, l.start_time).is_none() {
+                l.gone_for += 1;
+            }
+        }
+        self.lineages.retain(|_, l| l.gone_for <= DEPARTED_PASSES);
+        for pid in journal.pids() {
+            let Some(e) = journal.entry(pid).filter(|e| e.applied.is_some()) else {
+                continue;
+            };
+            let session = match self.lineages.get_mut(&pid) {
+                Some(l) if l.start_time == e.start_time => {
+                    // Most passes change nothing: no copy then.
+                    if !l.given.iter().eq(e.given()) {
+                        l.given = e.given().cloned().collect();
+                    }
+                    continue;
+                }
+                _ => match kernel.identity(pid) {
+                    Ok(id) if id.start_time == e.start_time => id.session,
+                    _ => continue,
+                },
+            };
+            self.lineages.insert(
+                pid,
+                Lineage {
+                    start_time: e.start_time,
+                    session,
+                    given: e.given().cloned().collect(),
+                    original: e.original.clone(),
+                    gone_for: 0,
+                },
+            );
+        }
+    }
+
+    /// The new children of init that are numasched's orphans (see the module
+    /// documentation), each journaled as adopted with the original of the process
+    /// it inherited its set from, so the caller restores it the usual way.
+    pub fn find<K: Kernel + ?Sized>(
+        &mut self,
+        kernel: &K,
+        journal: &mut Journal,
+        protected: impl Fn(u32) -> bool,
+    ) -> Vec<u32> {
+        let Ok(kids) = kernel.children(1) else {
+            return Vec::new();
+        };
+        let kids: BTreeSet<u32> = kids.into_iter().collect();
+        let new: Vec<u32> = kids.difference(&self.init_kids).copied().collect();
+        self.init_kids = kids;
+        let mut found = Vec::new();
+        for kid in new {
+            // Nothing to recognise it by: not even a stat read.
+            if protected(kid) || (self.lineages.is_empty() && journal.entry(kid).is_none()) {
+                continue;
+            }
+            let Ok(id) = kernel.identity(kid) else {
+                continue;
+            };
+            if let Some(e) = journal.entry(kid) {
+                if e.adopted && e.start_time == id.start_time {
+                    found.push(kid);
+                }
+                continue;
+            }
+            // A session leader set up its own session: a service, or a daemon that
+            // detached on purpose; what it carries is not taken for numasched's.
+            if id.session == kid || id.kernel_thread {
+                continue;
+            }
+            let giver = self.lineages.values().find(|l| {
+                l.session == id.session
+                    && l.start_time <= id.start_time
+                    && kernel.threads(kid).is_ok_and(|tids| {
+                        tids.iter()
+                            .any(|&t| kernel.affinity(kid, t).is_ok_and(|c| l.given.contains(&c)))
+                    })
+            });
+            let Some(l) = giver else {
+                continue;
+            };
+            let (given, original) = (l.given.clone(), l.original.clone());
+            if undo::adopt(kernel, journal, kid, &id, &given, &original) {
+                found.push(kid);
+            }
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::fake::FakeKernel;
+
+    const ALL: [u32; 4] = [0, 1, 2, 3];
+
+    /// init (pid 1), a shell (10, its own session) and a process numasched placed on
+    /// CPU 0 (20, forked by the shell) whose entry is journaled.
+    fn machine() -> (FakeKernel, Journal) {
+        let k = FakeKernel::new(&ALL);
+        k.add(1, 1, 1, &ALL);
+        k.add(10, 50, 1, &ALL);
+        k.fork(10, 20, 100);
+        let mut j = Journal::new();
+        j.begin(20, 100, &CpuSet::from(&ALL[..]));
+        j.remember_thread(20, 100, 20, &CpuSet::from(&ALL[..]));
+        j.set_applied(20, 100, &CpuSet::from(vec![0]));
+        k.with_proc(20, |p| p.threads.insert(20, CpuSet::from(vec![0])));
+        (k, j)
+    }
+
+    fn orphans(k: &FakeKernel, j: &mut Journal, o: &mut Orphans) -> Vec<u32> {
+        o.refresh(k, j);
+        o.find(k, j, |pid| pid <= 2)
+    }
+
+    #[test]
+    fn a_child_whose_placed_parent_exited_is_found_with_the_parents_original() {
+        let (k, mut j) = machine();
+        let mut o = Orphans::default();
+        assert!(orphans(&k, &mut j, &mut o).is_empty());
+        k.fork(20, 30, 200);
+        k.exit(20);
+        assert_eq!(orphans(&k, &mut j, &mut o), vec![30]);
+        let e = j.get(30, 200).expect("journaled");
+        assert!(e.adopted);
+        assert_eq!(e.original, CpuSet::from(&ALL[..]));
+        assert_eq!(e.applied, Some(CpuSet::from(vec![0])));
+        assert!(orphans(&k, &mut j, &mut o).is_empty(), "once");
+    }
+
+    #[test]
+    fn a_grandchild_left_by_a_short_lived_middle_process_is_found() {
+        // `( cmd & )`: the middle process is never journaled; the placed one lives on.
+        let (k, mut j) = machine();
+        let mut o = Orphans::default();
+        orphans(&k, &mut j, &mut o);
+        k.fork(20, 30, 200);
+        k.fork(30, 31, 201);
+        k.exit(30);
+        assert_eq!(orphans(&k, &mut j, &mut o), vec![31]);
+    }
+
+    #[test]
+    fn an_orphan_is_still_found_a_few_passes_after_its_giver_left_the_journal() {
+        let (k, mut j) = machine();
+        let mut o = Orphans::default();
+        orphans(&k, &mut j, &mut o);
+        k.fork(20, 30, 200);
+        k.exit(20);
+        j.forget(20);
+        for _ in 0..DEPARTED_PASSES - 1 {
+            o.refresh(&k, &j);
+        }
+        assert_eq!(orphans(&k, &mut j, &mut o), vec![30]);
+    }
+
+    #[test]
+    fn an_orphan_after_its_giver_is_long_gone_is_left_alone() {
+        let (k, mut j) = machine();
+        let mut o = Orphans::default();
+        orphans(&k, &mut j, &mut o);
+        k.exit(20);
+        j.forget(20);
+        for _ in 0..=DEPARTED_PASSES {
+            o.refresh(&k, &j);
+        }
+        k.add(30, 300, 1, &[0]);
+        k.with_proc(30, |p| p.session = 10);
+        k.with_proc(1, |p| p.children.push(30));
+        assert!(orphans(&k, &mut j, &mut o).is_empty());
+    }
+
+    #[test]
+    fn what_is_not_numascheds_doing_is_left_alone() {
+        let (k, mut j) = machine();
+        let mut o = Orphans::default();
+        orphans(&k, &mut j, &mut o);
+        let zero = CpuSet::from(vec![0]);
+        // 40: a service init started on CPU 0 (a session of its own).
+        k.add(40, 400, 1, &[0]);
+        // 41: in the placed process's session and set, but older than it.
+        k.add(41, 90, 1, &[0]);
+        k.with_proc(41, |p| p.session = 10);
+        // 42: the placed process's session, started after it, pinned elsewhere.
+        k.add(42, 420, 1, &[1]);
+        k.with_proc(42, |p| p.session = 10);
+        // 43: its set and start, another session.
+        k.add(43, 430, 1, &[0]);
+        k.with_proc(43, |p| p.session = 99);
+        for pid in [40, 41, 42, 43] {
+            k.with_proc(1, |p| p.children.push(pid));
+        }
+        assert!(orphans(&k, &mut j, &mut o).is_empty());
+        for pid in [40, 41, 43] {
+            assert_eq!(k.affinity_of(pid, pid), Some(zero.clone()));
+            assert!(j.entry(pid).is_none());
+        }
+    }
+
+    #[test]
+    fn an_adopted_child_handed_to_init_is_found_by_its_entry() {
+        let (k, mut j) = machine();
+        let mut o = Orphans::default();
+        k.fork(20, 30, 200);
+        assert_eq!(undo::adopt_descendants(&k, &mut j, |p| p <= 2), 1);
+        orphans(&k, &mut j, &mut o);
+        k.exit(20);
+        assert_eq!(orphans(&k, &mut j, &mut o), vec![30]);
+    }
+}
