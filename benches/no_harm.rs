@@ -91,10 +91,18 @@ const CASES: &[Case] = &[
         script: r#"$W workload cpu --seconds $S --json >$O/a"#,
     },
     Case {
-        // Hard pinning confines the busy shell; its child starts inside that set.
-        name: "2-thread child of a busy shell (2 s)",
+        // Hard pinning confines the busy shell (about 5 s in, when its young process's
+        // room ends under `run`); its child starts inside that set.
+        name: "2-thread child of a busy shell (6 s)",
         beside: "",
-        script: r#"exec bash -c 'spin() { local end=$((SECONDS + $1)); while [ $SECONDS -lt $end ]; do :; done; }; spin 2; $W workload cpu --threads 2 --seconds $S --json >$O/a & spin $S; wait'"#,
+        script: r#"exec bash -c 'spin() { local end=$((SECONDS + $1)); while [ $SECONDS -lt $end ]; do :; done; }; spin 6; $W workload cpu --threads 2 --seconds $S --json >$O/a & spin $S; wait'"#,
+    },
+    Case {
+        // The same child started with `( cmd & )`: handed to init, out of the run's
+        // tree, in the shell's set. The shell waits for its report (10 s at most).
+        name: "2-thread orphan of a busy shell (6 s)",
+        beside: "",
+        script: r#"exec bash -c 'spin() { local end=$((SECONDS + $1)); while [ $SECONDS -lt $end ]; do :; done; }; spin 6; ( $W workload cpu --threads 2 --seconds $S --json >$O/a & ); spin $S; for i in $(seq 100); do grep -q summary $O/a && break; sleep 0.1; done'"#,
     },
 ];
 
