@@ -328,7 +328,8 @@ impl<K: Kernel> Actuator<K> {
     }
 
     /// Restores everything, for shutdown. Children forked since the last epoch's
-    /// walk carry numasched's set too: they are found first, and go back with the rest.
+    /// walk carry numasched's set too, and so may orphans handed to init since: they
+    /// are found first, and go back with the rest.
     pub fn restore_all(&mut self) -> Vec<(u32, Restored)> {
         self.adopt_descendants();
         self.orphans.refresh(&self.kernel, &self.journal);

@@ -56,7 +56,12 @@ impl Orphans {
         }
         self.lineages.retain(|_, l| l.gone_for <= DEPARTED_PASSES);
         for pid in journal.pids() {
-            let Some(e) = journal.entry(pid).filter(|e| e.applied.is_some()) else {
+            // An adopted child's orphans are its placed ancestor's: its lineage
+            // would only cost a read per child of a busy fork loop.
+            let Some(e) = journal
+                .entry(pid)
+                .filter(|e| e.applied.is_some() && !e.adopted)
+            else {
                 continue;
             };
             let session = match self.lineages.get_mut(&pid) {
