@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
+use numasched_linux::apply::orphans::Orphans;
 use numasched_linux::apply::{undo, Journal, Kernel, Restored};
 
 /// Largest journal read back: about 100 bytes per thread, so room for tens of
@@ -249,9 +250,15 @@ pub fn recover<K: Kernel>(kernel: &K, file: &mut JournalFile) -> Result<Recovere
     let Some(mut journal) = file.load()? else {
         return Ok(Recovered::default());
     };
-    // Children forked after the last epoch the killed daemon ran carry its sets too.
+    // Children forked after the last epoch the killed daemon ran carry its sets too,
+    // and so may orphans of its processes that init took meanwhile (their children
+    // are found by the walk after).
     let me = std::process::id();
-    undo::adopt_descendants(kernel, &mut journal, |pid| pid <= 2 || pid == me);
+    let protected = |pid| pid <= 2 || pid == me;
+    let mut orphans = Orphans::default();
+    orphans.refresh(kernel, &mut journal);
+    orphans.find(kernel, &mut journal, protected);
+    undo::adopt_descendants(kernel, &mut journal, protected);
     let restored = undo::restore_all(kernel, &mut journal);
     if journal.is_empty() {
         file.remove()?;
@@ -277,6 +284,32 @@ mod tests {
         j.remember_thread(pid, start, pid, &CpuSet::from([0, 1, 2, 3]));
         j.set_applied(pid, start, &CpuSet::from(applied));
         j
+    }
+
+    /// The killed daemon had placed 100 on CPU 2; 100 exited meanwhile and left a
+    /// child to init, still on CPU 2. The journal kept 100's session, so the child
+    /// is recognised and goes back too; a service on CPU 2 does not.
+    #[test]
+    fn an_orphan_left_while_no_daemon_ran_is_restored() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut file = JournalFile::new(&dir.path().join("journal.json"));
+        let k = FakeKernel::new(&[0, 1, 2, 3]);
+        k.add(1, 1, 1, &[0, 1, 2, 3]);
+        k.add(150, 20, 1, &[2]);
+        k.with_proc(150, |p| p.session = 10);
+        k.add(160, 30, 1, &[2]); // a session of its own
+        k.with_proc(1, |p| p.children.extend([150, 160]));
+        let mut j = journal_of(100, 7, &[2]);
+        j.set_session(100, 7, 10);
+        file.save(&j).expect("save");
+        let r = recover(&k, &mut file).expect("recover");
+        assert_eq!(k.affinity_of(150, 150), Some(vec![0, 1, 2, 3].into()));
+        assert_eq!(k.affinity_of(160, 160), Some(vec![2].into()));
+        assert!(
+            r.restored.iter().any(|(pid, _)| *pid == 150),
+            "{:?}",
+            r.restored
+        );
     }
 
     #[test]

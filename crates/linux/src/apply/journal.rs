@@ -43,6 +43,10 @@ pub struct Entry {
     /// never changed, never restored, even once their set happens to equal numasched's.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub foreign: std::collections::BTreeSet<u32>,
+    /// Its session, read once while it lived: what a child it leaves to init is
+    /// recognised by ([`orphans`](super::orphans)), after a restart too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u32>,
 }
 
 /// How many of a process's earlier sets its entry keeps (see [`Entry::earlier`]).
@@ -121,6 +125,7 @@ impl Journal {
             earlier: Vec::new(),
             adopted: false,
             foreign: Default::default(),
+            session: None,
         })
     }
 
@@ -150,6 +155,17 @@ impl Journal {
                     e.earlier.drain(..over);
                 }
             }
+        }
+    }
+
+    /// Records the session of the process (see [`Entry::session`]).
+    pub fn set_session(&mut self, pid: u32, start_time: u64, session: u32) {
+        if let Some(e) = self
+            .entries
+            .get_mut(&pid)
+            .filter(|e| e.start_time == start_time)
+        {
+            e.session = Some(session);
         }
     }
 

@@ -45,10 +45,12 @@ pub struct Orphans {
 }
 
 impl Orphans {
-    /// Brings the lineages up to date with the journal. A process journaled since the
-    /// last pass costs one stat read (its session); one that exited before it could
-    /// be read has no lineage, and its orphans are left as they are.
-    pub fn refresh<K: Kernel + ?Sized>(&mut self, kernel: &K, journal: &Journal) {
+    /// Brings the lineages up to date with the journal. The session of a process
+    /// journaled since the last pass is read once (one stat read) and kept in its
+    /// entry, so a daemon that restarts knows it after the process is gone; one that
+    /// exited before it could be read has no lineage, and its orphans are left as
+    /// they are.
+    pub fn refresh<K: Kernel + ?Sized>(&mut self, kernel: &K, journal: &mut Journal) {
         for (pid, l) in &mut self.lineages {
             if journal.get(*pid, l.start_time).is_none() {
                 l.gone_for += 1;
@@ -64,29 +66,34 @@ impl Orphans {
             else {
                 continue;
             };
-            let session = match self.lineages.get_mut(&pid) {
-                Some(l) if l.start_time == e.start_time => {
+            if let Some(l) = self.lineages.get_mut(&pid) {
+                if l.start_time == e.start_time {
                     // Most passes change nothing: no copy then.
                     if !l.given.iter().eq(e.given()) {
                         l.given = e.given().cloned().collect();
                     }
                     continue;
                 }
-                _ => match kernel.identity(pid) {
-                    Ok(id) if id.start_time == e.start_time => id.session,
-                    _ => continue,
-                },
+            }
+            let lineage = |session| Lineage {
+                start_time: e.start_time,
+                session,
+                given: e.given().cloned().collect(),
+                original: e.original.clone(),
+                gone_for: 0,
             };
-            self.lineages.insert(
-                pid,
-                Lineage {
-                    start_time: e.start_time,
-                    session,
-                    given: e.given().cloned().collect(),
-                    original: e.original.clone(),
-                    gone_for: 0,
-                },
-            );
+            if let Some(session) = e.session {
+                self.lineages.insert(pid, lineage(session));
+                continue;
+            }
+            let start = e.start_time;
+            match kernel.identity(pid) {
+                Ok(id) if id.start_time == start => {
+                    self.lineages.insert(pid, lineage(id.session));
+                    journal.set_session(pid, start, id.session);
+                }
+                _ => {}
+            }
         }
     }
 
@@ -177,6 +184,8 @@ mod tests {
         let (k, mut j) = machine();
         let mut o = Orphans::default();
         assert!(orphans(&k, &mut j, &mut o).is_empty());
+        // Kept in the journal, for a daemon that restarts after 20 is gone.
+        assert_eq!(j.get(20, 100).and_then(|e| e.session), Some(10));
         k.fork(20, 30, 200);
         k.exit(20);
         assert_eq!(orphans(&k, &mut j, &mut o), vec![30]);
@@ -208,7 +217,7 @@ mod tests {
         k.exit(20);
         j.forget(20);
         for _ in 0..DEPARTED_PASSES - 1 {
-            o.refresh(&k, &j);
+            o.refresh(&k, &mut j);
         }
         assert_eq!(orphans(&k, &mut j, &mut o), vec![30]);
     }
@@ -221,7 +230,7 @@ mod tests {
         k.exit(20);
         j.forget(20);
         for _ in 0..=DEPARTED_PASSES {
-            o.refresh(&k, &j);
+            o.refresh(&k, &mut j);
         }
         k.add(30, 300, 1, &[0]);
         k.with_proc(30, |p| p.session = 10);
