@@ -31,7 +31,8 @@
 //!   page move; no single process can abort a pass.
 //!
 //! Modules: [`kernel`] (the trait, typed errors, the Linux implementation), `fake`
-//! (the programmable fake; tests only), [`journal`], [`undo`], [`bucket`], [`actuator`],
+//! (the programmable fake; tests only), [`journal`], [`undo`], [`orphans`] (children
+//! a placed parent left to init), [`bucket`], [`actuator`],
 //! [`report`], [`migrate`] (page moves in bounded chunks over epochs), [`mover`]
 //! (`move_pages` on a thread of its own, so no call holds the epoch loop) and
 //! [`regions`] (what of a process may move).
