@@ -9,7 +9,8 @@
 //! - a process outside every job is kept off the CPUs allocated to jobs when the CPUs
 //!   left can hold it, so numasched never crowds a job with work Slurm did not put
 //!   there. One they cannot hold is released and left to the kernel until the jobs
-//!   change or a few epochs have passed: pinned anywhere, it would crowd a job (the policy does not see the load
+//!   change or a few epochs have passed (then, if it still does not fit, at once
+//!   again): pinned anywhere, it would crowd a job (the policy does not see the load
 //!   of job tasks numasched does not manage), and squeezed onto the free CPUs it would
 //!   run slower than unmanaged;
 //! - the job decides how it is treated (`NUMASCHED=off|advise|manage`, see
@@ -121,6 +122,10 @@ struct Known {
     /// Outsiders that did not fit beside the jobs in the last pass(es), and how many
     /// passes in a row: one pass is not enough to park (see [`UNFIT_PASSES`]).
     unfit: HashMap<ProcessKey, u32>,
+    /// Outsiders parked before and not seen to fit since. Their demand was measured
+    /// when they were parked, so when they are looked at again one pass decides: a
+    /// grace pass would plan them over the whole machine, the jobs' CPUs included.
+    parked_before: HashSet<ProcessKey>,
     parked_beside: CpuSet,
 }
 
@@ -178,6 +183,44 @@ pub struct Confined {
     pub views: Vec<JobView>,
 }
 
+/// One pass's count of the outsiders the free CPUs could not hold (see
+/// [`UNFIT_PASSES`] and [`Known::parked_before`]).
+struct Unfit {
+    last: HashMap<ProcessKey, u32>,
+    now: HashMap<ProcessKey, u32>,
+    parked_before: HashSet<ProcessKey>,
+}
+
+impl Unfit {
+    fn take(k: &mut Known) -> Unfit {
+        Unfit {
+            last: std::mem::take(&mut k.unfit),
+            now: HashMap::new(),
+            parked_before: std::mem::take(&mut k.parked_before),
+        }
+    }
+
+    fn fits(&mut self, key: ProcessKey) {
+        self.parked_before.remove(&key);
+    }
+
+    /// Whether `key`, which the free CPUs cannot hold this pass, is parked now.
+    fn parks(&mut self, key: ProcessKey) -> bool {
+        let n = self.last.remove(&key).unwrap_or(0) + 1;
+        if n >= UNFIT_PASSES || self.parked_before.contains(&key) {
+            return true;
+        }
+        self.now.insert(key, n);
+        false
+    }
+
+    fn keep(mut self, k: &mut Known, parked: &[ProcessKey]) {
+        self.parked_before.extend(parked.iter().copied());
+        k.unfit = self.now;
+        k.parked_before = self.parked_before;
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -204,6 +247,12 @@ impl Jobs {
             *seen + FORGET_AFTER > pass && (m.is_none() || reader.exists(key.pid))
         });
         k.parked.retain(|_, at| *at + PARKED_PASSES > pass);
+        let Known {
+            members,
+            parked_before,
+            ..
+        } = &mut *k;
+        parked_before.retain(|key| members.contains_key(key));
     }
 
     /// The wish of `pid`'s job (`off` for Slurm's own step daemon); `None` outside
@@ -360,8 +409,7 @@ impl Jobs {
         }
         let machine = snapshot.topology.all_cpus();
         let mut managed: BTreeMap<JobStep, usize> = BTreeMap::new();
-        let mut unfit = std::mem::take(&mut lock(&self.known).unfit);
-        let mut unfit_now = HashMap::new();
+        let mut unfit = Unfit::take(&mut lock(&self.known));
         for p in &mut snapshot.processes {
             let allowed = p.allowed_cpus.clone().unwrap_or_else(|| machine.clone());
             let Some(m) = members.get(&p.key()) else {
@@ -372,13 +420,9 @@ impl Jobs {
                 if free.len() < allowed.len() {
                     if free.len() >= p.slots() {
                         p.allowed_cpus = Some(free);
-                    } else {
-                        let n = unfit.remove(&p.key()).unwrap_or(0) + 1;
-                        if n >= UNFIT_PASSES {
-                            out.park.push(p.key());
-                        } else {
-                            unfit_now.insert(p.key(), n);
-                        }
+                        unfit.fits(p.key());
+                    } else if unfit.parks(p.key()) {
+                        out.park.push(p.key());
                     }
                 }
                 continue;
@@ -413,7 +457,7 @@ impl Jobs {
                 }
             }
         }
-        lock(&self.known).unfit = unfit_now;
+        unfit.keep(&mut lock(&self.known), &out.park);
         if !out.park.is_empty() {
             let park: HashSet<ProcessKey> = out.park.iter().copied().collect();
             snapshot.processes.retain(|p| !park.contains(&p.key()));
@@ -703,12 +747,18 @@ mod tests {
             f.jobs.begin_pass();
         }
         assert!(!f.jobs.parked(key(81)), "a while is over");
-        f.jobs.confine(&mut s2(&f));
-        f.jobs.confine(&mut s2(&f));
-        assert!(
-            f.jobs.parked(key(81)),
-            "parked again: it still does not fit"
+        let mut s = s2(&f);
+        let c = f.jobs.confine(&mut s);
+        assert_eq!(
+            c.park,
+            vec![key(81)],
+            "parked again at once: it still does not fit, and was measured"
         );
+        assert!(
+            s.processes.iter().all(|p| p.pid != 81),
+            "not planned over the jobs' CPUs meanwhile"
+        );
+        assert!(f.jobs.parked(key(81)));
         std::fs::remove_dir_all(f._dir.path().join("cg/cpuset/slurm_n/uid_0/job_1")).expect("rm");
         std::fs::remove_dir_all(f._dir.path().join("proc/80")).expect("rm");
         f.jobs.begin_pass();

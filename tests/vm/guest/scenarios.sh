@@ -936,7 +936,7 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { print int(b - a) }'; }
 scenario_slurm() {
   local why="" t0 t n0 n1 c0 c1 all off main off_task off_cg main_task main_cg off_cpus \
     main_cpus main_mems i narrowed=0 samples=0 outsider before after grown off_line="" \
-    main_line="" s s_off s_main
+    main_line="" s s_off s_main strays=0
   [ -x /usr/sbin/slurmd ] || { echo "SKIP slurm: no Slurm in this initramfs (tests/vm/run.sh carries it in when the scenario list names slurm)"; return; }
   set -- $(cpu_nodes)
   [ $# -ge 2 ] || { echo "SKIP slurm: needs two nodes with CPUs"; return; }
@@ -1012,6 +1012,9 @@ scenario_slurm() {
     for s in $(thread_affinities "$off_task"); do
       [ "$s" = "$(commas "$off_cpus")" ] || why="$why opted-out task $off_task had a thread on [$s], not its step's [$off_cpus];"
     done
+    # Left to the kernel (all CPUs) or off the jobs' CPUs; never pinned onto them.
+    s=$(affinity "$outsider")
+    [ "$s" = "$all" ] || disjoint "$s" "$off_cpus $main_cpus" || strays=$((strays + 1))
     samples=$((samples + 1))
     [ -n "$off_line" ] || off_line=$(step_status "$s_off" | awk '$2 == "off"')
     [ -n "$main_line" ] || main_line=$(step_status "$s_main" | awk '$2 == "manage" && $6 >= 1')
@@ -1020,6 +1023,7 @@ scenario_slurm() {
   say "$samples samples: managed task on [$(affinity "$main_task")] ($narrowed thread samples narrowed inside its step); opted-out task on [$(affinity "$off_task")]; outsider on [$(affinity "$outsider")]"
   say "status: ${off_line:-no line of step $s_off in mode off}; ${main_line:-no line of step $s_main with a managed task}"
   [ "$narrowed" -gt 0 ] || why="$why numasched never placed the managed task inside its step (--pin cpu);"
+  [ "$strays" = 0 ] || why="$why outsider pinned onto the jobs' CPUs in $strays of $samples samples;"
   [ -n "$off_line" ] || why="$why status never showed step $s_off in mode off;"
   [ -n "$main_line" ] || why="$why status never showed step $s_main managed;"
   # Were a CPU left beside both jobs (4n), the outsider must be there already.
@@ -1032,15 +1036,28 @@ scenario_slurm() {
   # job's (where it may have been left while the jobs held every CPU).
   trail "slurm: opted-out job cancelled"
   s=$(affinity "$outsider")
+  i=$(wc -l <"$DAEMON_LOG")
   scancel -n nsoff
+  # The CPUs are free once Slurm removed the job's cgroup (numasched reads the jobs'
+  # allocations there); the outsider's 10 s start then.
   t=$(now)
-  while ! disjoint "$(affinity "$outsider")" "$main_cpus" && [ "$(since "$t")" -lt 10 ]; do sleep 0.5; done
-  if ! disjoint "$(affinity "$outsider")" "$main_cpus"; then
-    why="$why outsider still on [$(affinity "$outsider")] 10 s after CPUs outside job $s_main [$main_cpus] became free;"
-  elif disjoint "$s" "$main_cpus"; then
-    say "job $s_off cancelled: outsider on [$(affinity "$outsider")] (it was not on job $s_main's CPUs: nothing to check)"
+  while [ -d "$CG/cpuset${off_cg%/*}" ] && [ "$(since "$t")" -lt 30 ]; do sleep 0.25; done
+  if [ -d "$CG/cpuset${off_cg%/*}" ]; then
+    say "NOT CHECKED: Slurm kept job $s_off's cgroup ${off_cg%/*} for 30 s after scancel (task $off_task $([ -d "/proc/$off_task" ] && echo "still alive" || echo "gone")): its CPUs never became free"
   else
-    say "job $s_off cancelled: outsider moved from [$s] to [$(affinity "$outsider")] within $(since "$t") s"
+    say "job $s_off cancelled: Slurm removed its cgroup within $(since "$t") s"
+    t=$(now)
+    while ! disjoint "$(affinity "$outsider")" "$main_cpus" && [ "$(since "$t")" -lt 10 ]; do sleep 0.5; done
+    if ! disjoint "$(affinity "$outsider")" "$main_cpus"; then
+      why="$why outsider still on [$(affinity "$outsider")] 10 s after CPUs outside job $s_main [$main_cpus] became free;"
+      # What held it: numasched's view of the jobs and its decisions since.
+      say "status: $(numasched status --socket "$SOCK" 2>&1 | tr -s ' \n' '  ')"
+      say "daemon log since the cancel: $(tail -n +"$((i + 1))" "$DAEMON_LOG" | sed -r 's/^.*(INFO|WARN|DEBUG) //' | tail -n 12 | tr '\n' ';')"
+    elif disjoint "$s" "$main_cpus"; then
+      say "outsider on [$(affinity "$outsider")] (it was not on job $s_main's CPUs: nothing to check)"
+    else
+      say "outsider moved from [$s] to [$(affinity "$outsider")] within $(since "$t") s"
+    fi
   fi
   for s in $(thread_affinities "$main_task"); do
     within "$(echo "$s" | tr ',' ' ')" "$main_cpus" || why="$why managed task $main_task had a thread on [$s] at the end;"
