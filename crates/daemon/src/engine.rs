@@ -306,14 +306,13 @@ impl<K: Kernel> Engine<K> {
         // A parent numasched placed exited and left its children to init: the set
         // they carry was chosen for it, so it goes.
         for (pid, r) in self.actuator.release_orphans() {
-            let why = "left by a placed parent that exited";
-            if !matches!(r, Restored::Gone | Restored::Reused) {
-                self.decide(unix, pid, "restored", format!("pid {pid}: {why}; {r}"));
-            }
-            if matches!(r, Restored::Failed(_)) {
-                self.errors_total += 1;
-            }
-            rep.released.push((pid, why.to_string(), r));
+            self.report_restored(
+                pid,
+                "left by a placed parent that exited",
+                r,
+                unix,
+                &mut rep,
+            );
         }
         let written = save_if_changed(
             &mut self.journal_file,
@@ -664,21 +663,29 @@ impl<K: Kernel> Engine<K> {
             return;
         }
         let r = self.actuator.restore(key.pid);
+        self.report_restored(key.pid, why, r, unix, rep);
+    }
+
+    /// A restore shows among the decisions (unless there was nothing to restore),
+    /// counts when it failed, and goes into the epoch's report.
+    fn report_restored(
+        &mut self,
+        pid: u32,
+        why: &str,
+        r: Restored,
+        unix: i64,
+        rep: &mut EpochReport,
+    ) {
         if !matches!(
             r,
             Restored::Gone | Restored::NotJournaled | Restored::Reused
         ) {
-            self.decide(
-                unix,
-                key.pid,
-                "restored",
-                format!("pid {}: {why}; {r}", key.pid),
-            );
+            self.decide(unix, pid, "restored", format!("pid {pid}: {why}; {r}"));
         }
         if matches!(r, Restored::Failed(_)) {
             self.errors_total += 1;
         }
-        rep.released.push((key.pid, why.to_string(), r));
+        rep.released.push((pid, why.to_string(), r));
     }
 
     fn decide(&mut self, unix: i64, pid: u32, action: &str, text: String) {

@@ -332,7 +332,6 @@ impl<K: Kernel> Actuator<K> {
     /// are found first, and go back with the rest.
     pub fn restore_all(&mut self) -> Vec<(u32, Restored)> {
         self.adopt_descendants();
-        self.orphans.refresh(&self.kernel, &mut self.journal);
         let protected = self.protection();
         self.orphans
             .find(&self.kernel, &mut self.journal, protected);
@@ -346,7 +345,6 @@ impl<K: Kernel> Actuator<K> {
         if self.config.dry_run {
             return Vec::new();
         }
-        self.orphans.refresh(&self.kernel, &mut self.journal);
         let protected = self.protection();
         let found = self
             .orphans

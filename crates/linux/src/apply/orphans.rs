@@ -45,12 +45,26 @@ pub struct Orphans {
 }
 
 impl Orphans {
+    /// The new children of init that are numasched's orphans (see the module
+    /// documentation), each journaled as adopted with the original of the process
+    /// it inherited its set from, so the caller restores it the usual way. One call
+    /// per pass: the lineages are brought up to date with the journal first.
+    pub fn find<K: Kernel + ?Sized>(
+        &mut self,
+        kernel: &K,
+        journal: &mut Journal,
+        protected: impl Fn(u32) -> bool,
+    ) -> Vec<u32> {
+        self.refresh(kernel, journal);
+        self.search(kernel, journal, protected)
+    }
+
     /// Brings the lineages up to date with the journal. The session of a process
     /// journaled since the last pass is read once (one stat read) and kept in its
     /// entry, so a daemon that restarts knows it after the process is gone; one that
     /// exited before it could be read has no lineage, and its orphans are left as
     /// they are.
-    pub fn refresh<K: Kernel + ?Sized>(&mut self, kernel: &K, journal: &mut Journal) {
+    fn refresh<K: Kernel + ?Sized>(&mut self, kernel: &K, journal: &mut Journal) {
         for (pid, l) in &mut self.lineages {
             if journal.get(*pid, l.start_time).is_none() {
                 l.gone_for += 1;
@@ -97,10 +111,9 @@ impl Orphans {
         }
     }
 
-    /// The new children of init that are numasched's orphans (see the module
-    /// documentation), each journaled as adopted with the original of the process
-    /// it inherited its set from, so the caller restores it the usual way.
-    pub fn find<K: Kernel + ?Sized>(
+    /// The new children of init recognised as orphans, against the lineages as
+    /// they are.
+    fn search<K: Kernel + ?Sized>(
         &mut self,
         kernel: &K,
         journal: &mut Journal,
@@ -175,7 +188,6 @@ mod tests {
     }
 
     fn orphans(k: &FakeKernel, j: &mut Journal, o: &mut Orphans) -> Vec<u32> {
-        o.refresh(k, j);
         o.find(k, j, |pid| pid <= 2)
     }
 
