@@ -301,11 +301,11 @@ impl<K: Kernel> Engine<K> {
             self.actuator.forget_gone(&obs.snapshot);
         }
         // Children forked since carry numasched's set: journal them before a crash
-        // could leave them narrowed with nothing to undo it.
-        self.actuator.adopt_descendants();
-        // A parent numasched placed exited and left its children to init: the set
-        // they carry was chosen for it, so it goes.
-        for (pid, r) in self.actuator.release_orphans() {
+        // could leave them narrowed with nothing to undo it. A parent numasched
+        // placed exited and left its children to init: the set they carry was chosen
+        // for it, so it goes.
+        let tasks_changed = !self.scanner.no_task_came_or_went();
+        for (pid, r) in self.actuator.follow_forks(tasks_changed) {
             self.report_restored(
                 pid,
                 "left by a placed parent that exited",

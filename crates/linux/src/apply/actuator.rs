@@ -334,21 +334,30 @@ impl<K: Kernel> Actuator<K> {
         self.adopt_descendants();
         let protected = self.protection();
         self.orphans
-            .find(&self.kernel, &mut self.journal, protected);
+            .find(&self.kernel, &mut self.journal, protected, true);
         undo::restore_all(&self.kernel, &mut self.journal)
     }
 
-    /// Restores the children a parent numasched placed left behind when it exited
-    /// (see [`orphans`](super::orphans)), with whatever they forked since; one
-    /// result per orphan. Runs every epoch, after [`Self::adopt_descendants`].
-    pub fn release_orphans(&mut self) -> Vec<(u32, Restored)> {
+    /// Keeps up with the forks and exits since the last epoch, once per epoch:
+    /// journals the descendants that carry a set numasched gave their parent (see
+    /// [`Self::adopt_descendants`]), and restores the children a parent numasched
+    /// placed left behind when it exited (see [`orphans`](super::orphans)), with
+    /// whatever they forked since; one result per orphan. `tasks_changed: false`,
+    /// when the caller knows no task was created or exited since the last call,
+    /// skips both walks: with no fork there is no new child, and with no exit no
+    /// orphan. (The walk reads at least two files per journaled process, the search
+    /// one per thread of init.)
+    pub fn follow_forks(&mut self, tasks_changed: bool) -> Vec<(u32, Restored)> {
         if self.config.dry_run {
             return Vec::new();
+        }
+        if tasks_changed {
+            self.adopt_descendants();
         }
         let protected = self.protection();
         let found = self
             .orphans
-            .find(&self.kernel, &mut self.journal, protected);
+            .find(&self.kernel, &mut self.journal, protected, tasks_changed);
         if found.is_empty() {
             return Vec::new();
         }
@@ -381,7 +390,8 @@ impl<K: Kernel> Actuator<K> {
     }
 
     /// Journals the descendants that carry a set numasched gave their parent (see
-    /// [`undo::adopt_descendants`]). Runs every epoch and before every restore.
+    /// [`undo::adopt_descendants`]). Runs in every epoch a task came or went in (see
+    /// [`Self::follow_forks`]) and before every restore.
     pub fn adopt_descendants(&mut self) -> usize {
         if self.config.dry_run {
             return 0;
@@ -1243,6 +1253,27 @@ mod tests {
         assert_eq!(a.kernel().affinity_of(160, 160), Some(vec![0, 1].into()));
         assert_eq!(a.kernel().affinity_of(170, 170), Some(vec![1].into()));
         assert!(a.journal().is_empty(), "{:?}", a.journal());
+    }
+
+    /// An epoch in which no task came or went skips the walks for children and
+    /// orphans (there can be none new), but still learns the session of a process
+    /// placed in it: once that process exits, its orphans are known by it.
+    #[test]
+    fn an_epoch_without_forks_or_exits_skips_the_walks_but_learns_sessions() {
+        let k = kernel(&[(1, 1), (100, 1)]);
+        let mut a = actuator(k);
+        a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        assert!(a.follow_forks(false).is_empty());
+        assert_eq!(a.journal().get(100, 100).and_then(|e| e.session), Some(100));
+        a.kernel().fork(100, 150, 150); // carries {0}
+        a.kernel().exit(100);
+        // The caller's word: nothing came or went, so nothing is looked for.
+        assert!(a.follow_forks(false).is_empty());
+        assert!(a.journal().get(150, 150).is_none());
+        let r = a.follow_forks(true);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(r[0].0, 150);
+        assert_eq!(a.kernel().affinity_of(150, 150), Some(vec![0, 1].into()));
     }
 
     /// A child forked while its parent had numasched's set {0}, met only after the

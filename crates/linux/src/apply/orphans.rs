@@ -48,14 +48,21 @@ impl Orphans {
     /// The new children of init that are numasched's orphans (see the module
     /// documentation), each journaled as adopted with the original of the process
     /// it inherited its set from, so the caller restores it the usual way. One call
-    /// per pass: the lineages are brought up to date with the journal first.
+    /// per pass: the lineages are brought up to date with the journal first, even
+    /// when the caller knows no task came or went (`tasks_changed: false`) and
+    /// there is nothing to search for, so a process placed now is known by its
+    /// session before it exits.
     pub fn find<K: Kernel + ?Sized>(
         &mut self,
         kernel: &K,
         journal: &mut Journal,
         protected: impl Fn(u32) -> bool,
+        tasks_changed: bool,
     ) -> Vec<u32> {
         self.refresh(kernel, journal);
+        if !tasks_changed {
+            return Vec::new();
+        }
         self.search(kernel, journal, protected)
     }
 
@@ -188,7 +195,7 @@ mod tests {
     }
 
     fn orphans(k: &FakeKernel, j: &mut Journal, o: &mut Orphans) -> Vec<u32> {
-        o.find(k, j, |pid| pid <= 2)
+        o.find(k, j, |pid| pid <= 2, true)
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub(crate) struct PidLister {
     stamp: Option<Stamp>,
     /// Passes that listed the directory (the others reused the last listing).
     pub listings: u64,
+    /// Whether the last pass reused the listing before it.
+    reused: bool,
 }
 
 impl PidLister {
@@ -59,6 +61,7 @@ impl PidLister {
             last: None,
             stamp: None,
             listings: 0,
+            reused: false,
         }
     }
 
@@ -73,13 +76,21 @@ impl PidLister {
         let last = self.last.take();
         if let (Some(now), Some((then, _))) = (stamp, &last) {
             if now == *then {
+                self.reused = true;
                 return Ok(last.map(|(_, p)| p).unwrap_or_default());
             }
         }
+        self.reused = false;
         let hint = last.as_ref().map_or(512, |(_, p)| p.len() + 64);
         let pids = list_pids(&self.root, &mut self.buf, hint)?;
         self.listings += 1;
         Ok(pids)
+    }
+
+    /// Whether the last [`PidLister::pids`] knew that no task was created and none
+    /// was released since the call before it (it reused that call's listing).
+    pub fn reused(&self) -> bool {
+        self.reused
     }
 
     /// Hands back the list [`PidLister::pids`] gave, to be reused while nothing is
@@ -190,12 +201,15 @@ mod tests {
         add(d.path(), 11);
         assert_eq!(pass(&mut l), [10]);
         assert_eq!(l.listings, 1);
+        assert!(l.reused(), "nothing came or went");
         loadavg(d.path(), 101, 501);
         assert_eq!(pass(&mut l), [10, 11]);
+        assert!(!l.reused());
         // An exit alone (thread count down, cursor still) lists too.
         std::fs::remove_dir(d.path().join("10")).unwrap();
         loadavg(d.path(), 100, 501);
         assert_eq!(pass(&mut l), [11]);
+        assert!(!l.reused(), "a task went");
         assert_eq!(l.listings, 3);
         // A list not handed back (the last one, reused here) is listed afresh.
         l.pids().unwrap();
@@ -215,6 +229,7 @@ mod tests {
             l.keep(p);
         }
         assert_eq!(l.listings, 2);
+        assert!(!l.reused(), "cannot know");
         // A loadavg, but `self` is someone else: another pid namespace's procfs.
         let d = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("1", d.path().join("self")).unwrap();

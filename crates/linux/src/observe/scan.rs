@@ -184,6 +184,13 @@ impl Scanner {
         self.cache.invalidate(pid, changed);
     }
 
+    /// Whether the last pass knew that no task was created and none exited since the
+    /// pass before it (see [`super::pids`]): then no process forked, and none left
+    /// children to init, in between. `false` when it could not know.
+    pub fn no_task_came_or_went(&self) -> bool {
+        self.lister.reused()
+    }
+
     /// Processes remembered from the last pass.
     #[cfg(test)]
     pub(crate) fn cached(&self) -> usize {
