@@ -9,8 +9,8 @@
 //! - a process outside every job is kept off the CPUs allocated to jobs when the CPUs
 //!   left can hold it, so numasched never crowds a job with work Slurm did not put
 //!   there. One they cannot hold is released and left to the kernel until the jobs
-//!   change or a few epochs have passed (then, if it still does not fit, at once
-//!   again): pinned anywhere, it would crowd a job (the policy does not see the load
+//!   change or a few epochs have passed (then it sits out one pass unplanned, to be
+//!   measured): pinned anywhere, it would crowd a job (the policy does not see the load
 //!   of job tasks numasched does not manage), and squeezed onto the free CPUs it would
 //!   run slower than unmanaged;
 //! - the job decides how it is treated (`NUMASCHED=off|advise|manage`, see
@@ -122,9 +122,10 @@ struct Known {
     /// Outsiders that did not fit beside the jobs in the last pass(es), and how many
     /// passes in a row: one pass is not enough to park (see [`UNFIT_PASSES`]).
     unfit: HashMap<ProcessKey, u32>,
-    /// Outsiders parked before and not seen to fit since. Their demand was measured
-    /// when they were parked, so when they are looked at again one pass decides: a
-    /// grace pass would plan them over the whole machine, the jobs' CPUs included.
+    /// Outsiders parked before and not seen to fit since. Looked at again, one that
+    /// still seems not to fit sits out its pass of grace (see [`UNFIT_PASSES`]) out
+    /// of the plan, as it is: planned, it would be planned over the whole machine,
+    /// the jobs' CPUs included. Its demand is measured meanwhile.
     parked_before: HashSet<ProcessKey>,
     parked_beside: CpuSet,
 }
@@ -183,6 +184,17 @@ pub struct Confined {
     pub views: Vec<JobView>,
 }
 
+/// What becomes of an outsider the free CPUs cannot hold this pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// Released and left to the kernel (see [`Confined::park`]).
+    Park,
+    /// Out of this pass's plan, left as it is (see [`Known::parked_before`]).
+    SitOut,
+    /// Planned as it is: one pass does not decide.
+    Grace,
+}
+
 /// One pass's count of the outsiders the free CPUs could not hold (see
 /// [`UNFIT_PASSES`] and [`Known::parked_before`]).
 struct Unfit {
@@ -204,14 +216,18 @@ impl Unfit {
         self.parked_before.remove(&key);
     }
 
-    /// Whether `key`, which the free CPUs cannot hold this pass, is parked now.
-    fn parks(&mut self, key: ProcessKey) -> bool {
+    /// What becomes of `key`, which the free CPUs cannot hold this pass.
+    fn verdict(&mut self, key: ProcessKey) -> Verdict {
         let n = self.last.remove(&key).unwrap_or(0) + 1;
-        if n >= UNFIT_PASSES || self.parked_before.contains(&key) {
-            return true;
+        if n >= UNFIT_PASSES {
+            return Verdict::Park;
         }
         self.now.insert(key, n);
-        false
+        if self.parked_before.contains(&key) {
+            Verdict::SitOut
+        } else {
+            Verdict::Grace
+        }
     }
 
     fn keep(mut self, k: &mut Known, parked: &[ProcessKey]) {
@@ -410,6 +426,7 @@ impl Jobs {
         let machine = snapshot.topology.all_cpus();
         let mut managed: BTreeMap<JobStep, usize> = BTreeMap::new();
         let mut unfit = Unfit::take(&mut lock(&self.known));
+        let mut sit_out = HashSet::new();
         for p in &mut snapshot.processes {
             let allowed = p.allowed_cpus.clone().unwrap_or_else(|| machine.clone());
             let Some(m) = members.get(&p.key()) else {
@@ -421,8 +438,14 @@ impl Jobs {
                     if free.len() >= p.slots() {
                         p.allowed_cpus = Some(free);
                         unfit.fits(p.key());
-                    } else if unfit.parks(p.key()) {
-                        out.park.push(p.key());
+                    } else {
+                        match unfit.verdict(p.key()) {
+                            Verdict::Park => out.park.push(p.key()),
+                            Verdict::SitOut => {
+                                sit_out.insert(p.key());
+                            }
+                            Verdict::Grace => {}
+                        }
                     }
                 }
                 continue;
@@ -458,6 +481,7 @@ impl Jobs {
             }
         }
         unfit.keep(&mut lock(&self.known), &out.park);
+        snapshot.processes.retain(|p| !sit_out.contains(&p.key()));
         if !out.park.is_empty() {
             let park: HashSet<ProcessKey> = out.park.iter().copied().collect();
             snapshot.processes.retain(|p| !park.contains(&p.key()));
@@ -749,21 +773,55 @@ mod tests {
         assert!(!f.jobs.parked(key(81)), "a while is over");
         let mut s = s2(&f);
         let c = f.jobs.confine(&mut s);
-        assert_eq!(
-            c.park,
-            vec![key(81)],
-            "parked again at once: it still does not fit, and was measured"
-        );
+        assert!(c.park.is_empty(), "one pass does not decide");
         assert!(
             s.processes.iter().all(|p| p.pid != 81),
             "not planned over the jobs' CPUs meanwhile"
         );
+        let mut s = s2(&f);
+        let c = f.jobs.confine(&mut s);
+        assert_eq!(c.park, vec![key(81)], "parked again: it still does not fit");
         assert!(f.jobs.parked(key(81)));
         std::fs::remove_dir_all(f._dir.path().join("cg/cpuset/slurm_n/uid_0/job_1")).expect("rm");
         std::fs::remove_dir_all(f._dir.path().join("proc/80")).expect("rm");
         f.jobs.begin_pass();
         f.jobs.confine(&mut snapshot(&[82]));
         assert!(!f.jobs.parked(key(81)), "the job ended");
+    }
+
+    /// Parked while it kept 3 CPUs busy, looked at again after it calmed down: its
+    /// pass out of the plan measures it, and then it is kept off the jobs' CPUs.
+    #[test]
+    fn a_parked_outsider_that_calmed_down_is_kept_off_the_jobs_cpus_after_one_pass() {
+        let f = fake(
+            &[(80, Some(&format!("{JOB1}/task_0")), ""), (81, None, "")],
+            &[(JOB1, "0-5", "0-1")],
+        );
+        let s = |f: &Fake, demand: f64| {
+            for p in [80, 81] {
+                f.jobs.mode(key(p), "t");
+            }
+            let mut s = snapshot(&[81]);
+            s.processes[0].cpu_demand = demand;
+            s.processes[0].threads = 3;
+            s
+        };
+        for _ in 0..UNFIT_PASSES {
+            f.jobs.begin_pass();
+            f.jobs.confine(&mut s(&f, 3.0));
+        }
+        assert!(f.jobs.parked(key(81)));
+        for _ in 0..PARKED_PASSES {
+            f.jobs.begin_pass();
+        }
+        // Sized for its threads until measured again: out of the plan, not parked.
+        let mut snap = s(&f, 3.0);
+        assert!(f.jobs.confine(&mut snap).park.is_empty());
+        assert!(snap.processes.is_empty());
+        f.jobs.begin_pass();
+        let mut snap = s(&f, 0.8);
+        assert!(f.jobs.confine(&mut snap).park.is_empty());
+        assert_eq!(snap.processes[0].allowed_cpus, Some(vec![6, 7].into()));
     }
 
     #[test]
