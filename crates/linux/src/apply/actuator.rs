@@ -329,12 +329,13 @@ impl<K: Kernel> Actuator<K> {
 
     /// Restores everything, for shutdown. Children forked since the last epoch's
     /// walk carry numasched's set too, and so may orphans handed to init since: they
-    /// are found first, and go back with the rest.
+    /// are found first, and go back with the rest. Orphans before the walk, so
+    /// what an orphan forked since is found from it.
     pub fn restore_all(&mut self) -> Vec<(u32, Restored)> {
-        self.adopt_descendants();
         let protected = self.protection();
         self.orphans
             .find(&self.kernel, &mut self.journal, protected, true);
+        self.adopt_descendants();
         undo::restore_all(&self.kernel, &mut self.journal)
     }
 
@@ -1274,6 +1275,24 @@ mod tests {
         assert_eq!(r.len(), 1, "{r:?}");
         assert_eq!(r[0].0, 150);
         assert_eq!(a.kernel().affinity_of(150, 150), Some(vec![0, 1].into()));
+    }
+
+    /// At stop, an orphan handed to init since the last epoch goes back, and so
+    /// does what it forked meanwhile (found from the orphan, as its placed parent
+    /// is gone).
+    #[test]
+    fn at_stop_an_orphans_own_child_goes_back_too() {
+        let k = kernel(&[(1, 1), (100, 1)]);
+        let mut a = actuator(k);
+        a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
+        assert!(a.follow_forks(true).is_empty());
+        a.kernel().fork(100, 150, 150); // carries {0}
+        a.kernel().exit(100);
+        a.kernel().fork(150, 160, 160); // so does its child
+        a.restore_all();
+        assert_eq!(a.kernel().affinity_of(150, 150), Some(vec![0, 1].into()));
+        assert_eq!(a.kernel().affinity_of(160, 160), Some(vec![0, 1].into()));
+        assert!(a.journal().is_empty(), "{:?}", a.journal());
     }
 
     /// A child forked while its parent had numasched's set {0}, met only after the
