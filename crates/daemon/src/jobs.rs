@@ -426,7 +426,8 @@ impl Jobs {
         let machine = snapshot.topology.all_cpus();
         let mut managed: BTreeMap<JobStep, usize> = BTreeMap::new();
         let mut unfit = Unfit::take(&mut lock(&self.known));
-        let mut sit_out = HashSet::new();
+        // Parked and sitting their grace pass out alike: left to the kernel, out of the plan.
+        let mut left_out = HashSet::new();
         for p in &mut snapshot.processes {
             let allowed = p.allowed_cpus.clone().unwrap_or_else(|| machine.clone());
             let Some(m) = members.get(&p.key()) else {
@@ -440,9 +441,12 @@ impl Jobs {
                         unfit.fits(p.key());
                     } else {
                         match unfit.verdict(p.key()) {
-                            Verdict::Park => out.park.push(p.key()),
+                            Verdict::Park => {
+                                out.park.push(p.key());
+                                left_out.insert(p.key());
+                            }
                             Verdict::SitOut => {
-                                sit_out.insert(p.key());
+                                left_out.insert(p.key());
                             }
                             Verdict::Grace => {}
                         }
@@ -480,14 +484,14 @@ impl Jobs {
                 }
             }
         }
-        unfit.keep(&mut lock(&self.known), &out.park);
-        snapshot.processes.retain(|p| !sit_out.contains(&p.key()));
-        if !out.park.is_empty() {
-            let park: HashSet<ProcessKey> = out.park.iter().copied().collect();
-            snapshot.processes.retain(|p| !park.contains(&p.key()));
+        {
             let mut k = lock(&self.known);
+            unfit.keep(&mut k, &out.park);
             let pass = k.pass;
-            k.parked.extend(park.into_iter().map(|key| (key, pass)));
+            k.parked.extend(out.park.iter().map(|key| (*key, pass)));
+        }
+        if !left_out.is_empty() {
+            snapshot.processes.retain(|p| !left_out.contains(&p.key()));
         }
         // A step whose only process seen is its step daemon has nothing to show.
         out.views = steps
