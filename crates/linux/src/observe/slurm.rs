@@ -147,6 +147,39 @@ fn read_cpuset(dir: &Path, cpus: &str, mems: &str) -> Option<Allocation> {
     })
 }
 
+/// Whether the cgroup at `dir` is known to hold no task, its descendants included.
+/// v2 says so itself (`cgroup.events`: `populated 0`); on v1 every `tasks` file under
+/// it must be empty. A file missing or unreadable says nothing: the cgroup may hold
+/// tasks, and its CPUs stay taken.
+fn holds_no_task(dir: &Path, v1: bool) -> bool {
+    if !v1 {
+        return numasched_model::files::read_text(
+            &dir.join("cgroup.events"),
+            4 << 10,
+            "cgroup events",
+        )
+        .is_ok_and(|t| t.lines().any(|l| l.trim() == "populated 0"));
+    }
+    // Slurm's v1 tree is job/step/task: three levels are all there is to look at.
+    fn all_empty(dir: &Path, depth: u32) -> bool {
+        let mut first = [0u8; 1];
+        let empty = std::fs::File::open(dir.join("tasks"))
+            .and_then(|mut f| f.read(&mut first))
+            .is_ok_and(|n| n == 0);
+        if !empty || depth == 0 {
+            return empty;
+        }
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        rd.filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .all(|p| all_empty(&p, depth - 1))
+    }
+    all_empty(dir, 3)
+}
+
 /// Reads the Slurm side of processes under a procfs root and a cgroup root (normally
 /// `/proc` and `/sys/fs/cgroup`; tests point both at a directory).
 #[derive(Debug, Clone)]
@@ -198,7 +231,10 @@ impl SlurmReader {
 
     /// The allocations of every job on the node, found by walking Slurm's cgroup
     /// trees (`cpuset/slurm*/uid_*/job_*` on v1, `system.slice/slurmstepd.scope/job_*`
-    /// on v2), so a job counts even while none of its tasks was looked at.
+    /// on v2), so a job counts even while none of its tasks was looked at. A job
+    /// cgroup that holds no task (left behind by a slurmstepd killed before it cleaned
+    /// up, or a job between steps) does not: its CPUs would otherwise be kept from
+    /// everyone else for as long as the directory stays.
     pub fn jobs_allocated(&self) -> Vec<Allocation> {
         let children = |dir: &Path, prefix: &str| -> Vec<PathBuf> {
             let Ok(rd) = std::fs::read_dir(dir) else {
@@ -217,12 +253,17 @@ impl SlurmReader {
         for slurm in children(&self.cgroup_root.join("cpuset"), "slurm") {
             for uid in children(&slurm, "uid_") {
                 for job in children(&uid, "job_") {
-                    out.extend(read_cpuset(&job, "cpuset.cpus", "cpuset.mems"));
+                    if !holds_no_task(&job, true) {
+                        out.extend(read_cpuset(&job, "cpuset.cpus", "cpuset.mems"));
+                    }
                 }
             }
         }
         let v2 = self.cgroup_root.join("system.slice/slurmstepd.scope");
-        for job in children(&v2, "job_") {
+        for job in children(&v2, "job_")
+            .into_iter()
+            .filter(|j| !holds_no_task(j, false))
+        {
             out.extend(read_cpuset(
                 &job,
                 "cpuset.cpus.effective",
@@ -314,6 +355,51 @@ mod tests {
         ] {
             assert_eq!(membership(text), None, "{text:?}");
         }
+    }
+
+    #[test]
+    fn a_job_cgroup_left_with_no_task_takes_no_cpus() {
+        let d = tempfile::tempdir().expect("tmp");
+        let cg = d.path().join("cg");
+        let r = SlurmReader::new(&d.path().join("proc"), &cg);
+        let cpus = |r: &SlurmReader| -> Vec<CpuSet> {
+            r.jobs_allocated().into_iter().map(|a| a.cpus).collect()
+        };
+        let put = |dir: &Path, name: &str, text: &str| {
+            std::fs::create_dir_all(dir).expect("mkdir");
+            std::fs::write(dir.join(name), text).expect("write");
+        };
+        // v1: job 3 holds a task in a step, job 4 holds none anywhere, job 5 has no
+        // tasks files to tell (a fake tree, or a kernel that hides them): it counts.
+        let v1 = cg.join("cpuset/slurm_n/uid_0");
+        for (job, cpus) in [(3, "0-1"), (4, "2-3"), (5, "4")] {
+            put(&v1.join(format!("job_{job}")), "cpuset.cpus", cpus);
+        }
+        for job in [3, 4] {
+            let j = v1.join(format!("job_{job}"));
+            put(&j, "tasks", "");
+            put(&j.join("step_0"), "tasks", "");
+            put(&j.join("step_0/task_0"), "tasks", "");
+        }
+        put(&v1.join("job_3/step_0/task_0"), "tasks", "4242\n");
+        assert_eq!(cpus(&r), vec![CpuSet::from(vec![0, 1]), vec![4].into()]);
+        // A step whose tasks file is gone says nothing: job 4 counts again.
+        std::fs::remove_file(v1.join("job_4/step_0/tasks")).expect("rm");
+        assert_eq!(cpus(&r).len(), 3);
+        std::fs::remove_dir_all(cg.join("cpuset")).expect("rm");
+        // v2: the kernel says whether anything is left under the job.
+        let v2 = cg.join("system.slice/slurmstepd.scope");
+        for (job, cpus, populated) in [(7, "0", "1"), (8, "1", "0")] {
+            let j = v2.join(format!("job_{job}"));
+            put(&j, "cpuset.cpus.effective", cpus);
+            put(
+                &j,
+                "cgroup.events",
+                &format!("populated {populated}\nfrozen 0\n"),
+            );
+        }
+        put(&v2.join("job_9"), "cpuset.cpus.effective", "2");
+        assert_eq!(cpus(&r), vec![CpuSet::from(vec![0]), vec![2].into()]);
     }
 
     #[test]
