@@ -2,6 +2,7 @@
 //! default scheduler and the oracle, as a terminal table, JSON, CSV and an HTML report.
 //! The suite is a built-in one (`--suite`) or an operator's file (`--workloads`).
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -13,7 +14,7 @@ use crate::policy::Policy;
 use crate::sim::eval::report::{self, Results};
 use crate::sim::eval::suites::{ProgramFacts, Suite};
 use crate::sim::eval::workloads::{self, Workloads};
-use crate::sim::eval::{from_model, html, suites};
+use crate::sim::eval::{from_model, html, runner, suites};
 use crate::sim::ProfileSet;
 use crate::topology::{Topology, THIS};
 
@@ -65,7 +66,8 @@ pub struct EvalArgs {
     /// Directory for results.json, results.csv, table.txt and report.html.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Write the JSON results here.
+    /// Write the JSON results here; `-` writes them to standard output, and the
+    /// summary then goes to standard error.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Extra program profiles (TOML or JSON).
@@ -118,10 +120,17 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.out {
         writable_dir(dir)?;
     }
-    if let Some(path) = &args.json {
+    let json_out = args.json.as_deref().filter(|p| *p != Path::new("-"));
+    if let Some(path) = json_out {
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
         writable_dir(parent.unwrap_or(Path::new(".")))?;
     }
+    // With the JSON on standard output, what a person reads goes to standard error.
+    let mut human: Box<dyn Write> = if args.json.is_some() && json_out.is_none() {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    };
     let (suite, profiles) = match (&args.suite, &args.workloads) {
         (_, Some(path)) => from_file(path, &args)?,
         (Some(name), None) => built_in(name, &args)?,
@@ -153,10 +162,11 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         let cases = table
             .strip_prefix(report::MAP_NOTE)
             .map_or(table.as_str(), |t| t.trim_start_matches('\n'));
-        println!("{cases}");
+        writeln!(human, "{cases}")?;
     }
-    print!("{}", report::summary_table(&rows, colour()));
-    println!(
+    write!(human, "{}", report::summary_table(&rows, colour()))?;
+    writeln!(
+        human,
         "suite {} on {}: {} entries in {elapsed:.1} s{}",
         suite.name,
         suite.machine,
@@ -166,7 +176,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         } else {
             " (per case: --verbose, or table.txt with --out)"
         }
-    );
+    )?;
     // On a machine with one node and one LLC every placement shares the same cache
     // and memory: say so, rather than leave ten identical columns unexplained.
     if !suite.cases.is_empty()
@@ -175,7 +185,8 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             t.nodes().len() == 1 && t.llcs().len() == 1
         })
     {
-        println!(
+        writeln!(
+            human,
             "note: {} has one node and one LLC: no placement changes what a process shares \
              or where its memory is, so placing policies can only match linux",
             if suite.machine == THIS {
@@ -183,39 +194,68 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             } else {
                 suite.machine.as_str()
             }
-        );
-    }
-    let results = Results {
-        results: &rows,
-        summaries: report::summaries(&rows),
-    };
-    let json = serde_json::to_string_pretty(&results).context("encoding results")?;
-    if let Some(path) = &args.json {
-        write(path, &json)?;
-    }
-    if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("{}: cannot create", dir.display()))?;
-        write(&dir.join("results.json"), &json)?;
-        write(&dir.join("results.csv"), &report::csv(&rows))?;
-        write(&dir.join("table.txt"), &table)?;
-        let notes = format!(
-            "Simulated with numasched's performance model (docs/model.md); {} entries, \
-             computed in {elapsed:.1} s.",
-            rows.len()
-        );
-        let page = dir.join("report.html");
-        write(
-            &page,
-            &html::page(suite.name, &suite.machine, &rows, &notes),
         )?;
-        println!(
-            "wrote results.json, results.csv, table.txt to {}",
-            dir.display()
-        );
-        println!("report: {}", page.display());
     }
-    Ok(())
+    let written = Written {
+        json: json_out,
+        json_to_stdout: args.json.is_some() && json_out.is_none(),
+        dir: args.out.as_deref(),
+    };
+    written.write(&mut human, &rows, &table, &suite, elapsed)
+}
+
+/// Where the results go besides the terminal: `--json` (a file, or standard output) and
+/// `--out`'s directory.
+struct Written<'a> {
+    json: Option<&'a Path>,
+    json_to_stdout: bool,
+    dir: Option<&'a Path>,
+}
+
+impl Written<'_> {
+    fn write(
+        &self,
+        human: &mut dyn Write,
+        rows: &[runner::Row],
+        table: &str,
+        suite: &Suite,
+        elapsed: f64,
+    ) -> anyhow::Result<()> {
+        let results = Results {
+            results: rows,
+            summaries: report::summaries(rows),
+        };
+        let json = serde_json::to_string_pretty(&results).context("encoding results")?;
+        match self.json {
+            Some(path) => {
+                write(path, &json)?;
+                writeln!(human, "wrote the JSON results to {}", path.display())?;
+            }
+            None if self.json_to_stdout => println!("{json}"),
+            None => {}
+        }
+        if let Some(dir) = self.dir {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("{}: cannot create", dir.display()))?;
+            write(&dir.join("results.json"), &json)?;
+            write(&dir.join("results.csv"), &report::csv(rows))?;
+            write(&dir.join("table.txt"), table)?;
+            let notes = format!(
+                "Simulated with numasched's performance model (docs/model.md); {} entries, \
+                 computed in {elapsed:.1} s.",
+                rows.len()
+            );
+            let page = dir.join("report.html");
+            write(&page, &html::page(suite.name, &suite.machine, rows, &notes))?;
+            writeln!(
+                human,
+                "wrote results.json, results.csv, table.txt to {}",
+                dir.display()
+            )?;
+            writeln!(human, "report: {}", page.display())?;
+        }
+        Ok(())
+    }
 }
 
 /// A built-in suite, on `--machine` if given.

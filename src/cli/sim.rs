@@ -16,6 +16,7 @@ use crate::sim::eval::runner::{effective, with_current, Runner, ORACLE, ROTATION
 use crate::sim::eval::{from_model, suites, workloads};
 use crate::sim::{self, ProfileSet};
 use crate::topology::{cpulist, CpuId, NodeId, Topology};
+use numasched_model::plural::count;
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
@@ -43,7 +44,8 @@ pub struct SimArgs {
         value_delimiter = ',',
         value_name = "C,C,..",
         group = "where",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        value_parser = crate::flags::cpu_id
     )]
     pub cores: Option<Vec<CpuId>>,
     /// Let a placement policy decide.
@@ -69,9 +71,67 @@ struct Report {
     avg_slowdown: f64,
     performance: f64,
     unfairness: f64,
-    /// Every shared resource some traffic crosses, with its utilisation (nodes, LLCs by
-    /// index in the topology; packages by id), so bus and link figures can be checked.
-    resources: Vec<sim::ResourceLoad>,
+    /// Every shared resource some traffic crosses (idle ones are left out), with its
+    /// utilisation, so bus and link figures can be checked.
+    resources: Vec<ResourceReport>,
+}
+
+/// A shared resource as `sim` shows it: nodes by id, as in the process rows (the
+/// model counts them by index, which differs on machines with gaps in their node
+/// ids); packages by id; LLCs by their place in the topology (`topo` lists them so).
+#[derive(Debug, Serialize)]
+struct ResourceReport {
+    #[serde(flatten)]
+    kind: ResourceAt,
+    gbps: f64,
+    utilisation: f64,
+    delay_ns: f64,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+enum ResourceAt {
+    MemoryController { node: NodeId },
+    PackageLink { from: u32, to: u32 },
+    NodeLink { from: NodeId, to: NodeId },
+    LlcPort { llc: usize },
+    PackageBus { package: u32 },
+    BusController { llc: usize },
+}
+
+impl ResourceReport {
+    fn new(topo: &Topology, r: &sim::ResourceLoad) -> ResourceReport {
+        use sim::ResourceKind as K;
+        let id = |i: usize| topo.nodes()[i].id;
+        let kind = match r.kind {
+            K::MemoryController { node } => ResourceAt::MemoryController { node: id(node) },
+            K::PackageLink { from, to } => ResourceAt::PackageLink { from, to },
+            K::NodeLink { from, to } => ResourceAt::NodeLink {
+                from: id(from),
+                to: id(to),
+            },
+            K::LlcPort { llc } => ResourceAt::LlcPort { llc },
+            K::PackageBus { package } => ResourceAt::PackageBus { package },
+            K::BusController { llc } => ResourceAt::BusController { llc },
+        };
+        ResourceReport {
+            kind,
+            gbps: r.gbps,
+            utilisation: r.utilisation,
+            delay_ns: r.delay_ns,
+        }
+    }
+
+    fn name(&self) -> String {
+        match self.kind {
+            ResourceAt::MemoryController { node } => format!("memory controller of node {node}"),
+            ResourceAt::PackageLink { from, to } => format!("link package {from} -> {to}"),
+            ResourceAt::NodeLink { from, to } => format!("link node {from} -> {to}"),
+            ResourceAt::LlcPort { llc } => format!("port of LLC {llc}"),
+            ResourceAt::PackageBus { package } => format!("bus of package {package}"),
+            ResourceAt::BusController { llc } => format!("bus controller of LLC {llc}"),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -100,21 +160,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let topo = super::topo::machine(&args.machine, args.sysfs_root.as_deref())?;
     let profiles = load_profiles(args.profiles.as_ref())?;
     let params = sim::params_for(&topo);
-    if args.homes.len() != args.programs.len() {
-        bail!(
-            "--homes has {} entries for {} programs",
-            args.homes.len(),
-            args.programs.len()
-        );
-    }
-    if args.pin.is_some() && args.policy.is_none() {
-        bail!("--pin applies to a policy's plan (--policy); --placement and --cores say the CPUs");
-    }
-    let homes = args
-        .homes
-        .iter()
-        .map(|&h| node_index(&topo, h, "--homes"))
-        .collect::<anyhow::Result<Vec<usize>>>()?;
+    let homes = checked_homes(&args, &topo, &profiles)?;
     let map = workloads::map_label(&args.homes);
     let programs: Vec<&str> = args.programs.iter().map(String::as_str).collect();
     let case = suites::case_at("sim", "sim", &map, &topo, &programs, &homes, &|t, p| {
@@ -174,7 +220,11 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         avg_slowdown: out.avg_slowdown,
         performance: out.performance,
         unfairness: out.unfairness,
-        resources: out.resources.clone(),
+        resources: out
+            .resources
+            .iter()
+            .map(|r| ResourceReport::new(&topo, r))
+            .collect(),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -202,7 +252,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     for r in &report.resources {
         println!(
             "{}: {:.2} GB/s, utilisation {:.2}, +{:.1} ns a miss",
-            resource_name(&r.kind),
+            r.name(),
             r.gbps,
             r.utilisation,
             r.delay_ns
@@ -217,18 +267,6 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn resource_name(k: &sim::ResourceKind) -> String {
-    use sim::ResourceKind as K;
-    match *k {
-        K::MemoryController { node } => format!("memory controller of node index {node}"),
-        K::PackageLink { from, to } => format!("link package {from} -> {to}"),
-        K::NodeLink { from, to } => format!("link node index {from} -> {to}"),
-        K::LlcPort { llc } => format!("port of LLC {llc}"),
-        K::PackageBus { package } => format!("bus of package {package}"),
-        K::BusController { llc } => format!("bus controller of LLC {llc}"),
-    }
-}
-
 /// Built-in profiles, overridden and extended by a file.
 pub fn load_profiles(path: Option<&PathBuf>) -> anyhow::Result<ProfileSet> {
     let builtin = ProfileSet::builtin();
@@ -239,6 +277,36 @@ pub fn load_profiles(path: Option<&PathBuf>) -> anyhow::Result<ProfileSet> {
 }
 
 /// The index of node id `id`, or which ids there are.
+/// The flags checked against each other and the machine before anything is simulated;
+/// each program's home as a node index.
+fn checked_homes(
+    args: &SimArgs,
+    topo: &Topology,
+    profiles: &ProfileSet,
+) -> anyhow::Result<Vec<usize>> {
+    if args.homes.len() != args.programs.len() {
+        bail!(
+            "--homes names {} for {}",
+            count(args.homes.len(), "node"),
+            count(args.programs.len(), "program")
+        );
+    }
+    if args.pin.is_some() && args.policy.is_none() {
+        bail!("--pin applies to a policy's plan (--policy); --placement and --cores say the CPUs");
+    }
+    if let Some(p) = args.programs.iter().find(|p| profiles.get(p).is_none()) {
+        let known: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
+        bail!(
+            "--programs: unknown program '{p}' (known: {}; --profiles adds others)",
+            known.join(", ")
+        );
+    }
+    args.homes
+        .iter()
+        .map(|&h| node_index(topo, h, "--homes"))
+        .collect()
+}
+
 fn node_index(topo: &Topology, id: NodeId, flag: &str) -> anyhow::Result<usize> {
     topo.node_index(id).with_context(|| {
         let ids: Vec<u32> = topo.nodes().iter().map(|n| n.id).collect();
@@ -253,9 +321,9 @@ fn on_nodes(s: &Snapshot, nodes: &[NodeId]) -> anyhow::Result<Plan> {
     let topo = &s.topology;
     if nodes.len() != s.processes.len() {
         bail!(
-            "--placement has {} entries for {} programs",
-            nodes.len(),
-            s.processes.len()
+            "--placement names {} for {}",
+            count(nodes.len(), "node"),
+            count(s.processes.len(), "program")
         );
     }
     let mut occ = Occupancy::new(topo);
@@ -282,9 +350,9 @@ fn on_cores(s: &Snapshot, cores: &[CpuId]) -> anyhow::Result<Plan> {
     let topo = &s.topology;
     if cores.len() != s.processes.len() {
         bail!(
-            "--cores has {} entries for {} programs",
-            cores.len(),
-            s.processes.len()
+            "--cores names {} for {}",
+            count(cores.len(), "CPU"),
+            count(s.processes.len(), "program")
         );
     }
     let mut placements = Vec::new();

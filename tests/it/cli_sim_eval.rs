@@ -136,6 +136,40 @@ fn sim_json_reports_bandwidth_latency_and_every_shared_resource() {
     assert!(u > 0.0 && u < 1.0, "{bus}");
 }
 
+/// On a machine with a gap in its node ids, resources name nodes by id, as the
+/// process rows do (they said the model's index: node 2 came out as node 1).
+#[test]
+fn sim_names_resource_nodes_by_id_as_its_process_rows() {
+    let root = format!(
+        "{}/tests/fixtures/sysfs/sparse-offline",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let v = sim_json(&[
+        "--machine",
+        "this",
+        "--sysfs-root",
+        &root,
+        "--programs",
+        "stream,mcf",
+        "--homes",
+        "0,2",
+        "--placement",
+        "2,0",
+    ]);
+    let mut controllers: Vec<u64> = v["resources"]
+        .as_array()
+        .expect("resources is an array")
+        .iter()
+        .filter(|r| r["kind"] == "memory_controller")
+        .map(|r| u64_field(r, "node"))
+        .collect();
+    controllers.sort_unstable();
+    let mut homes: Vec<u64> = processes(&v).iter().map(|p| u64_field(p, "home")).collect();
+    homes.sort_unstable();
+    assert_eq!(controllers, homes, "{v}");
+    assert_eq!(homes, vec![0, 2], "{v}");
+}
+
 #[test]
 fn sim_json_of_a_single_program_alone_and_local_has_no_slowdown() {
     let v = sim_json(&[
@@ -303,6 +337,37 @@ const RESULT_FIELDS: &[&str] = &[
 /// The `membus` suite's policies, in its order.
 const POLICIES: [&str; 6] = ["linux", "autonuma", "membus", "membus-rr", "auto", "oracle"];
 
+/// `--json -`: the results on standard output, as a pipe wants them, and what a
+/// person reads on standard error (it made a file named `-`).
+#[test]
+fn eval_json_dash_is_standard_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_numasched"))
+        .args(["eval", "--suite", "membus", "--json", "-"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run numasched");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert!(
+        v["results"].as_array().is_some_and(|r| !r.is_empty()),
+        "{v}"
+    );
+    assert!(
+        v["summaries"].as_array().is_some_and(|r| !r.is_empty()),
+        "{v}"
+    );
+    assert!(stderr.contains("suite membus on xeon-e5345"), "{stderr}");
+    assert!(
+        !dir.path().join("-").exists(),
+        "a file named '-' was written"
+    );
+}
+
 #[test]
 fn eval_writes_json_csv_table_and_html() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -341,6 +406,10 @@ fn eval_writes_json_csv_table_and_html() {
         "no colour when not a terminal: {out:?}"
     );
     assert!(out.contains("suite membus on xeon-e5345"), "{out}");
+    assert!(
+        out.contains(&format!("wrote the JSON results to {}", json.display())),
+        "{out}"
+    );
     // The map notation is explained in one line of the summary.
     let map_note = "map: one digit per program, the node holding its memory";
     assert_eq!(out.matches(map_note).count(), 1, "{out}");
@@ -504,7 +573,7 @@ fn unknown_names_are_one_line_errors() {
             "nmass",
         ]),
         1,
-        &["unknown program", "nosuchprog"],
+        &["--programs: unknown program 'nosuchprog'", "known: ", "lbm"],
     );
     fails(
         &[
@@ -576,7 +645,7 @@ fn lists_of_the_wrong_length_are_one_line_errors() {
     fails(
         &sim_args(&["--programs", "mcf,lbm", "--homes", "0", "--policy", "nmass"]),
         1,
-        &["--homes", "1 entries for 2 programs"],
+        &["--homes", "1 node for 2 programs"],
     );
     fails(
         &sim_args(&[
@@ -588,7 +657,7 @@ fn lists_of_the_wrong_length_are_one_line_errors() {
             "0,1",
         ]),
         1,
-        &["--homes", "3 entries for 2 programs"],
+        &["--homes", "names 3 nodes for 2 programs"],
     );
     fails(
         &sim_args(&[
@@ -600,7 +669,7 @@ fn lists_of_the_wrong_length_are_one_line_errors() {
             "0",
         ]),
         1,
-        &["--placement", "1 entries for 2 programs"],
+        &["--placement", "1 node for 2 programs"],
     );
     fails(
         &sim_args(&[
@@ -612,7 +681,7 @@ fn lists_of_the_wrong_length_are_one_line_errors() {
             "0,1,2",
         ]),
         1,
-        &["--cores", "3 entries for 2 programs"],
+        &["--cores", "names 3 CPUs for 2 programs"],
     );
 }
 

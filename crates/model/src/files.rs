@@ -200,6 +200,16 @@ pub fn create_dir_of(path: &Path, mode: u32, default: &Path) -> Result<Option<Pa
     }
 }
 
+/// The 1-based line of byte `offset` in `text`: parsers report spans, operators read
+/// lines.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    1 + text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -287,12 +287,13 @@ pub const MAX_PROFILE_BYTES: u64 = 16 << 20;
 pub enum ProfileError {
     // The I/O error is part of the message, not a `source`: anyhow's `{:#}` would
     // print it twice ("...: No such file (os error 2): No such file (os error 2)").
-    #[error("{}: {err}", path.display())]
+    #[error("{}: cannot read the profile file: {err}", path.display())]
     Io { path: PathBuf, err: std::io::Error },
-    /// One line: file, field path, what is wrong.
-    #[error("{}: {field}: {what}", path.display())]
+    /// One line: file, line (where the parser knows it), field path, what is wrong.
+    #[error("{}: {}{field}: {what}", path.display(), line.map_or(String::new(), |l| format!("line {l}: ")))]
     Field {
         path: PathBuf,
+        line: Option<usize>,
         field: String,
         what: String,
     },
@@ -371,7 +372,10 @@ impl ProfileSet {
 
     /// Parses file contents; `origin` only labels errors.
     pub fn parse(text: &str, toml: bool, origin: &Path) -> Result<ProfileSet, ProfileError> {
-        let field_err = |field: String, mut what: String| {
+        let line = |span: Option<std::ops::Range<usize>>| {
+            span.map(|s| crate::files::line_of(text, s.start))
+        };
+        let field_at = |line: Option<usize>, field: String, mut what: String| {
             // The profile store and `profile set` say cache reuse; files carry its
             // complement, as `profile export` writes them.
             if field.ends_with(".cache_reuse") && what.starts_with("unknown field") {
@@ -382,15 +386,20 @@ impl ProfileSet {
             }
             ProfileError::Field {
                 path: origin.to_path_buf(),
+                line,
                 field,
                 what: one_line(&what),
             }
         };
+        let field_err = |field: String, what: String| field_at(None, field, what);
         let file: ProfileFile = if toml {
-            let de = toml::Deserializer::parse(text)
-                .map_err(|e| field_err("(document)".into(), e.message().to_string()))?;
-            serde_path_to_error::deserialize(de)
-                .map_err(|e| field_err(path_name(e.path()), e.inner().message().to_string()))?
+            let de = toml::Deserializer::parse(text).map_err(|e| {
+                field_at(line(e.span()), "(document)".into(), e.message().to_string())
+            })?;
+            serde_path_to_error::deserialize(de).map_err(|e| {
+                let at = line(e.inner().span());
+                field_at(at, path_name(e.path()), e.inner().message().to_string())
+            })?
         } else {
             let mut de = serde_json::Deserializer::from_str(text);
             serde_path_to_error::deserialize(&mut de)

@@ -156,7 +156,7 @@ impl Workloads {
 
     /// Parses and checks file contents; `path` labels errors and anchors `profiles`.
     pub fn parse(text: &str, path: &Path) -> Result<Workloads, WorkloadsError> {
-        let line = |span: std::ops::Range<usize>| line_of(text, span.start);
+        let line = |span: std::ops::Range<usize>| numasched_model::files::line_of(text, span.start);
         let de = toml::Deserializer::parse(text)
             .map_err(|e| error(path, e.span().map(line), "", e.message()))?;
         let file: FileDef = serde_path_to_error::deserialize(de).map_err(|e| {
@@ -354,14 +354,6 @@ fn error(path: &Path, line: Option<usize>, key: &str, what: impl Display) -> Wor
 }
 
 /// 1-based line of a byte offset (counted in bytes, so no offset can split a char).
-fn line_of(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    1 + text.as_bytes()[..end]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-}
-
 /// serde's key path without the private keys `Spanned` deserialises through.
 fn key_name(p: &serde_path_to_error::Path) -> String {
     let mut out = String::new();
