@@ -201,7 +201,7 @@ pub fn create_dir_of(path: &Path, mode: u32, default: &Path) -> Result<Option<Pa
 }
 
 /// The 1-based line of byte `offset` in `text`: parsers report spans, operators read
-/// lines.
+/// lines. Counted in bytes, so no offset can split a char.
 pub fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     1 + text.as_bytes()[..end]

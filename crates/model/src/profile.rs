@@ -290,13 +290,19 @@ pub enum ProfileError {
     #[error("{}: cannot read the profile file: {err}", path.display())]
     Io { path: PathBuf, err: std::io::Error },
     /// One line: file, line (where the parser knows it), field path, what is wrong.
-    #[error("{}: {}{field}: {what}", path.display(), line.map_or(String::new(), |l| format!("line {l}: ")))]
+    #[error("{}: {}{field}: {what}", path.display(), at_line(*line))]
     Field {
         path: PathBuf,
         line: Option<usize>,
         field: String,
         what: String,
     },
+}
+
+/// `line N: ` where the parser knows the line, nothing where it does not (JSON, and
+/// checks made after parsing).
+fn at_line(line: Option<usize>) -> String {
+    line.map_or(String::new(), |l| format!("line {l}: "))
 }
 
 /// The file layout: `[[profiles]]` tables in TOML, `{"profiles": [...]}` in JSON.

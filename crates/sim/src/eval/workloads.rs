@@ -353,7 +353,6 @@ fn error(path: &Path, line: Option<usize>, key: &str, what: impl Display) -> Wor
     }
 }
 
-/// 1-based line of a byte offset (counted in bytes, so no offset can split a char).
 /// serde's key path without the private keys `Spanned` deserialises through.
 fn key_name(p: &serde_path_to_error::Path) -> String {
     let mut out = String::new();
