@@ -72,66 +72,9 @@ struct Report {
     performance: f64,
     unfairness: f64,
     /// Every shared resource some traffic crosses (idle ones are left out), with its
-    /// utilisation, so bus and link figures can be checked.
-    resources: Vec<ResourceReport>,
-}
-
-/// A shared resource as `sim` shows it: nodes by id, as in the process rows (the
-/// model counts them by index, which differs on machines with gaps in their node
-/// ids); packages by id; LLCs by their place in the topology (`topo` lists them so).
-#[derive(Debug, Serialize)]
-struct ResourceReport {
-    #[serde(flatten)]
-    kind: ResourceAt,
-    gbps: f64,
-    utilisation: f64,
-    delay_ns: f64,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-enum ResourceAt {
-    MemoryController { node: NodeId },
-    PackageLink { from: u32, to: u32 },
-    NodeLink { from: NodeId, to: NodeId },
-    LlcPort { llc: usize },
-    PackageBus { package: u32 },
-    BusController { llc: usize },
-}
-
-impl ResourceReport {
-    fn new(topo: &Topology, r: &sim::ResourceLoad) -> ResourceReport {
-        use sim::ResourceKind as K;
-        let id = |i: usize| topo.nodes()[i].id;
-        let kind = match r.kind {
-            K::MemoryController { node } => ResourceAt::MemoryController { node: id(node) },
-            K::PackageLink { from, to } => ResourceAt::PackageLink { from, to },
-            K::NodeLink { from, to } => ResourceAt::NodeLink {
-                from: id(from),
-                to: id(to),
-            },
-            K::LlcPort { llc } => ResourceAt::LlcPort { llc },
-            K::PackageBus { package } => ResourceAt::PackageBus { package },
-            K::BusController { llc } => ResourceAt::BusController { llc },
-        };
-        ResourceReport {
-            kind,
-            gbps: r.gbps,
-            utilisation: r.utilisation,
-            delay_ns: r.delay_ns,
-        }
-    }
-
-    fn name(&self) -> String {
-        match self.kind {
-            ResourceAt::MemoryController { node } => format!("memory controller of node {node}"),
-            ResourceAt::PackageLink { from, to } => format!("link package {from} -> {to}"),
-            ResourceAt::NodeLink { from, to } => format!("link node {from} -> {to}"),
-            ResourceAt::LlcPort { llc } => format!("port of LLC {llc}"),
-            ResourceAt::PackageBus { package } => format!("bus of package {package}"),
-            ResourceAt::BusController { llc } => format!("bus controller of LLC {llc}"),
-        }
-    }
+    /// utilisation, so bus and link figures can be checked: nodes and packages by id,
+    /// LLCs by their place in the topology (`topo` lists them so).
+    resources: Vec<sim::ResourceLoad>,
 }
 
 #[derive(Debug, Serialize)]
@@ -220,11 +163,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         avg_slowdown: out.avg_slowdown,
         performance: out.performance,
         unfairness: out.unfairness,
-        resources: out
-            .resources
-            .iter()
-            .map(|r| ResourceReport::new(&topo, r))
-            .collect(),
+        resources: out.resources.clone(),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -252,7 +191,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     for r in &report.resources {
         println!(
             "{}: {:.2} GB/s, utilisation {:.2}, +{:.1} ns a miss",
-            r.name(),
+            resource_name(&r.kind),
             r.gbps,
             r.utilisation,
             r.delay_ns
@@ -265,6 +204,18 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         report.unfairness
     );
     Ok(())
+}
+
+fn resource_name(k: &sim::ResourceKind) -> String {
+    use sim::ResourceKind as K;
+    match *k {
+        K::MemoryController { node } => format!("memory controller of node {node}"),
+        K::PackageLink { from, to } => format!("link package {from} -> {to}"),
+        K::NodeLink { from, to } => format!("link node {from} -> {to}"),
+        K::LlcPort { llc } => format!("port of LLC {llc}"),
+        K::PackageBus { package } => format!("bus of package {package}"),
+        K::BusController { llc } => format!("bus controller of LLC {llc}"),
+    }
 }
 
 /// Built-in profiles, overridden and extended by a file.

@@ -7,18 +7,18 @@ use serde::{Deserialize, Serialize};
 
 use super::machine::MachineParams;
 use super::process::SimProcess;
-use numasched_model::topology::Topology;
+use numasched_model::topology::{NodeId, Topology};
 
 /// A shared element that misses queue at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum ResourceKind {
-    /// The DRAM behind a node (node index).
-    MemoryController { node: usize },
+    /// The DRAM behind a node (node id, as the topology and every report name nodes).
+    MemoryController { node: NodeId },
     /// Interconnect between two packages, one direction (package ids).
     PackageLink { from: u32, to: u32 },
-    /// Fabric between two nodes of one package, one direction (node indices).
-    NodeLink { from: usize, to: usize },
+    /// Fabric between two nodes of one package, one direction (node ids).
+    NodeLink { from: NodeId, to: NodeId },
     /// The port of one LLC domain towards memory (LLC index).
     LlcPort { llc: usize },
     /// The bus shared by one package's LLC domains (package id): all of its bus
@@ -173,6 +173,7 @@ impl Builder<'_> {
         } else {
             let gbps = p.intra_package_gbps?;
             let eff = p.link_efficiency;
+            let (from, to) = (self.topo.nodes()[from].id, self.topo.nodes()[to].id);
             Some(self.resource(ResourceKind::NodeLink { from, to }, gbps, eff))
         }
     }
@@ -239,9 +240,9 @@ pub(crate) fn build(topo: &Topology, params: &MachineParams, procs: &[SimProcess
         buses: Vec::new(),
     };
     // Memory controllers first, so resource i is node i's controller.
-    for node in 0..topo.nodes().len() {
+    for node in topo.nodes() {
         b.resource(
-            ResourceKind::MemoryController { node },
+            ResourceKind::MemoryController { node: node.id },
             params.mc_gbps,
             params.dram_efficiency,
         );
