@@ -25,13 +25,18 @@ fn engine(n: usize, dir: &std::path::Path) -> Engine<FakeKernel> {
     let topo = topology::machine("2n:2l:8c:2t").expect("spec");
     let cpus: Vec<u32> = topo.cpus().iter().map(|c| c.id).collect();
     let kernel = FakeKernel::new(&cpus);
+    let allowed = numasched::model::CpuSet::from(cpus.clone()).to_string();
     for i in 0..n {
         let pid = 1000 + i as u32;
         let threads = 1 + (i % 4) as u32;
         let cpu = cpus[i % cpus.len()];
-        let p = FakeProcess::new(pid, "bench")
+        let mut p = FakeProcess::new(pid, "bench")
             .threads_on(&vec![cpu; threads as usize])
             .pages(&[((i % 2) as u32, 1000 + i as u64)]);
+        // What the fake kernel says it may use, as a real /proc would: the fake's
+        // default (CPUs 0-7) read as a foreign pin the kernel did not have, and the
+        // daemon re-planned every few epochs to follow it one way and the other.
+        p.cpus_allowed = allowed.clone();
         fake.add(&p).expect("add");
         kernel.add(pid, p.start_time, threads, &cpus);
     }
@@ -63,7 +68,14 @@ fn engine(n: usize, dir: &std::path::Path) -> Engine<FakeKernel> {
                 None,
                 None,
             ),
-            policy: policy::by_name("nmass").expect("policy"),
+            // Wrapped as the daemon wraps every policy (`assemble`): applied at
+            // `--pin` granularity, idle processes left unplaced. The bare policy
+            // pinned these idle processes for good, a state the daemon never reaches,
+            // and each epoch read their run-queue delay.
+            policy: Box::new(policy::Granular::new(
+                policy::by_name("nmass").expect("policy"),
+                policy::Pin::default(),
+            )),
             actuator: Actuator::new(kernel, ActuatorConfig::default()),
             tree: None,
             journal_file: None,

@@ -8,7 +8,7 @@
 //! | part | read again when |
 //! |---|---|
 //! | status (allowed CPUs, nodes) | due by `status_max_age`, or the main thread last ran on a CPU outside the remembered allowed set |
-//! | `task/*/stat` (multi-threaded) | its CPU ticks or thread count changed since, or due by `threads_max_age` |
+//! | `task/*/stat` (multi-threaded) | its CPU ticks or thread count changed since, or due by `threads_max_age` (`idle_age_factor` times longer, as it is idle then) |
 //! | numa_maps and sched | RSS moved by more than `numa_maps_rss_change_pct` % since, or due by `numa_maps_max_age` |
 //!
 //! What this gives up, each bounded by the part's maximum age:
@@ -227,8 +227,13 @@ impl Entry {
         let aged = |due: Option<u64>| due.is_none_or(|d| pass >= d);
         // Idleness guessed from the last pass's ticks; stat then decides.
         let f = cfg.idle_age_factor;
-        let threads_aged =
-            self.num_threads > 1 && (self.busy || aged(self.threads.as_ref().map(|k| k.due)));
+        let threads_aged = self.num_threads > 1
+            && (self.busy
+                || aged(
+                    self.threads
+                        .as_ref()
+                        .map(|k| k.until(k.cpu_ticks == self.cpu_ticks, f)),
+                ));
         !(opts.status
             && aged(
                 self.affinity
@@ -250,12 +255,15 @@ impl Entry {
             .is_some_and(|k| !k.expired(pass, stat, factor) && !strayed(stat, k))
     }
 
-    fn threads_good(&self, stat: &Stat, pass: u64) -> bool {
+    /// A list kept is good only while no thread ran a tick and none came or went
+    /// (`threads_idle`), so it is always an idle process's: it keeps the list
+    /// `idle_age_factor` times `threads_max_age`, as it keeps status and numa_maps.
+    fn threads_good(&self, stat: &Stat, pass: u64, factor: u32) -> bool {
         sole_thread(stat).is_some()
             || self
                 .threads
                 .as_ref()
-                .is_some_and(|k| pass < k.due && threads_idle(k, stat))
+                .is_some_and(|k| !k.expired(pass, stat, factor) && threads_idle(k, stat))
     }
 
     fn memory_good(&self, stat: &Stat, pass: u64, cfg: &ScanConfig) -> bool {
@@ -270,7 +278,7 @@ impl Entry {
     pub fn all_good(&self, stat: &Stat, pass: u64, cfg: &ScanConfig) -> bool {
         let opts = &cfg.read;
         (!opts.status || self.affinity_good(stat, pass, cfg.idle_age_factor))
-            && (!opts.threads || self.threads_good(stat, pass))
+            && (!opts.threads || self.threads_good(stat, pass, cfg.idle_age_factor))
             && (!wants_memory(opts) || self.memory_good(stat, pass, cfg))
     }
 }
@@ -430,7 +438,10 @@ impl Source for Cached<'_> {
             self.entry.threads = None;
             return Ok(Some(vec![t]));
         }
-        if self.entry.threads_good(stat, self.pass) {
+        if self
+            .entry
+            .threads_good(stat, self.pass, self.config.idle_age_factor)
+        {
             return Ok(reuse(&self.entry.threads, self.tally));
         }
         let age = self.config.threads_max_age;
@@ -556,6 +567,30 @@ mod tests {
             "{idle_seen:?}"
         );
         assert_eq!(idle_seen.last(), Some(&Some(1)), "{idle_seen:?}");
+    }
+
+    /// The thread list is kept as long as status and numa_maps: it is only ever
+    /// kept for a process whose threads ran no tick, i.e. an idle one.
+    #[test]
+    fn an_idle_process_keeps_its_thread_list_longer_too() {
+        let (_d, f) = fake();
+        let p = FakeProcess::new(10, "pool");
+        f.add(&p.clone().threads_on(&[0, 1])).unwrap();
+        let mut cfg = config(&f);
+        cfg.threads_max_age = 2;
+        cfg.idle_age_factor = 3;
+        let mut s = Scanner::new(cfg);
+        s.scan(&machine()).unwrap();
+        // Its threads last ran elsewhere, without a tick: only a read shows it.
+        f.add(&p.threads_on(&[2, 3])).unwrap();
+        let mut seen = Vec::new();
+        for _pass in 2..=7 {
+            let obs = s.scan(&machine()).unwrap();
+            seen.push(obs.snapshot.processes[0].current_cpus.to_vec());
+        }
+        // Read in pass 1: due in pass 3 by age, in pass 3 + 2 × (3 − 1) = 7 idle.
+        assert_eq!(&seen[..5], &vec![vec![0, 1]; 5][..], "{seen:?}");
+        assert_eq!(seen[5], vec![2, 3], "{seen:?}");
     }
 
     /// Pages per node as the snapshot reports them, of the only process.

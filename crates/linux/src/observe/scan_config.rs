@@ -28,10 +28,13 @@ pub struct ScanConfig {
     /// foreign pin is still seen within 5 passes, at once if the process runs.
     pub status_max_age: u32,
     /// `task/*/stat` of a multi-threaded process that used no CPU tick and kept its
-    /// thread count since the read (a busy one is read every pass). Default 30: the
-    /// test is cumulative, so only threads that ran under 10 ms in all those passes
-    /// go unseen, while re-reading idle ones every 5 passes cost 40 % of a
-    /// steady-state pass.
+    /// thread count since the read (a busy one is read every pass). Default 30,
+    /// times `idle_age_factor` (180 passes by default), which always applies, as
+    /// only an idle process's list is kept: the test is cumulative, so only threads
+    /// that ran under 10 ms in all those passes go unseen, while re-reading idle ones
+    /// every 5 passes cost 40 % of a steady-state pass, and every 30 still over a
+    /// third of one over 1,000 idle processes of 1-4 threads (`epoch` bench,
+    /// 2026-11-28: 6.1-9.0 ms a pass, 3.9 ms with the extension).
     pub threads_max_age: u32,
     /// numa_maps and sched, the costliest files. Default 10: memory placement moves
     /// slowly unless RSS does, which `numa_maps_rss_change_pct` catches.
@@ -40,7 +43,8 @@ pub struct ScanConfig {
     /// it was at the last read (0: any change). Default 10.
     pub numa_maps_rss_change_pct: u32,
     /// A process that used no CPU tick since a part was read keeps that part this
-    /// many times longer (status and numa_maps; 1 = no extension). Default 6. An idle
+    /// many times longer (status, `task/*/stat` and numa_maps; 1 = no extension).
+    /// Default 6. An idle
     /// process moves no memory of its own and its placement costs nothing while it
     /// sleeps; a pin someone sets on it meanwhile is still caught by the apply layer,
     /// which reads the live affinity before every change. The saving is most of the
