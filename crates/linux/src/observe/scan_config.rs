@@ -44,11 +44,10 @@ pub struct ScanConfig {
     pub numa_maps_rss_change_pct: u32,
     /// A process that used no CPU tick since a part was read keeps that part this
     /// many times longer (status, `task/*/stat` and numa_maps; 1 = no extension).
-    /// Default 6. An idle
-    /// process moves no memory of its own and its placement costs nothing while it
-    /// sleeps; a pin someone sets on it meanwhile is still caught by the apply layer,
-    /// which reads the live affinity before every change. The saving is most of the
-    /// daemon's cost on a machine of mostly idle processes.
+    /// Default 6. An idle process moves no memory of its own and its placement costs
+    /// nothing while it sleeps; a pin someone sets on it meanwhile is still caught by
+    /// the apply layer, which reads the live affinity before every change. The saving
+    /// is most of the daemon's cost on a machine of mostly idle processes.
     pub idle_age_factor: u32,
     /// Most passes between two stat reads of an idle process (1: every pass).
     /// Default 8. A process that used no CPU tick, and kept its RSS and thread count,
