@@ -98,8 +98,19 @@ impl<T> Kept<T> {
     }
 
     fn expired(&self, pass: u64, stat: &Stat, factor: u32) -> bool {
-        pass >= self.until(stat.cpu_ticks == self.cpu_ticks, factor)
+        self.expired_at(pass, stat.cpu_ticks, factor)
     }
+
+    /// Whether it is stale in `pass` for a process whose stat said `cpu_ticks`.
+    fn expired_at(&self, pass: u64, cpu_ticks: u64, factor: u32) -> bool {
+        pass >= self.until(cpu_ticks == self.cpu_ticks, factor)
+    }
+}
+
+/// Whether a part is to be read in `pass`: never read, or kept and stale.
+fn to_read<T>(kept: &Option<Kept<T>>, pass: u64, cpu_ticks: u64, factor: u32) -> bool {
+    kept.as_ref()
+        .is_none_or(|k| k.expired_at(pass, cpu_ticks, factor))
 }
 
 /// When a part read in `pass` is due again: `max_age` passes later (0 counts as 1,
@@ -224,29 +235,13 @@ impl Entry {
             return true;
         }
         let opts = &cfg.read;
-        let aged = |due: Option<u64>| due.is_none_or(|d| pass >= d);
         // Idleness guessed from the last pass's ticks; stat then decides.
-        let f = cfg.idle_age_factor;
-        let threads_aged = self.num_threads > 1
-            && (self.busy
-                || aged(
-                    self.threads
-                        .as_ref()
-                        .map(|k| k.until(k.cpu_ticks == self.cpu_ticks, f)),
-                ));
-        !(opts.status
-            && aged(
-                self.affinity
-                    .as_ref()
-                    .map(|k| k.until(k.cpu_ticks == self.cpu_ticks, f)),
-            )
-            || opts.threads && threads_aged
-            || wants_memory(opts)
-                && aged(
-                    self.memory
-                        .as_ref()
-                        .map(|k| k.until(k.cpu_ticks == self.cpu_ticks, f)),
-                ))
+        let (ticks, f) = (self.cpu_ticks, cfg.idle_age_factor);
+        let threads_stale =
+            self.num_threads > 1 && (self.busy || to_read(&self.threads, pass, ticks, f));
+        !(opts.status && to_read(&self.affinity, pass, ticks, f)
+            || opts.threads && threads_stale
+            || wants_memory(opts) && to_read(&self.memory, pass, ticks, f))
     }
 
     fn affinity_good(&self, stat: &Stat, pass: u64, factor: u32) -> bool {
