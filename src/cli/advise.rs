@@ -319,6 +319,11 @@ pub fn render(a: &Advice) -> String {
             note
         );
     }
+    let _ = writeln!(
+        s,
+        "load: CPUs' worth its processes need (busy, and waiting for a CPU; one seconds old\n      \
+         counts all its threads until measured), so it can exceed its CPUs"
+    );
     s
 }
 

@@ -118,12 +118,18 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     };
     // Where the results go is checked before the work: a typo costs a second, not a run.
     if let Some(dir) = &args.out {
-        writable_dir(dir)?;
+        if dir.exists() && !dir.is_dir() {
+            anyhow::bail!("--out: {}: exists and is not a directory", dir.display());
+        }
+        writable_dir("--out", dir)?;
     }
     let json_out = args.json.as_deref().filter(|p| *p != Path::new("-"));
     if let Some(path) = json_out {
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-        writable_dir(parent.unwrap_or(Path::new(".")))?;
+        if path.is_dir() {
+            anyhow::bail!("--json: {}: is a directory (name a file)", path.display());
+        }
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        writable_dir("--json", dir.unwrap_or(Path::new(".")))?;
     }
     // With the JSON on standard output, what a person reads goes to standard error.
     let mut human: Box<dyn Write> = if args.json.is_some() && json_out.is_none() {
@@ -235,8 +241,6 @@ impl Written<'_> {
             None => {}
         }
         if let Some(dir) = self.dir {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("{}: cannot create", dir.display()))?;
             write(&dir.join("results.json"), &json)?;
             write(&dir.join("results.csv"), &report::csv(rows))?;
             write(&dir.join("table.txt"), table)?;
@@ -342,15 +346,29 @@ fn facts_of(profiles: &ProfileSet) -> impl Fn(&Topology, &str) -> Option<Program
     |t, p| from_model::facts(t, &crate::sim::params_for(t), profiles, p)
 }
 
-/// Creates `dir` if needed and proves a file can be made in it.
-fn writable_dir(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+/// Creates `dir` if needed (that one, not the ones above it: a mistyped path is
+/// refused, not made into a tree) and proves a file can be made in it. `what` names
+/// the flag that gave it, for the error.
+fn writable_dir(what: &str, dir: &Path) -> anyhow::Result<()> {
+    if !dir.is_dir() {
+        let above = dir.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(above) = above.filter(|d| !d.is_dir()) {
+            anyhow::bail!(
+                "{what}: {} does not exist; only {} itself is created, not the directories \
+                 above it (a mistyped path?)",
+                above.display(),
+                dir.display()
+            );
+        }
+        std::fs::create_dir(dir)
+            .with_context(|| format!("{what}: {}: cannot create", dir.display()))?;
+    }
     let probe = dir.join(format!(".numasched-probe-{}", std::process::id()));
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&probe)
-        .with_context(|| format!("{}: cannot write there", dir.display()))?;
+        .with_context(|| format!("{what}: {}: cannot write there", dir.display()))?;
     std::fs::remove_file(&probe).with_context(|| format!("{}: cannot remove", probe.display()))
 }
 

@@ -506,7 +506,10 @@ pub fn write_all(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 fn create(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!("--out: {}: exists and is not a directory", dir.display());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("--out: creating {}", dir.display()))
 }
 
 /// Writes the page of `cmd` into `dir` under its own file name; returns the path.

@@ -201,7 +201,11 @@ fn print_plan(
             println!("          pinned by someone else to {pin}: planned inside it");
         }
     }
-    println!("cpus: CPUs' worth busy; np: NUMA penalty (run time remote/local); ran on: last CPUs");
+    println!(
+        "cpus: CPUs' worth it needs (busy, and waiting for a CPU; seconds old: all its \
+         threads,\n      until measured); np: NUMA penalty (run time remote/local); ran on: \
+         last CPUs"
+    );
     println!("{}", PenaltySource::LEGEND);
     for m in &plan.page_moves {
         println!(

@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use crate::characterise::store::{
     self, GivenProfile, Known, Origin, Quantity, Store, StoredProgram,
 };
+use crate::observe::printable::printable;
 
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
@@ -31,7 +32,9 @@ pub enum ProfileCommand {
     /// Give values of a program's profile (each alone or together; values not named
     /// stay as given before, learned numbers stay).
     Set(SetArgs),
-    /// Add the profiles of a file (TOML or JSON, the simulator's profile format).
+    /// Add the profiles of a file (TOML or JSON, the simulator's profile format). Each
+    /// replaces the numbers given before for its program: a value the file leaves out
+    /// is no longer given (learned numbers stay). `set` changes single values.
     Import {
         /// `.toml` is read as TOML, anything else as JSON.
         file: PathBuf,
@@ -79,6 +82,13 @@ const COMM_BYTES: usize = 15;
 /// as `status` shows a control character) can be longer than what they stand for, so
 /// they are let be.
 fn comm_warning(name: &str) -> Option<String> {
+    if name.chars().any(char::is_control) {
+        return Some(format!(
+            "'{}' holds control characters, and the daemon knows a process by its name \
+             with them written out as shown here, so no running process matches it",
+            printable(name)
+        ));
+    }
     if name.len() <= COMM_BYTES || name.contains('\\') {
         return None;
     }
@@ -146,8 +156,23 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
         ProfileCommand::Import { file } => {
             // Read and checked first: a file that cannot be imported creates nothing.
             let parsed = store::ProfileFile::read(&file)?;
-            let n = open_to_write(&path)?.import_parsed(&parsed, now())?;
-            eprintln!("imported {n} profiles from {}", file.display());
+            let mut store = open_to_write(&path)?;
+            let mut replaced = 0;
+            for p in parsed.set.iter() {
+                if store.get(&p.name)?.is_some_and(|s| s.any_given()) {
+                    replaced += 1;
+                }
+            }
+            let n = store.import_parsed(&parsed, now())?;
+            eprintln!(
+                "imported {n} profiles from {} ({replaced} of them replaced numbers given before)",
+                file.display()
+            );
+            for p in parsed.set.iter() {
+                if let Some(w) = comm_warning(&p.name) {
+                    eprintln!("numasched: warning: {w}");
+                }
+            }
         }
         ProfileCommand::Builtin { load: false, .. } => print!("{}", render_builtin()),
         ProfileCommand::Builtin {
@@ -160,9 +185,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
             let mut kept = Vec::new();
             let mut load = Vec::new();
             for p in crate::sim::ProfileSet::builtin().iter() {
-                let given = store
-                    .get(&p.name)?
-                    .is_some_and(|s| Quantity::ALL.into_iter().any(|q| s.get(q).given.is_some()));
+                let given = store.get(&p.name)?.is_some_and(|s| s.any_given());
                 if given && !replace {
                     kept.push(p.name.clone());
                 } else {
@@ -175,7 +198,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
             if !kept.is_empty() {
                 eprintln!(
                     "kept the numbers you gave for {} (--replace to overwrite them)",
-                    kept.join(", ")
+                    printable(&kept.join(", "))
                 );
             }
         }
@@ -186,7 +209,8 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
             };
             for name in &skipped {
                 eprintln!(
-                    "numasched: {name}: skipped, no MPKI known (the profile format needs one)"
+                    "numasched: {}: skipped, no MPKI known (the profile format needs one)",
+                    printable(name)
                 );
             }
             match file {
@@ -219,6 +243,13 @@ enum Stored {
 fn existing(path: &std::path::Path) -> anyhow::Result<Stored> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_file() && m.len() == 0 => Ok(Stored::Nothing),
+        // A directory, a device, a FIFO: said as such (the store's own message is
+        // about creating and writing, which a reading command does not do). A
+        // symlink is left to the store, which refuses it with its reason.
+        Ok(m) if !m.is_file() && !m.file_type().is_symlink() => {
+            crate::files::regular_or_absent(path)?;
+            Ok(Stored::Something)
+        }
         Ok(_) => Ok(Stored::Something),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let dir = path
@@ -250,7 +281,9 @@ fn now() -> i64 {
 pub fn render(programs: &[StoredProgram]) -> String {
     let mut rows = vec![header()];
     for p in programs {
-        let mut row = vec![p.program.clone()];
+        // A name given by `profile set` or a file is the user's text, not /proc's
+        // (already escaped by the scanner): it may hold escape sequences.
+        let mut row = vec![printable(&p.program).into_owned()];
         for q in Quantity::ALL {
             row.push(cell(p.get(q)));
         }

@@ -210,7 +210,7 @@ fn resource_name(k: &sim::ResourceKind) -> String {
     use sim::ResourceKind as K;
     match *k {
         K::MemoryController { node } => format!("memory controller of node {node}"),
-        K::PackageLink { from, to } => format!("link package {from} -> {to}"),
+        K::PackageLink { from, to } => format!("link {from} -> {to}"),
         K::NodeLink { from, to } => format!("link node {from} -> {to}"),
         K::LlcPort { llc } => format!("port of LLC {llc}"),
         K::PackageBus { package } => format!("bus of package {package}"),

@@ -129,6 +129,18 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<()> {
     if args.duty.is_some() && args.kind != Kind::Cpu {
         anyhow::bail!("--duty applies to the cpu workload only");
     }
+    if let Some(late) = args.late {
+        if args.threads < 2 {
+            anyhow::bail!("--late delays every thread but the first: give --threads 2 or more");
+        }
+        if late >= args.seconds {
+            anyhow::bail!(
+                "--late {late}: the late threads would start after the run ends \
+                 (--seconds {})",
+                args.seconds
+            );
+        }
+    }
     let topo = sysfs::read(Path::new("/sys"));
     let unbind_after_touch = args.touch_node.is_some();
     if let Some((flag, node)) = args

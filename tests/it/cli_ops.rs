@@ -209,6 +209,29 @@ fn negative_counts_sizes_seconds_pids_and_nodes_are_refused_with_the_range() {
     }
 }
 
+/// A `--late` that would start nothing is refused, not run as if it had (issue found
+/// by a new user: `--late 5 --seconds 1 --threads 2` said "2 threads" and ran one).
+#[test]
+fn a_late_start_that_could_never_happen_is_refused() {
+    for (line, needle) in [
+        (
+            "workload cpu --late 5 --seconds 1 --threads 2",
+            "--late 5: the late threads would start after the run ends (--seconds 1)",
+        ),
+        (
+            "workload cpu --late 0.5 --seconds 1",
+            "give --threads 2 or more",
+        ),
+    ] {
+        let args: Vec<&str> = line.split_whitespace().collect();
+        let (code, out, err) = numasched(&args);
+        assert_eq!(code, 1, "{line}: {err}");
+        assert!(out.is_empty(), "{line}: ran: {out}");
+        assert!(err.contains(needle), "{line}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{line}: {err}");
+    }
+}
+
 #[test]
 fn run_is_quiet_unless_asked() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -272,7 +295,12 @@ fn config_check_and_the_daemon_refuse_the_same_paths() {
     assert_eq!(code, 1, "{out}{err}");
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 3, "{err}");
-    for (line, key) in lines.iter().zip(["journal: /dev/null", "db: ", "socket: "]) {
+    // Each with the line of its key, in the order the daemon checks them.
+    for (line, key) in lines.iter().zip([
+        "line 1: journal: /dev/null",
+        "line 3: db: ",
+        "line 2: socket: ",
+    ]) {
         assert!(line.starts_with(&format!("{f}: {key}")), "{line}");
     }
     assert!(err.contains("a character device"), "{err}");

@@ -260,3 +260,20 @@ fn policy_help_lists_every_policy() {
     assert!(err.contains("runs only in the simulator"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// A live plan reads the profile store it is given and creates none; a path that holds
+/// none is a typo, refused, rather than a plan where every process reads as unknown.
+#[test]
+fn a_live_plan_refuses_a_profile_store_that_is_not_there() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("nope/profiles.db");
+    let (code, out, err) = numasched(&["plan", "--db", db.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains(&format!("{}: no profile store there", db.display())),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!dir.path().join("nope").exists(), "nothing created");
+}

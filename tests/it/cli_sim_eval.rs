@@ -170,6 +170,48 @@ fn sim_names_resource_nodes_by_id_as_its_process_rows() {
     assert_eq!(homes, vec![0, 2], "{v}");
 }
 
+/// A node with memory and no CPUs is a link's end of its own, named as a node (it was
+/// a made-up package id, 4294967293, in the text and the JSON).
+#[test]
+fn sim_names_a_memory_only_node_at_the_end_of_a_link() {
+    let root = format!(
+        "{}/tests/fixtures/sysfs/sparse-offline",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let args = [
+        "--machine",
+        "this",
+        "--sysfs-root",
+        &root,
+        "--programs",
+        "mcf",
+        "--homes",
+        "3",
+        "--placement",
+        "0",
+    ];
+    let v = sim_json(&args);
+    let ends: Vec<&serde_json::Value> = v["resources"]
+        .as_array()
+        .expect("resources is an array")
+        .iter()
+        .filter(|r| r["kind"] == "package_link")
+        .flat_map(|r| [&r["from"], &r["to"]])
+        .collect();
+    assert!(ends.iter().any(|e| e["memory_node"] == 3), "{v}");
+    assert!(
+        ends.iter()
+            .all(|e| e["package"].as_u64().is_some_and(|p| p < 16) || e["memory_node"].is_u64()),
+        "{v}"
+    );
+    let mut text_args = vec!["sim"];
+    text_args.extend_from_slice(&args);
+    let (code, out, err) = numasched(&text_args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("link memory node 3 -> package 0"), "{out}");
+    assert!(!out.contains("4294967"), "{out}");
+}
+
 #[test]
 fn sim_json_of_a_single_program_alone_and_local_has_no_slowdown() {
     let v = sim_json(&[
@@ -891,8 +933,43 @@ fn eval_checks_where_it_writes_before_the_work() {
     let (code, out, err) = numasched(&["eval", "--suite", "cmload", "--out", "/proc/nope"]);
     assert_eq!(code, 1, "{err}");
     assert!(out.is_empty(), "no table printed, so no work done: {out}");
-    assert!(err.contains("/proc/nope: cannot create"), "{err}");
+    assert!(err.contains("--out: /proc/nope: cannot create"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+/// A mistyped --json or --out is refused before the run, and makes no directory tree:
+/// only the last directory of the path is created, as for the daemon's own files.
+#[test]
+fn eval_refuses_a_mistyped_place_before_the_work_and_creates_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let deep = d.path().join("typo/dir/x.json");
+    let deep_dir = d.path().join("typo/dir");
+    let cases: [(&[&str], String); 3] = [
+        (
+            &["--json", deep.to_str().unwrap()],
+            format!("--json: {} does not exist", d.path().join("typo").display()),
+        ),
+        (
+            &["--json", d.path().to_str().unwrap()],
+            format!("--json: {}: is a directory", d.path().display()),
+        ),
+        (
+            &["--out", file.to_str().unwrap()],
+            format!("--out: {}: exists and is not a directory", file.display()),
+        ),
+    ];
+    for (flags, want) in cases {
+        let mut args = vec!["eval", "--suite", "cmload"];
+        args.extend_from_slice(flags);
+        let (code, out, err) = numasched(&args);
+        assert_eq!(code, 1, "{flags:?}: {err}");
+        assert!(out.is_empty(), "{flags:?}: no work done: {out}");
+        assert!(err.contains(&want), "{flags:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{flags:?}: {err}");
+    }
+    assert!(!deep_dir.exists() && !d.path().join("typo").exists());
 }
 
 /// Issue 14's case: on 2n:2l:4c:2t (cores are CPUs {c, c+16}), mcf, three perlbench,

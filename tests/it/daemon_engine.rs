@@ -224,6 +224,32 @@ fn plans_first_then_on_mpki_moves_and_never_faster_than_the_interval() {
 }
 
 #[test]
+fn a_process_that_came_after_the_plan_says_so_until_the_next() {
+    let mut b = bed(everyone(), 5.0, 30);
+    b.add(100, "mcf", 0, 1000);
+    assert!(replanned(&b.epoch(0.0)));
+    b.add(101, "milc", 1, 1000);
+    assert!(!replanned(&b.epoch(1.0)), "inside the interval");
+    let view = |b: &Bed, pid: u32| {
+        b.engine
+            .views()
+            .into_iter()
+            .find(|v| v.pid == pid)
+            .expect("managed")
+    };
+    let new = view(&b, 101);
+    assert!(new.planned_cpus.is_empty());
+    assert!(
+        new.reason.starts_with("new since the last plan"),
+        "{}",
+        new.reason
+    );
+    assert!(!view(&b, 100).reason.starts_with("new"), "planned");
+    assert!(replanned(&b.epoch(5.0)));
+    assert!(!view(&b, 101).reason.starts_with("new"));
+}
+
+#[test]
 fn each_process_ends_up_local_and_is_restored_on_shutdown() {
     let mut b = bed(everyone(), 0.0, 30);
     b.add(100, "mcf", 0, 1000);

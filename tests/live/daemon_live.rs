@@ -232,9 +232,13 @@ fn run_passes_the_exit_status_through() {
             numasched(&["run", "--no-db", "--journal", &j, "--", "sh", "-c", script]);
         assert_eq!(code, want, "{script}: {err}");
     }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
     assert!(
-        !dir.path().join("journal.json").exists(),
-        "clean stops leave no journal"
+        left.is_empty(),
+        "clean stops leave no journal nor its lock: {left:?}"
     );
     let (code, _, err) = numasched(&["run", "--no-db", "--journal", &j, "--", "/nonexistent/cmd"]);
     assert_eq!(code, 1);

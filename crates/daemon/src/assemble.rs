@@ -179,7 +179,7 @@ pub fn assemble(
         Use::PlanOnly => (None, None, Journal::new()),
     };
     let writes = usage == Use::Manage && !opts.dry_run;
-    let store = open_store(opts, writes)?;
+    let store = open_store(opts, writes, usage == Use::PlanOnly)?;
     let store_path = store.as_ref().map(|s| s.path().to_path_buf());
     let mut live = Live::new(
         LiveConfig {
@@ -435,8 +435,11 @@ fn running_daemons_journal(opts: &Options) -> Journal {
 /// (a directory, a FIFO, a device) is refused, as for the journal: that is a mistyped
 /// path, not a store gone bad. `plan` and a dry run (`writes` false) only read a
 /// store that already exists, so they never create one as a side effect, nor the copy
-/// a managing run leaves at each start.
-fn open_store(opts: &Options, writes: bool) -> anyhow::Result<Option<Store>> {
+/// a managing run leaves at each start. For `plan` (`only_read`), one named by `--db`
+/// that is not there is refused, as a typo would otherwise read as "every process
+/// unknown"; a dry run goes on without it, as the managing run it previews would
+/// create it.
+fn open_store(opts: &Options, writes: bool, only_read: bool) -> anyhow::Result<Option<Store>> {
     if opts.no_db {
         return Ok(None);
     }
@@ -444,6 +447,16 @@ fn open_store(opts: &Options, writes: bool) -> anyhow::Result<Option<Store>> {
         anyhow::bail!("{e}; {}", super::paths::DB_HINT);
     }
     if !writes && !opts.db.exists() {
+        // The default may well not exist yet; a path the user named is a typo.
+        let named =
+            opts.db != std::path::Path::new(numasched_linux::characterise::store::DEFAULT_PATH);
+        if only_read && named {
+            anyhow::bail!(
+                "{}: no profile store there (plan and advise only read one; `profile set`, \
+                 `profile import` or a managing daemon creates it)",
+                opts.db.display()
+            );
+        }
         return Ok(None);
     }
     let opened = if writes {

@@ -171,7 +171,7 @@ pub enum ConfigError {
     #[error("{}: cannot read the config file: {}", .0.path().display(), .0.without_path())]
     File(#[from] numasched_model::files::FileError),
     /// toml's message already says line and column and shows the line.
-    #[error("{}: {}", path.display(), one_line(what))]
+    #[error("{}: {}", path.display(), numasched_model::files::plain_types(&one_line(what)))]
     Parse { path: PathBuf, what: String },
     #[error("{key}: {what}")]
     Invalid { key: String, what: String },

@@ -824,7 +824,15 @@ fn views(
         .filter_map(|p| Some((p, *chars.get(&p.key())?)))
         .map(|(p, c)| {
             let key = p.key();
-            let (planned, reason) = plan.get(&key).cloned().unwrap_or_default();
+            // Every process of a snapshot gets a placement and a reason in the plan:
+            // one without came after it.
+            let (planned, reason) = plan.get(&key).cloned().unwrap_or_else(|| {
+                (
+                    CpuSet::new(),
+                    "new since the last plan; left where the kernel put it until the next"
+                        .to_string(),
+                )
+            });
             let load = loads.get(&key);
             ProcessView {
                 pid: p.pid,

@@ -47,13 +47,38 @@ pub enum RecoveryError {
 }
 
 /// An exclusive lock on `<journal>.lock`, held while the daemon runs: two daemons
-/// writing one journal would each erase the other's originals. The file stays after a
-/// stop, empty: removing it on the way out would let a daemon that opened it a moment
-/// before take the lock on a file no longer there, while a third creates a new one and
-/// locks that too.
+/// writing one journal would each erase the other's originals. The file is removed on
+/// the way out, while still locked; a daemon that opened it a moment before and locks
+/// it after finds the name no longer leads to the file it locked, and opens again
+/// (otherwise it would hold a lock on a file no longer there while a third created a
+/// new one and locked that too). A daemon killed leaves the file, empty and unlocked.
 #[derive(Debug)]
 pub struct JournalLock {
-    _file: Flock<fs::File>,
+    file: Flock<fs::File>,
+    path: PathBuf,
+}
+
+impl JournalLock {
+    /// Whether `path` still names the file this process locked.
+    fn still_named(&self) -> bool {
+        same_file(&self.file, &self.path)
+    }
+}
+
+impl Drop for JournalLock {
+    fn drop(&mut self) {
+        if self.still_named() {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+fn same_file(file: &fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -140,26 +165,36 @@ impl JournalFile {
         }
         let mut lock = self.path.clone().into_os_string();
         lock.push(".lock");
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(PathBuf::from(lock))
-            .map_err(werr)?;
-        // flock(2), released when the file is closed (the process exits, even by
-        // kill -9), so a crashed daemon never leaves the journal locked.
-        let file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(locked) => locked,
-            Err((_, Errno::EWOULDBLOCK)) => {
-                return Err(RecoveryError::InUse {
-                    path: self.path.clone(),
-                })
+        let lock = PathBuf::from(lock);
+        // A lock taken on a file another daemon removed as it stopped is no lock:
+        // open again (a few times; each removal needs a daemon to stop).
+        for _ in 0..8 {
+            let file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&lock)
+                .map_err(werr)?;
+            // flock(2), released when the file is closed (the process exits, even by
+            // kill -9), so a crashed daemon never leaves the journal locked.
+            let file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(locked) => locked,
+                Err((_, Errno::EWOULDBLOCK)) => {
+                    return Err(RecoveryError::InUse {
+                        path: self.path.clone(),
+                    })
+                }
+                Err((_, errno)) => return Err(werr(std::io::Error::from(errno))),
+            };
+            if same_file(&file, &lock) {
+                return Ok(JournalLock { file, path: lock });
             }
-            Err((_, errno)) => return Err(werr(std::io::Error::from(errno))),
-        };
-        Ok(JournalLock { _file: file })
+        }
+        Err(werr(std::io::Error::other(
+            "its lock file was replaced while being locked, eight times in a row",
+        )))
     }
 
     /// The journal a previous run left, or `None` if there is no file.
@@ -394,6 +429,30 @@ mod tests {
         assert!(matches!(file.lock(), Err(RecoveryError::InUse { .. })));
         drop(held);
         file.lock().expect("free again");
+    }
+
+    #[test]
+    fn the_lock_file_goes_with_the_lock_but_only_its_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = JournalFile::new(&dir.path().join("journal.json"));
+        let lock_path = dir.path().join("journal.json.lock");
+        // One a killed daemon left: empty and unlocked, taken over.
+        fs::write(&lock_path, "").expect("write");
+        let held = file.lock().expect("left by a killed daemon");
+        drop(held);
+        assert!(
+            !lock_path.exists(),
+            "a stop leaves nothing beside the journal"
+        );
+
+        // The name taken over by another file meanwhile: that one is not removed, and
+        // the lock holder sees its lock no longer guards the name.
+        let held = file.lock().expect("lock");
+        fs::remove_file(&lock_path).expect("remove");
+        fs::write(&lock_path, "another's").expect("write");
+        assert!(!held.still_named());
+        drop(held);
+        assert_eq!(fs::read_to_string(&lock_path).expect("kept"), "another's");
     }
 
     #[test]

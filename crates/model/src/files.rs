@@ -15,6 +15,46 @@ pub fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// A deserializer's message in the words of the file's reader, not of the program's
+/// types: serde says what it expected by the Rust type (`expected u32`, `expected
+/// struct TopologyDesc`), which means nothing to whoever wrote the file.
+pub fn plain_types(msg: &str) -> String {
+    const WORDS: [(&[&str], &str); 4] = [
+        (&["u8", "u16", "u32", "u64", "usize"], "a whole number ≥ 0"),
+        (&["i8", "i16", "i32", "i64", "isize"], "a whole number"),
+        (&["f32", "f64"], "a number"),
+        (&["a sequence"], "a list"),
+    ];
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(at) = rest.find("expected ") {
+        let (head, tail) = rest.split_at(at + "expected ".len());
+        out.push_str(head);
+        rest = tail;
+        // A type name ends at the first character that is not part of an identifier.
+        let end = |t: &str| {
+            t.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(t.len())
+        };
+        if let Some(name) = rest.strip_prefix("struct ") {
+            out.push_str("an object (a table in TOML)");
+            rest = &name[end(name)..];
+            continue;
+        }
+        for (names, plain) in WORDS {
+            // `u32` but not `u32x`: the name must end where the word does.
+            let whole = |n: &&str| rest.starts_with(n) && end(&rest[n.len()..]) == 0;
+            if let Some(n) = names.iter().copied().find(whole) {
+                out.push_str(plain);
+                rest = &rest[n.len()..];
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
     #[error("{}: is {kind}, not a regular file", path.display())]
@@ -213,6 +253,33 @@ pub fn line_of(text: &str, offset: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn types_are_named_as_a_file_writer_knows_them() {
+        assert_eq!(
+            plain_types("invalid type: floating point `1.5`, expected u32"),
+            "invalid type: floating point `1.5`, expected a whole number ≥ 0"
+        );
+        assert_eq!(
+            plain_types("invalid type: sequence, expected struct TopologyDesc at line 1"),
+            "invalid type: sequence, expected an object (a table in TOML) at line 1"
+        );
+        assert_eq!(
+            plain_types("invalid type: string \"x\", expected f64"),
+            "invalid type: string \"x\", expected a number"
+        );
+        assert_eq!(
+            plain_types("invalid type: map, expected a sequence"),
+            "invalid type: map, expected a list"
+        );
+        // Not a type: left as it was.
+        assert_eq!(
+            plain_types("unknown field `u32x`, expected one of `a`, `u32y`"),
+            "unknown field `u32x`, expected one of `a`, `u32y`"
+        );
+        assert_eq!(plain_types("expected u32x"), "expected u32x");
+        assert_eq!(plain_types("nothing"), "nothing");
+    }
 
     #[test]
     fn only_the_files_own_directory_is_created() {

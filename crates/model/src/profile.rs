@@ -394,7 +394,7 @@ impl ProfileSet {
                 path: origin.to_path_buf(),
                 line,
                 field,
-                what: one_line(&what),
+                what: crate::files::plain_types(&one_line(&what)),
             }
         };
         let field_err = |field: String, what: String| field_at(None, field, what);

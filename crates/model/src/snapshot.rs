@@ -183,7 +183,7 @@ pub enum SnapshotError {
 
 /// serde quotes an unknown key as written, newlines and all; errors are one line.
 fn one_line(err: &serde_json::Error) -> String {
-    err.to_string().replace('\n', "\\n").replace('\r', "\\r")
+    crate::files::plain_types(&err.to_string().replace('\n', "\\n").replace('\r', "\\r"))
 }
 
 /// The part of `plan --json`'s document that is a snapshot; the rest (the plan, the
@@ -316,6 +316,26 @@ impl Snapshot {
                     return Err((f("allowed_cpus"), format!("CPU {c} does not exist")));
                 }
             }
+            if let Some(mems) = &p.allowed_mems {
+                if mems.is_empty() {
+                    return Err((f("allowed_mems"), "is empty".into()));
+                }
+                if let Some(n) = mems.iter().find(|n| topo.node_index(**n).is_none()) {
+                    return Err((f("allowed_mems"), format!("node {n} does not exist")));
+                }
+            }
+        }
+        for (c, busy) in &self.others_busy {
+            let field = || format!("others_busy.{c}");
+            if topo.cpu(*c).is_none() {
+                return Err((field(), format!("CPU {c} does not exist")));
+            }
+            if !(0.0..=1.0).contains(busy) {
+                return Err((
+                    field(),
+                    format!("{busy} is not a share of one CPU, in [0, 1]"),
+                ));
+            }
         }
         Ok(())
     }
@@ -342,6 +362,34 @@ mod tests {
         assert_eq!(check(2.5, 2), Err("processes[0].cpu_demand".into()));
         assert_eq!(check(1.0, 0), Err("processes[0].threads".into()));
         assert_eq!(check(1.0, 100_000_000), Err("processes[0].threads".into()));
+    }
+
+    #[test]
+    fn others_work_and_memory_nodes_must_name_what_exists() {
+        let topology = crate::topology::spec::parse("1n:1l:2c:1t").expect("spec");
+        let check = |mems: Option<Vec<NodeId>>, others: &[(CpuId, f64)]| {
+            let mut p = Process::new(1, "p");
+            p.allowed_mems = mems;
+            let snap = Snapshot {
+                topology: topology.clone(),
+                processes: vec![p],
+                others_busy: others.iter().copied().collect(),
+            };
+            snap.validate().map_err(|(field, _)| field)
+        };
+        assert_eq!(check(Some(vec![0]), &[(1, 0.5)]), Ok(()));
+        assert_eq!(
+            check(Some(vec![5]), &[]),
+            Err("processes[0].allowed_mems".into())
+        );
+        assert_eq!(
+            check(Some(vec![]), &[]),
+            Err("processes[0].allowed_mems".into())
+        );
+        assert_eq!(check(None, &[(99, 1.0)]), Err("others_busy.99".into()));
+        assert_eq!(check(None, &[(0, -3.0)]), Err("others_busy.0".into()));
+        assert_eq!(check(None, &[(0, 50.0)]), Err("others_busy.0".into()));
+        assert_eq!(check(None, &[(0, f64::NAN)]), Err("others_busy.0".into()));
     }
 
     #[test]

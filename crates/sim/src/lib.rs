@@ -26,7 +26,7 @@ mod snapshot;
 
 pub use machine::{params_for, MachineParams};
 pub use model::{simulate, simulate_with_solo, solo_rate, Outcome, ProcessOutcome, ResourceLoad};
-pub use network::ResourceKind;
+pub use network::{LinkEnd, ResourceKind};
 pub use process::SimProcess;
 // Program profiles are model vocabulary (the profile store reads and writes them too);
 // what `simulate` takes, so they are named here as well.

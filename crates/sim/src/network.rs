@@ -15,8 +15,8 @@ use numasched_model::topology::{NodeId, Topology};
 pub enum ResourceKind {
     /// The DRAM behind a node (node id, as the topology and every report name nodes).
     MemoryController { node: NodeId },
-    /// Interconnect between two packages, one direction (package ids).
-    PackageLink { from: u32, to: u32 },
+    /// Interconnect between two packages, one direction.
+    PackageLink { from: LinkEnd, to: LinkEnd },
     /// Fabric between two nodes of one package, one direction (node ids).
     NodeLink { from: NodeId, to: NodeId },
     /// The port of one LLC domain towards memory (LLC index).
@@ -29,6 +29,24 @@ pub enum ResourceKind {
     /// each gets a max-min fair share, and a controller its cores the same way; only
     /// threads time-sharing one core queue behind each other, first come, first served.
     BusController { llc: usize },
+}
+
+/// What an interconnect link joins: a package, or a node without CPUs (memory only),
+/// which hangs off the interconnect like a package of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkEnd {
+    Package(u32),
+    MemoryNode(NodeId),
+}
+
+impl std::fmt::Display for LinkEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkEnd::Package(p) => write!(f, "package {p}"),
+            LinkEnd::MemoryNode(n) => write!(f, "memory node {n}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -152,13 +170,12 @@ impl Builder<'_> {
         r
     }
 
-    fn node_package(&self, node: usize) -> u32 {
-        let llcs = &self.topo.nodes()[node].llcs;
-        if llcs.is_empty() {
-            // A memory-only node hangs off the interconnect like a package of its own.
-            u32::MAX - node as u32
+    fn node_package(&self, node: usize) -> LinkEnd {
+        let n = &self.topo.nodes()[node];
+        if n.llcs.is_empty() {
+            LinkEnd::MemoryNode(n.id)
         } else {
-            self.topo.llcs()[llcs.start].package
+            LinkEnd::Package(self.topo.llcs()[n.llcs.start].package)
         }
     }
 

@@ -12,11 +12,19 @@ use std::path::Path;
 use toml::Spanned;
 
 use crate::daemon::config::{ConfigError, FileConfig, Options};
+use crate::daemon::paths;
 
-/// The effective options of the file at `path`, or one line per problem.
+/// The effective options of the file at `path`, or one line per problem: each key
+/// refused, and each path the daemon would refuse at its start (journal, profile
+/// store, socket), all at once and each with its line.
 pub fn check(path: &Path) -> Result<Options, Vec<String>> {
     let first = match FileConfig::load(path) {
-        Ok(file) => return Ok(file.into_options()),
+        Ok(file) => {
+            let opts = file.into_options();
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let bad = path_problems(&opts, &text, path);
+            return if bad.is_empty() { Ok(opts) } else { Err(bad) };
+        }
         Err(e) => e,
     };
     let ConfigError::Parse { .. } = first else {
@@ -25,13 +33,56 @@ pub fn check(path: &Path) -> Result<Options, Vec<String>> {
     let Ok(text) = std::fs::read_to_string(path) else {
         return Err(vec![first.to_string()]);
     };
-    let problems = each_key(&text, path);
+    let mut problems = each_key(&text, path);
     if problems.is_empty() {
         // Syntax error, or a problem no single key shows: the daemon's own message.
-        Err(vec![first.to_string()])
-    } else {
-        Err(problems)
+        return Err(vec![first.to_string()]);
     }
+    // The paths among the keys that are good on their own are checked as well: a
+    // mistyped journal is not to come to light only once the rest is fixed.
+    if let Some(opts) = good_keys(&text, path) {
+        problems.extend(path_problems(&opts, &text, path));
+    }
+    Err(problems)
+}
+
+/// The paths of `opts` the daemon would refuse at start, each with the line of its key
+/// in `text` (none when the file leaves the path at its default).
+fn path_problems(opts: &Options, text: &str, path: &Path) -> Vec<String> {
+    let socket = (!opts.no_socket).then_some(opts.socket.as_path());
+    let lines = key_lines(text);
+    paths::check(opts, socket)
+        .into_iter()
+        .map(|p| match lines.get(p.key) {
+            Some(line) => format!("{}: line {line}: {p}", path.display()),
+            None => format!("{}: {p}", path.display()),
+        })
+        .collect()
+}
+
+/// The line of each top-level key of `text`.
+fn key_lines(text: &str) -> BTreeMap<String, usize> {
+    toml::from_str::<BTreeMap<Spanned<String>, toml::Value>>(text)
+        .map(|table| {
+            table
+                .into_keys()
+                .map(|k| (k.get_ref().clone(), line_at(text, k.span().start)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The options of the keys of `text` that are good on their own, taken together.
+fn good_keys(text: &str, path: &Path) -> Option<Options> {
+    let table = toml::from_str::<toml::Table>(text).ok()?;
+    let good: toml::Table = table
+        .into_iter()
+        .filter(|(k, v)| alone(k, v.clone(), path).is_ok())
+        .collect();
+    let text = toml::to_string(&good).ok()?;
+    FileConfig::parse(&text, path)
+        .ok()
+        .map(FileConfig::into_options)
 }
 
 /// Checks each top-level key of `text` alone; empty if the text is not TOML at all.
@@ -107,17 +158,17 @@ fn bad_element(
 /// is that of the one-key document, not of the file) and source excerpt.
 fn message(e: &ConfigError) -> String {
     match e {
-        ConfigError::Parse { what, .. } => what
-            .lines()
-            .map(str::trim)
-            .rfind(|l| {
-                !l.is_empty()
-                    && !l.starts_with('|')
-                    && !l.starts_with('^')
-                    && !l.starts_with("TOML parse error")
-            })
-            .unwrap_or(what)
-            .to_string(),
+        ConfigError::Parse { what, .. } => crate::model::files::plain_types(
+            what.lines()
+                .map(str::trim)
+                .rfind(|l| {
+                    !l.is_empty()
+                        && !l.starts_with('|')
+                        && !l.starts_with('^')
+                        && !l.starts_with("TOML parse error")
+                })
+                .unwrap_or(what),
+        ),
         other => other.to_string(),
     }
 }
@@ -185,6 +236,22 @@ mod tests {
                 "line 7: exclude_pid: 0 is not a pid (1 to 4194304)",
             ],
         );
+    }
+
+    #[test]
+    fn a_bad_path_is_reported_with_its_line_beside_other_bad_keys() {
+        let text = "bogus = 1\njournal = \"/nonexistent-numasched/x/journal.json\"\n";
+        let problems = check_text(text).expect_err("two problems");
+        assert_eq!(problems.len(), 2, "{problems:#?}");
+        assert!(problems[0].starts_with("line 1: bogus: "), "{problems:?}");
+        assert!(
+            problems[1].starts_with("line 2: journal: /nonexistent-numasched/x/journal.json"),
+            "{problems:?}"
+        );
+        // Alone, the same line.
+        let problems = check_text(&text["bogus = 1\n".len()..]).expect_err("one problem");
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert!(problems[0].starts_with("line 1: journal: "), "{problems:?}");
     }
 
     #[test]

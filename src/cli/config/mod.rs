@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 
 use crate::daemon::config::{Options, DEFAULT_CONFIG};
-use crate::daemon::paths;
 
 pub mod check;
 pub mod example;
@@ -48,19 +47,8 @@ pub fn run(args: ConfigArgs) -> anyhow::Result<i32> {
             print!("{}", example::render(&Options::default(), false));
             Ok(0)
         }
-        ConfigCommand::Check { file } => match check::check(&file).and_then(|opts| {
-            // Paths the daemon would refuse at start are the file's problems too.
-            let socket = (!opts.no_socket).then_some(opts.socket.as_path());
-            let bad = paths::check(&opts, socket);
-            if bad.is_empty() {
-                Ok(opts)
-            } else {
-                Err(bad
-                    .iter()
-                    .map(|p| format!("{}: {p}", file.display()))
-                    .collect())
-            }
-        }) {
+        // Paths the daemon would refuse at start are the file's problems too.
+        ConfigCommand::Check { file } => match check::check(&file) {
             Ok(opts) => {
                 println!(
                     "# {}: valid. Effective options (defaults filled in):",

@@ -124,6 +124,12 @@ impl UiState {
             return Outcome::Continue;
         }
         match key {
+            // Esc takes back an applied filter first, as it does one being typed: a
+            // second Esc meant to clear it must not end the session.
+            Key::Esc if !self.filter.is_empty() => {
+                self.filter.clear();
+                self.scroll = 0;
+            }
             Key::Char('q') | Key::Esc => return Outcome::Quit,
             Key::Char('s') => {
                 self.sort = self.sort.next();
@@ -365,7 +371,7 @@ fn footer_line(ui: &UiState) -> Line<'static> {
         if ui.descending() { "desc" } else { "asc" }
     );
     if !ui.filter.is_empty() {
-        s.push_str(&format!(" | filter: {}", ui.filter));
+        s.push_str(&format!(" | filter: {} (Esc clears)", ui.filter));
     }
     if ui.paused {
         s.push_str(" | PAUSED");
@@ -593,6 +599,12 @@ mod tests {
         assert_eq!(rows(&s.processes, &ui).len(), 3);
         assert_eq!(ui.handle(Key::Char('p')), Outcome::Continue);
         assert!(ui.paused);
+        // An applied filter: Esc clears it, the next one quits.
+        ui.handle(Key::Char('/'));
+        ui.handle(Key::Char('x'));
+        ui.handle(Key::Enter);
+        assert_eq!(ui.handle(Key::Esc), Outcome::Continue);
+        assert!(ui.filter.is_empty(), "Esc clears an applied filter");
         assert_eq!(ui.handle(Key::Esc), Outcome::Quit);
         assert_eq!(ui.handle(Key::Char('q')), Outcome::Quit);
     }

@@ -11,7 +11,8 @@ pub enum TopologyError {
     #[error("{path}: {what}")]
     Parse { path: PathBuf, what: String },
     #[error(
-        "unknown machine '{name}': not a preset ({presets}) nor a spec string like 4n:2l:4c:2t"
+        "unknown machine '{name}': not `this` (this machine), a preset ({presets}) nor a spec \
+         string like 4n:2l:4c:2t"
     )]
     UnknownMachine { name: String, presets: String },
     #[error("bad machine spec '{spec}': {what}")]

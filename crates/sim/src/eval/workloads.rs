@@ -345,11 +345,9 @@ fn error(path: &Path, line: Option<usize>, key: &str, what: impl Display) -> Wor
     WorkloadsError {
         path: path.to_path_buf(),
         place,
-        what: what
-            .to_string()
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" "),
+        what: numasched_model::files::plain_types(&numasched_model::files::one_line(
+            &what.to_string(),
+        )),
     }
 }
 

@@ -137,6 +137,13 @@ pub struct StoredProgram {
 }
 
 impl StoredProgram {
+    /// Whether a user gave any of its numbers (which an import or a built-in replaces).
+    pub fn any_given(&self) -> bool {
+        Quantity::ALL
+            .into_iter()
+            .any(|q| self.get(q).given.is_some())
+    }
+
     pub fn get(&self, q: Quantity) -> &Known {
         match q {
             Quantity::Mpki => &self.mpki,
