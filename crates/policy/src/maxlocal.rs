@@ -161,10 +161,16 @@ pub fn place(snapshot: &Snapshot) -> Layout<'_> {
         // One allocation per reason: planning thousands of processes per epoch.
         let mut text = String::with_capacity(96);
         why.write(&mut text, topo);
+        // A penalty nobody gave is shown as what it was ranked by: the MPKI
+        // regression's estimate, or none (ranked as 1.00).
+        let _ = match (p.numa_penalty, p.mpki) {
+            (Some(_), _) => write!(text, " (np {:.2}, ", layout.np[i]),
+            (None, Some(_)) => write!(text, " (np ~{:.2} from MPKI, ", layout.np[i]),
+            (None, None) => write!(text, " (np unknown, "),
+        };
         let _ = write!(
             text,
-            " (np {:.2}, {}{} of {n} by penalty)",
-            layout.np[i],
+            "{}{} of {n} by penalty)",
             rank + 1,
             ordinal_suffix(rank + 1)
         );
@@ -405,6 +411,32 @@ mod tests {
             plan.placements[4].reason.contains("1st of 5"),
             "{}",
             plan.placements[4].reason
+        );
+    }
+
+    #[test]
+    fn a_penalty_nobody_gave_is_not_shown_as_known() {
+        let mut s = nehalem_workload(&["mcf", "milc", "soplex"], "000");
+        s.processes[0].numa_penalty = None;
+        s.processes[1].numa_penalty = None;
+        s.processes[1].mpki = None;
+        let plan = MaxLocal.plan(&s);
+        let reason = |pid| &plan.placement(pid).expect("placed").reason;
+        assert!(
+            reason(s.processes[0].pid).contains("(np ~"),
+            "{}",
+            reason(s.processes[0].pid)
+        );
+        assert!(reason(s.processes[0].pid).contains("from MPKI"));
+        assert!(
+            reason(s.processes[1].pid).contains("(np unknown,"),
+            "{}",
+            reason(s.processes[1].pid)
+        );
+        assert!(
+            reason(s.processes[2].pid).contains("(np 1."),
+            "{}",
+            reason(s.processes[2].pid)
         );
     }
 
