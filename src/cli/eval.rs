@@ -63,7 +63,8 @@ pub struct EvalArgs {
     /// Policies, comma-separated (default: the suite's).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub policies: Option<Vec<String>>,
-    /// Directory for results.json, results.csv, table.txt and report.html.
+    /// Directory for results.json, results.csv, table.txt and report.html (created,
+    /// with its parents, before the run).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Write the JSON results here; `-` writes them to standard output, and the
@@ -346,23 +347,12 @@ fn facts_of(profiles: &ProfileSet) -> impl Fn(&Topology, &str) -> Option<Program
     |t, p| from_model::facts(t, &crate::sim::params_for(t), profiles, p)
 }
 
-/// Creates `dir` if needed (that one, not the ones above it: a mistyped path is
-/// refused, not made into a tree) and proves a file can be made in it. `what` names
-/// the flag that gave it, for the error.
+/// Creates `dir` if needed, with the directories above it (`--out target/eval` on a
+/// fresh clone whose build went elsewhere has no `target`), and proves a file can be
+/// made in it. `what` names the flag that gave it, for the error.
 fn writable_dir(what: &str, dir: &Path) -> anyhow::Result<()> {
-    if !dir.is_dir() {
-        let above = dir.parent().filter(|d| !d.as_os_str().is_empty());
-        if let Some(above) = above.filter(|d| !d.is_dir()) {
-            anyhow::bail!(
-                "{what}: {} does not exist; only {} itself is created, not the directories \
-                 above it (a mistyped path?)",
-                above.display(),
-                dir.display()
-            );
-        }
-        std::fs::create_dir(dir)
-            .with_context(|| format!("{what}: {}: cannot create", dir.display()))?;
-    }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{what}: {}: cannot create", dir.display()))?;
     let probe = dir.join(format!(".numasched-probe-{}", std::process::id()));
     std::fs::OpenOptions::new()
         .write(true)
