@@ -33,9 +33,15 @@ use numasched_policy::granularity::IDLE_DEMAND;
 
 use numasched_model::ProcessKey;
 
-/// Epochs of demand the peak is taken over: a load busy 1 s in 2 keeps its CPUs at
-/// 1 s epochs, and a process that really quietened returns them within this many.
-pub const PEAK_EPOCHS: usize = 5;
+/// Seconds of demand the peak is taken over: a load busy 1 s in 2 keeps its CPUs,
+/// and a process that really quietened returns them within this long. In seconds, not
+/// epochs, so that a short `--interval` does not shorten it (at 0.2 s epochs, five
+/// epochs would take a set back between two bursts a second apart).
+pub const PEAK_S: f64 = 5.0;
+
+/// Readings the peak is taken over at least: at long intervals (10 s) the last busy
+/// epoch still counts in the next one.
+pub const PEAK_MIN_READINGS: usize = 2;
 
 /// A process younger than this has a lifetime average too short to size it by.
 pub const YOUNG_S: f64 = 5.0;
@@ -81,7 +87,8 @@ pub struct Need {
 
 #[derive(Debug, Default)]
 struct Track {
-    demands: VecDeque<f64>,
+    /// (when read, CPUs' worth) over the peak window.
+    demands: VecDeque<(f64, f64)>,
     delay: Option<(RunDelay, f64)>,
     stopped: bool,
     /// Its peak demand was at least [`IDLE_DEMAND`] last epoch: going idle is a change
@@ -123,9 +130,6 @@ impl Needs {
         if t.seen == 2 {
             t.demands.clear();
         }
-        if t.demands.len() == PEAK_EPOCHS {
-            t.demands.pop_front();
-        }
         // Threads that waited for a CPU wanted it: what they waited for is demand that
         // sharing hid, and counting it keeps a set from shrinking back to what a busy
         // machine let the process use.
@@ -145,9 +149,15 @@ impl Needs {
         } else {
             r.demand + hidden
         };
-        t.demands.push_back(first.min(f64::from(r.threads.max(1))));
+        t.demands
+            .push_back((now, first.min(f64::from(r.threads.max(1)))));
+        while t.demands.len() > PEAK_MIN_READINGS
+            && t.demands.front().is_some_and(|(at, _)| now - at >= PEAK_S)
+        {
+            t.demands.pop_front();
+        }
         let grew = r.threads > std::mem::replace(&mut t.threads, r.threads) && t.seen > 1;
-        let peak = t.demands.iter().copied().fold(0.0, f64::max);
+        let peak = t.demands.iter().map(|(_, d)| *d).fold(0.0, f64::max);
         let was_busy = std::mem::replace(&mut t.busy, peak >= IDLE_DEMAND);
         let threads = f64::from(r.threads.max(1));
         let mut need = Need {
@@ -166,7 +176,7 @@ impl Needs {
                 // are more runnable threads than CPUs now: do not wait an epoch of
                 // run-queue delay to see it.
                 need.demand = need.demand.max(runnable as f64).min(threads);
-                if let Some(last) = t.demands.back_mut() {
+                if let Some((_, last)) = t.demands.back_mut() {
                     *last = last.max(need.demand);
                 }
                 let what = if grew {
@@ -186,7 +196,7 @@ impl Needs {
             {
                 need.demand = need.demand.max(wanted);
                 // Kept for the peak window, so the wider set is not taken back at once.
-                if let Some(last) = t.demands.back_mut() {
+                if let Some((_, last)) = t.demands.back_mut() {
                     *last = last.max(wanted);
                 }
                 need.urgent = Some(format!(
@@ -256,11 +266,33 @@ mod tests {
         let k = pk(10, 1);
         n.update(k, reading(1.0, 2), 0.0);
         assert_eq!(n.update(k, reading(2.0, 2), 1.0).demand, 2.0);
-        for e in 0..PEAK_EPOCHS - 1 {
+        for e in 0..4 {
             let d = n.update(k, reading(0.0, 2), 2.0 + e as f64).demand;
             assert_eq!(d, 2.0, "epoch {e} after the burst");
         }
         assert_eq!(n.update(k, reading(0.0, 2), 9.0).demand, 0.0);
+    }
+
+    /// The window is seconds, whatever the interval: at 0.2 s epochs a burst keeps
+    /// its CPUs for 5 s (five epochs would be 1 s), and at 10 s epochs for the next
+    /// epoch.
+    #[test]
+    fn the_peak_window_is_seconds_at_any_interval() {
+        let mut n = Needs::default();
+        let k = pk(10, 1);
+        n.update(k, reading(1.0, 2), 0.0);
+        assert_eq!(n.update(k, reading(2.0, 2), 0.2).demand, 2.0);
+        for e in 2..25 {
+            let at = 0.2 * e as f64;
+            assert_eq!(n.update(k, reading(0.0, 2), at).demand, 2.0, "at {at} s");
+        }
+        assert_eq!(n.update(k, reading(0.0, 2), 5.4).demand, 0.0);
+
+        let k = pk(11, 1);
+        n.update(k, reading(1.0, 2), 0.0);
+        assert_eq!(n.update(k, reading(2.0, 2), 10.0).demand, 2.0);
+        assert_eq!(n.update(k, reading(0.0, 2), 20.0).demand, 2.0);
+        assert_eq!(n.update(k, reading(0.0, 2), 30.0).demand, 0.0);
     }
 
     #[test]
@@ -472,7 +504,7 @@ mod tests {
         assert!(n.update(k, r, 0.0).urgent.is_none());
         assert!(n.update(k, r, 0.5).urgent.is_none());
         r.demand = 0.0;
-        for e in 1..PEAK_EPOCHS {
+        for e in 1..5 {
             assert!(n.update(k, r, e as f64).urgent.is_none(), "peak still busy");
         }
         let need = n.update(k, r, 9.0);

@@ -408,8 +408,15 @@ impl ProfileSet {
             })?
         } else {
             let mut de = serde_json::Deserializer::from_str(text);
-            serde_path_to_error::deserialize(&mut de)
-                .map_err(|e| field_err(path_name(e.path()), e.inner().to_string()))?
+            serde_path_to_error::deserialize(&mut de).map_err(|e| {
+                let mut what = e.inner().to_string();
+                // Only the extension says TOML: a TOML file named otherwise fails as
+                // JSON at its first line, which names no reason.
+                if e.inner().is_syntax() && toml::from_str::<toml::Table>(text).is_ok() {
+                    what.push_str(" (read as JSON; it is TOML: name the file *.toml)");
+                }
+                field_err(path_name(e.path()), what)
+            })?
         };
         let mut seen = BTreeMap::new();
         for (i, p) in file.profiles.iter().enumerate() {
@@ -631,7 +638,9 @@ mod tests {
         let e = err("[[profiles]\n", true);
         assert!(e.contains("(document)"), "{e}");
         let e = err("{", false);
-        assert!(e.starts_with("bad.f: "), "{e}");
+        assert!(e.starts_with("bad.f: ") && !e.contains("TOML"), "{e}");
+        let e = err("[[profiles]]\nname = 'a'\nmpki = 1\n", false);
+        assert!(e.contains("it is TOML: name the file *.toml"), "{e}");
         let e = ProfileSet::load(Path::new("/nonexistent/p.toml"))
             .unwrap_err()
             .to_string();

@@ -170,7 +170,7 @@ impl Builder<'_> {
         r
     }
 
-    fn node_package(&self, node: usize) -> LinkEnd {
+    fn link_end(&self, node: usize) -> LinkEnd {
         let n = &self.topo.nodes()[node];
         if n.llcs.is_empty() {
             LinkEnd::MemoryNode(n.id)
@@ -181,7 +181,7 @@ impl Builder<'_> {
 
     /// The link a line takes from node `from` to node `to`, if it is a bottleneck.
     fn link(&mut self, from: usize, to: usize) -> Option<usize> {
-        let (pf, pt) = (self.node_package(from), self.node_package(to));
+        let (pf, pt) = (self.link_end(from), self.link_end(to));
         let p = self.params;
         if pf != pt {
             let gbps = p.inter_package_gbps?;

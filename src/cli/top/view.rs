@@ -413,14 +413,16 @@ pub fn render(frame: &mut Frame<'_>, screen: &Screen<'_>, ui: &mut UiState) {
         " processes: {} of {} shown{} ",
         shown.len(),
         procs.len(),
-        if shown.len() > visible {
+        if shown.len() <= visible {
+            String::new()
+        } else if visible == 0 {
+            ", none fit: the window is too low".to_string()
+        } else {
             format!(
                 ", rows {}-{}",
                 ui.scroll + 1,
                 (ui.scroll + visible).min(shown.len())
             )
-        } else {
-            String::new()
         }
     );
     let proc_rows: Vec<Row> = shown
@@ -714,6 +716,14 @@ mod tests {
         let text = draw(&screen, &mut ui, 120, 12);
         assert!(
             text.join("\n").contains("3 of 3 shown, rows 2-2"),
+            "{text:?}"
+        );
+
+        // 10 rows leave the table its borders and header only.
+        let text = draw(&screen, &mut ui, 120, 10);
+        assert!(
+            text.join("\n")
+                .contains("3 of 3 shown, none fit: the window is too low"),
             "{text:?}"
         );
 

@@ -317,14 +317,24 @@ scenario_placement() {
     if [ -n "$home" ] && [ "$(nodes_of_cpus "$have")" != "$n" ]; then
       why="$why load $pid (memory on node $n) runs on [$have], not node $n [$home];"
     fi
-    # Memory on a node without CPUs: the load belongs on the nearest node with CPUs
-    # (each CPU node here has room for one more load).
+    # Memory on a node without CPUs: the load belongs on the nearest node with CPUs,
+    # which has room for one more load as planned. It can lose that room for a while:
+    # a neighbour there found to need more CPUs than planned (under TCG, vCPUs that
+    # wait read as demand) takes the node, and the daemon moves this load to the
+    # nearest node with room, saying which. That detour passes only when the daemon's
+    # last word on this load names the node it runs on.
     if [ -z "$home" ]; then
       near=$(nearest_cpu_nodes "$n")
       got=$(nodes_of_cpus "$have")
+      said=$(grep "pid $pid affinity" "$DAEMON_LOG" | tail -n 1 |
+        sed -n 's/.*nearest node with room is \([0-9]*\).*/\1/p')
       case " $near " in
         *" $got "*) ;;
-        *) why="$why load $pid (memory on CPU-less node $n) runs on node(s) $got, but the nearest node(s) with CPUs are $near (distances: $(eval echo \$DIST_$n));" ;;
+        *) if [ -n "$said" ] && [ "$said" = "$got" ]; then
+             say "load $pid detoured to node $got: the daemon found nearer node(s) $near full"
+           else
+             why="$why load $pid (memory on CPU-less node $n) runs on node(s) $got, but the nearest node(s) with CPUs are $near (distances: $(eval echo \$DIST_$n)), and the daemon did not say node $got was the nearest with room;"
+           fi ;;
       esac
     fi
     say "load $pid memory on node $n: affinity [$have] (node $(nodes_of_cpus "$have"))"
