@@ -413,8 +413,10 @@ fn eval_json_dash_is_standard_output() {
 #[test]
 fn eval_writes_json_csv_table_and_html() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let json = dir.path().join("membus.json");
-    let out_dir = dir.path().join("out");
+    // Both in directories that do not exist yet, as the README's `--out
+    // target/eval-nmass` is on a clone whose build went elsewhere: made like mkdir -p.
+    let json = dir.path().join("results/membus.json");
+    let out_dir = dir.path().join("target/out");
     let (code, out, err) = numasched(&[
         "eval",
         "--suite",
