@@ -59,7 +59,11 @@ pub fn announce(built: &Built, opts: &Options, what: &str) {
     if opts.migrate_pages && built.engine.actuator().config().kernel_balancing {
         info!("kernel NUMA balancing is on (kernel.numa_balancing=1): it moves pages toward the node a process runs on, so numasched leaves those moves to it and migrates only where the kernel does not (docs/operations.md)");
     }
-    for w in selection_warnings(opts, built.engine.topology().num_cpus()) {
+    let cpus = built.engine.topology().num_cpus();
+    for w in selection_warnings(opts, cpus)
+        .into_iter()
+        .chain(opts.timing_doubts())
+    {
         warn!("{w}");
     }
     if !opts.dry_run && !nix::unistd::geteuid().is_root() {

@@ -81,6 +81,24 @@ fn config_check_prints_the_effective_options_of_a_good_file() {
         out.contains("\nrelease_after = 30\n"),
         "defaults filled: {out}"
     );
+    assert!(err.is_empty(), "nothing to warn of: {err}");
+}
+
+#[test]
+fn config_check_warns_of_a_bare_number_that_makes_a_long_epoch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("slip.toml");
+    std::fs::write(&file, "interval = 500\n").expect("write");
+    let f = file.display().to_string();
+    let (code, out, err) = numasched(&["config", "check", &f]);
+    assert_eq!(code, 0, "valid, only doubtful: {err}");
+    assert!(out.contains("\ninterval = \"8m 20s\"\n"), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("{f}: warning: interval is 8m 20s")),
+        "{err}"
+    );
+    assert!(err.contains("\"500ms\" is milliseconds"), "{err}");
 }
 
 #[test]

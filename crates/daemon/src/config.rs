@@ -132,6 +132,42 @@ impl Default for Options {
     }
 }
 
+/// An epoch longer than this is far more likely `interval = 500` meant as milliseconds
+/// than a choice: a process is then re-read and re-sized that seldom.
+pub const LONG_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Likewise for the re-plan hysteresis: arrivals wait this long to be placed.
+pub const LONG_REPLAN_INTERVAL: Duration = Duration::from_secs(600);
+
+impl Options {
+    /// Timings that are valid but most likely a unit mistake (a bare number is
+    /// seconds): said by `config check` and at the daemon's start, since a daemon that
+    /// epochs every 8 minutes looks like one that does nothing.
+    pub fn timing_doubts(&self) -> Vec<String> {
+        let bare = |d: Duration| {
+            let s = d.as_secs_f64();
+            format!("a bare number is seconds; \"{s}ms\" is milliseconds")
+        };
+        let mut out = Vec::new();
+        if self.interval >= LONG_INTERVAL {
+            out.push(format!(
+                "interval is {}: processes are re-read and re-placed only that often ({})",
+                humantime::format_duration(self.interval),
+                bare(self.interval)
+            ));
+        }
+        if self.min_replan_interval >= LONG_REPLAN_INTERVAL {
+            out.push(format!(
+                "min_replan_interval is {}: a new process waits up to that long to be \
+                 placed ({})",
+                humantime::format_duration(self.min_replan_interval),
+                bare(self.min_replan_interval)
+            ));
+        }
+        out
+    }
+}
+
 /// The file as written: every key optional, so the file only states what it changes.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -698,6 +734,24 @@ metrics = "127.0.0.1:9477"
         assert!(parse_duration("2 days").is_err());
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("nan").is_err());
+    }
+
+    #[test]
+    fn long_timings_are_doubted_as_unit_mistakes() {
+        assert!(Options::default().timing_doubts().is_empty());
+        let o = parse("interval = 500\nmin_replan_interval = 2000")
+            .expect("valid")
+            .into_options();
+        let d = o.timing_doubts();
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(d[0].starts_with("interval is 8m 20s"), "{d:?}");
+        assert!(d[0].contains("\"500ms\" is milliseconds"), "{d:?}");
+        assert!(d[1].starts_with("min_replan_interval is 33m 20s"), "{d:?}");
+        // Just under the bounds: a long epoch or hysteresis someone may well want.
+        let o = parse("interval = 59.9\nmin_replan_interval = \"9m\"")
+            .expect("valid")
+            .into_options();
+        assert!(o.timing_doubts().is_empty(), "{:?}", o.timing_doubts());
     }
 
     #[test]

@@ -55,6 +55,10 @@ pub fn run(args: ConfigArgs) -> anyhow::Result<i32> {
                     file.display()
                 );
                 print!("{}", example::render(&opts, false));
+                // Valid, so not problems, but said where the operator looks.
+                for doubt in opts.timing_doubts() {
+                    eprintln!("{}: warning: {doubt}", file.display());
+                }
                 Ok(0)
             }
             Err(problems) => {

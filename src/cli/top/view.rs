@@ -3,7 +3,7 @@
 //! here, so everything is tested by rendering into ratatui's `TestBackend`.
 
 use numasched_model::plural::count;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Row, Table};
@@ -379,8 +379,42 @@ fn footer_line(ui: &UiState) -> Line<'static> {
     Line::from(s)
 }
 
-fn bold_row<const N: usize>(cells: [&'static str; N]) -> Row<'static> {
-    Row::new(cells).style(Style::new().add_modifier(Modifier::BOLD))
+fn bold_row<const N: usize>(cells: [&'static str; N], widths: &[u16]) -> Row<'static> {
+    Row::new(clipped(cells.map(String::from), widths))
+        .style(Style::new().add_modifier(Modifier::BOLD))
+}
+
+/// The width ratatui's [`Table`] gives each column inside a bordered `area` (its
+/// defaults: one space between columns, laid out from the left, no selection column).
+fn column_widths(constraints: &[Constraint], area: Rect) -> Vec<u16> {
+    let inner = Rect::new(0, 0, area.width.saturating_sub(2), 1);
+    Layout::horizontal(constraints.iter().copied())
+        .flex(Flex::Start)
+        .spacing(1)
+        .split(inner)
+        .iter()
+        .map(|r| r.width)
+        .collect()
+}
+
+/// Cells wider than their column end in '…': in a narrow window a cut value must not
+/// read as a whole one (a node's "8.1G / 18.1G" cut to "8.1G / " reads, beside the
+/// managed column's "75M", as "8.1G / 75M").
+fn clipped<const N: usize>(cells: [String; N], widths: &[u16]) -> [String; N] {
+    let mut i = 0;
+    cells.map(|cell| {
+        let width = widths.get(i).map_or(usize::MAX, |w| usize::from(*w));
+        i += 1;
+        if cell.chars().count() <= width {
+            cell
+        } else {
+            let mut cut: String = cell.chars().take(width.saturating_sub(1)).collect();
+            if width > 0 {
+                cut.push('…');
+            }
+            cut
+        }
+    })
 }
 
 /// Draws one frame. Clamps `ui.scroll` to the rows there are.
@@ -398,10 +432,14 @@ pub fn render(frame: &mut Frame<'_>, screen: &Screen<'_>, ui: &mut UiState) {
 
     frame.render_widget(Paragraph::new(header_lines(screen)), head);
 
-    let node_rows: Vec<Row> = nodes.iter().map(|n| Row::new(node_cells(n))).collect();
+    let node_widths = column_widths(&NODE_WIDTHS, node_area);
+    let node_rows: Vec<Row> = nodes
+        .iter()
+        .map(|n| Row::new(clipped(node_cells(n), &node_widths)))
+        .collect();
     frame.render_widget(
         Table::new(node_rows, NODE_WIDTHS)
-            .header(bold_row(NODE_HEADER))
+            .header(bold_row(NODE_HEADER, &node_widths))
             .block(Block::bordered().title(" nodes (managed processes) ")),
         node_area,
     );
@@ -425,14 +463,15 @@ pub fn render(frame: &mut Frame<'_>, screen: &Screen<'_>, ui: &mut UiState) {
             )
         }
     );
+    let proc_widths = column_widths(&PROCESS_WIDTHS, proc_area);
     let proc_rows: Vec<Row> = shown
         .iter()
         .skip(ui.scroll)
-        .map(|p| Row::new(process_cells(p)))
+        .map(|p| Row::new(clipped(process_cells(p), &proc_widths)))
         .collect();
     frame.render_widget(
         Table::new(proc_rows, PROCESS_WIDTHS)
-            .header(bold_row(PROCESS_HEADER))
+            .header(bold_row(PROCESS_HEADER, &proc_widths))
             .block(Block::bordered().title(title)),
         proc_area,
     );
@@ -694,6 +733,34 @@ mod tests {
         ui.editing = Some("po".into());
         let text = draw(&screen, &mut ui, 160, 20);
         assert!(text[19].contains("filter command: po_"), "{}", text[19]);
+    }
+
+    #[test]
+    fn a_narrow_window_marks_the_cells_it_cuts() {
+        let s = status();
+        let screen = Screen {
+            status: Some(&s),
+            mode: "attached",
+            error: None,
+        };
+        let text = draw(&screen, &mut UiState::default(), 40, 12);
+        let all = text.join("\n");
+        let node0 = text
+            .iter()
+            .find(|l| l.contains("│0 "))
+            .unwrap_or_else(|| panic!("node 0 row:\n{all}"));
+        // Cut, the memory cell ends in '…' rather than in "/ " before the managed
+        // column's bytes.
+        assert!(node0.contains("3.0G") && node0.contains('…'), "{all}");
+        assert!(!node0.contains("/  "), "{all}");
+        let lbm = text
+            .iter()
+            .find(|l| l.contains("lbm"))
+            .unwrap_or_else(|| panic!("lbm row:\n{all}"));
+        assert!(lbm.contains('…'), "{all}");
+        // Wide enough, nothing is marked.
+        let wide = draw(&screen, &mut UiState::default(), 200, 12).join("\n");
+        assert!(!wide.contains('…'), "{wide}");
     }
 
     #[test]
