@@ -129,6 +129,7 @@ fn snapshot(topology: Topology) -> Snapshot {
         topology,
         processes,
         others_busy: Default::default(),
+        others_taken: Default::default(),
     }
 }
 

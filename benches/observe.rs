@@ -61,6 +61,9 @@ fn config(f: &FakeProcfs) -> ScanConfig {
         exclude: HashSet::new(),
         read: ReadOptions::default(),
         ticks_per_second: TICKS,
+        // What is timed is reading the processes, not the daemon's first sample of
+        // /proc/stat (a sleep).
+        first_cpu_span: std::time::Duration::ZERO,
         ..ScanConfig::default()
     }
 }

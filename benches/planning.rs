@@ -40,6 +40,7 @@ fn snapshot(n: usize) -> Snapshot {
         topology,
         processes,
         others_busy: Default::default(),
+        others_taken: Default::default(),
     }
 }
 

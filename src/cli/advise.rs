@@ -348,6 +348,7 @@ mod tests {
             topology,
             processes,
             others_busy: Default::default(),
+            others_taken: Default::default(),
         }
     }
 

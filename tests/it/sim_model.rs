@@ -290,6 +290,7 @@ fn snapshot() -> Snapshot {
         topology: topology::machine("nehalem-e5520").unwrap(),
         processes: procs,
         others_busy: Default::default(),
+        others_taken: Default::default(),
     }
 }
 

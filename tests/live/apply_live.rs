@@ -43,6 +43,7 @@ fn snapshot(pids: &[u32], allowed_cpus: Option<CpuSet>) -> Snapshot {
             })
             .collect(),
         others_busy: Default::default(),
+        others_taken: Default::default(),
     }
 }
 

@@ -102,6 +102,7 @@ impl Built {
             topology: self.engine.topology().clone(),
             processes: Vec::new(),
             others_busy: Default::default(),
+            others_taken: Default::default(),
         });
         let plan = rep
             .plan

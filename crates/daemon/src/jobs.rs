@@ -562,6 +562,7 @@ mod tests {
             topology,
             processes: pids.iter().map(|&p| Process::new(p, "t")).collect(),
             others_busy: Default::default(),
+            others_taken: Default::default(),
         }
     }
 

@@ -66,6 +66,7 @@ mod tests {
             topology: numasched_model::topology::spec::parse("2n:1l:2c:1t").expect("spec"),
             processes: vec![a, child, pinned, narrow],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         }
     }
 

@@ -2,7 +2,8 @@
 //! the previous epoch (Majo & Gross, ISMM 2011); numasched also re-plans when managed
 //! processes arrive or leave, when a process's memory moved to another node (its
 //! home changed, so what "local" means changed), and when the CPUs it may use changed
-//! (a Slurm job began or ended beside it, someone re-pinned it).
+//! (a Slurm job began or ended beside it, someone re-pinned it), and when others' work
+//! takes or leaves CPUs a plan counted as room or not (the snapshot's `others_taken`).
 //!
 //! Hysteresis, so nothing thrashes: the MPKI baseline is the value *at the last plan*,
 //! not the previous epoch, so a slow drift is noticed but noise around a level is not;
@@ -63,6 +64,8 @@ pub struct Trigger {
     at_plan: HashMap<ProcessKey, Baseline>,
     /// CPUs others' work crowded at the last plan (see [`numasched_policy::crowded`]).
     crowded: CpuSet,
+    /// CPUs others' work held at the last plan (the snapshot's `others_taken`).
+    taken: CpuSet,
     last_plan: Option<f64>,
 }
 
@@ -111,6 +114,7 @@ impl Trigger {
             .copied()
             .filter(|&c| excess(topo, others, c) >= CROWDED)
             .collect();
+        self.taken = snapshot.others_taken.clone();
         let before = std::mem::take(&mut self.at_plan);
         self.at_plan = snapshot
             .processes
@@ -218,6 +222,7 @@ impl Trigger {
             }
         }
         self.crowding(snapshot, &mut harms);
+        self.taking(snapshot, &mut out);
         let left = self.at_plan.len() - seen;
         if !arrived.is_empty() {
             out.insert(0, format!("{} arrived ({})", arrived.len(), pids(&arrived)));
@@ -243,6 +248,32 @@ impl Trigger {
         for (&c, &b) in others {
             if excess(topo, others, c) >= CROWDED && !self.crowded.contains(c) {
                 harms.push(format!("others' work crowds CPU {c} ({b:.1} CPUs)"));
+            }
+        }
+    }
+}
+
+impl Trigger {
+    /// Others' work now holds CPUs it did not hold at the last plan, or no longer
+    /// holds CPUs it held (see the snapshot's `others_taken`): the plan counted room
+    /// that is gone, or kept a process from its node for room that is back (a program
+    /// pinned onto a node, or one that left it). An improvement, so it waits for the
+    /// interval: the estimate is of a busy machine, where a CPU may come and go with
+    /// the sampling, and each change must not re-plan at once. Once per change.
+    fn taking(&self, snapshot: &Snapshot, out: &mut Vec<String>) {
+        // Counted per cache, not per CPU: which of a cache's equally busy CPUs the
+        // estimate names changes with the sampling, and changes nothing a policy does.
+        let topo = &snapshot.topology;
+        for llc in topo.llcs() {
+            let held = |set: &CpuSet| set.iter().filter(|c| llc.cpus.contains(**c)).count();
+            let (was, now) = (held(&self.taken), held(&snapshot.others_taken));
+            if was != now {
+                out.push(format!(
+                    "others' work holds {} of LLC {} (node {}), was {was}",
+                    count(now, "CPU"),
+                    llc.index,
+                    topo.nodes()[llc.node].id
+                ));
             }
         }
     }
@@ -298,6 +329,7 @@ mod tests {
                 })
                 .collect(),
             others_busy: Default::default(),
+            others_taken: Default::default(),
         }
     }
 
@@ -409,6 +441,40 @@ mod tests {
                 now.others_busy
             );
         }
+    }
+
+    #[test]
+    fn others_work_taking_or_leaving_a_node_re_plans_after_the_interval() {
+        let mut t = Trigger::default();
+        let s = snap(&[(1, Some(10.0), 0)]);
+        t.planned(&s, 100.0);
+        // A program pinned onto node 0 (CPUs 0-1).
+        let mut taken = s.clone();
+        taken.others_taken = vec![0, 1].into();
+        let held = vec!["others' work holds 2 CPUs of LLC 0 (node 0), was 0".to_string()];
+        assert_eq!(
+            t.decide(&taken, 101.0, &P, vec![]),
+            Decision::Wait(held.clone())
+        );
+        assert_eq!(t.decide(&taken, 106.0, &P, vec![]), Decision::Replan(held));
+        t.planned(&taken, 106.0);
+        assert_eq!(t.decide(&taken, 107.0, &P, vec![]), Decision::Quiet);
+        // The other CPU of the same cache: the same room, no news.
+        let mut same = taken.clone();
+        same.others_taken = vec![0].into();
+        t.planned(&same, 107.0);
+        same.others_taken = vec![1].into();
+        assert_eq!(t.decide(&same, 112.0, &P, vec![]), Decision::Quiet);
+        // It left node 0 and took a CPU of node 1.
+        let mut moved = taken.clone();
+        moved.others_taken = vec![3].into();
+        assert_eq!(
+            t.decide(&moved, 112.0, &P, vec![]),
+            Decision::Replan(vec![
+                "others' work holds 0 CPUs of LLC 0 (node 0), was 1".into(),
+                "others' work holds 1 CPU of LLC 1 (node 1), was 0".into()
+            ])
+        );
     }
 
     #[test]

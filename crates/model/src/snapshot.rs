@@ -24,6 +24,19 @@ pub struct Snapshot {
     /// measured it (the simulator, a first scan): every CPU is then taken as free.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub others_busy: BTreeMap<CpuId, f64>,
+    /// CPUs others' work holds, as the policies count room when they choose a node or
+    /// a cache: per LLC, as many CPUs as the CPUs' worth of others' work there above
+    /// the machine's least (rounded), the busiest first. `others_busy` is a lower bound
+    /// per CPU, right for a hard pin inside a cache but blind to a node filled with
+    /// pinned work beside a managed process free to run anywhere; this is the
+    /// estimate per cache. Work the kernel spreads evenly holds nothing: it would make
+    /// room. Empty where nothing measured it: every CPU is then room.
+    #[serde(default, skip_serializing_if = "no_cpus")]
+    pub others_taken: CpuSet,
+}
+
+fn no_cpus(set: &CpuSet) -> bool {
+    set.is_empty()
 }
 
 /// A process across pid reuse: the pid and the start time (clock ticks since boot) that
@@ -325,6 +338,9 @@ impl Snapshot {
                 }
             }
         }
+        if let Some(c) = self.others_taken.iter().find(|c| topo.cpu(**c).is_none()) {
+            return Err(("others_taken".into(), format!("CPU {c} does not exist")));
+        }
         for (c, busy) in &self.others_busy {
             let field = || format!("others_busy.{c}");
             if topo.cpu(*c).is_none() {
@@ -354,6 +370,7 @@ mod tests {
                 topology: topology.clone(),
                 processes: vec![p],
                 others_busy: Default::default(),
+                others_taken: Default::default(),
             };
             snap.validate().map_err(|(field, _)| field)
         };
@@ -374,6 +391,7 @@ mod tests {
                 topology: topology.clone(),
                 processes: vec![p],
                 others_busy: others.iter().copied().collect(),
+                others_taken: Default::default(),
             };
             snap.validate().map_err(|(field, _)| field)
         };
@@ -418,6 +436,7 @@ mod tests {
             topology: topology::machine("2n:1l:2c:1t").unwrap(),
             processes: vec![p],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         }
     }
 

@@ -61,6 +61,7 @@ pub fn nehalem_workload(programs: &[&str], map: &str) -> Snapshot {
         topology,
         processes,
         others_busy: Default::default(),
+        others_taken: Default::default(),
     }
 }
 
@@ -188,6 +189,7 @@ pub fn build(raw: &RawSnapshot) -> Snapshot {
         topology: topo,
         processes,
         others_busy: Default::default(),
+        others_taken: Default::default(),
     };
     assert_eq!(snap.validate(), Ok(()));
     snap

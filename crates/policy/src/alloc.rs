@@ -5,7 +5,7 @@
 //! SMT sibling of a busy core, which beats a loaded CPU; ties go to the lowest CPU
 //! number so plans are deterministic.
 
-use numasched_model::snapshot::Process;
+use numasched_model::snapshot::{Process, Snapshot};
 use numasched_model::topology::Topology;
 use numasched_model::CpuSet;
 
@@ -51,6 +51,24 @@ impl<'t> Occupancy<'t> {
                 })
                 .collect(),
         }
+    }
+
+    /// The machine as a snapshot leaves it to its processes: each CPU others' work
+    /// holds (`others_taken`) carries a CPU's worth of load, so that no policy counts
+    /// it as room. (A node filled with pinned unmanaged work was "free" to every
+    /// policy, which confined a managed process there to share it.)
+    pub fn for_snapshot(snapshot: &'t Snapshot) -> Occupancy<'t> {
+        let topo = &snapshot.topology;
+        let mut occ = Occupancy::new(topo);
+        let taken: Vec<usize> = snapshot
+            .others_taken
+            .iter()
+            .filter_map(|&c| topo.cpu(c).map(|c| c.index))
+            .collect();
+        for c in taken {
+            occ.add(&[c], 1.0);
+        }
+        occ
     }
 
     pub fn topology(&self) -> &'t Topology {

@@ -700,6 +700,7 @@ mod tests {
                 .map(|k| numasched_model::testkit::proc_on(100 + k, "perlbench", 0, 0.5, 1.02))
                 .collect(),
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = Auto::default().plan(&s);
         let mut cores: Vec<usize> = plan
@@ -750,6 +751,7 @@ mod tests {
             topology: topo.clone(),
             processes,
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = Auto::default().plan(&s);
         let mut owner: std::collections::HashMap<usize, u32> = Default::default();

@@ -296,7 +296,13 @@ pub fn trajectory(snapshot: &Snapshot, params: &AutoNumaParams) -> Trajectory {
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let ids = if p.current_cpus.is_empty() {
+            // Where others' work now holds its CPU, the load balancer moves it off
+            // (as Linux's placement of it does), before NUMA balancing starts.
+            let held = p
+                .current_cpus
+                .iter()
+                .any(|c| snapshot.others_taken.contains(*c));
+            let ids = if p.current_cpus.is_empty() || held {
                 &start.placements[i].cpus
             } else {
                 &p.current_cpus
@@ -474,7 +480,7 @@ fn numa_migrate(
     let p = &snapshot.processes[i];
     let slots = tasks[i].cpus.len();
     let mask = AllowedMask::of(topo, p);
-    let mut occ = Occupancy::new(topo);
+    let mut occ = Occupancy::for_snapshot(snapshot);
     let mut running = vec![0.0; topo.nodes().len()];
     for (j, t) in tasks.iter().enumerate() {
         occ.add(&t.cpus, snapshot.processes[j].cpu_demand);

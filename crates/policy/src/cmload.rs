@@ -253,6 +253,12 @@ impl Policy for CmLoad {
             params: &self.params,
             loads: vec![CoreLoad::default(); topo.num_cpus()],
         };
+        // Others' work the kernel cannot move is CPU load like any process's (Kang's
+        // scheduler sees every task), though no memory load of the snapshot's.
+        let others = Intensity { ci: 1.0, mi: 0.0 };
+        for c in snapshot.others_taken.iter().filter_map(|&c| topo.cpu(c)) {
+            st.charge(&[c.index], others, 1.0);
+        }
         // Seed the machine as it is.
         let current: Vec<Vec<usize>> = procs
             .iter()
@@ -541,6 +547,7 @@ mod tests {
             topology: machine(),
             processes: vec![child, parent],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[0].cpus, vec![1], "{plan:#?}");
@@ -559,6 +566,7 @@ mod tests {
             topology: machine(),
             processes: vec![child, heavy, parent],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[2].nodes, vec![1]);
@@ -579,6 +587,7 @@ mod tests {
             topology: machine(),
             processes: vec![a, b, c, new],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[3].cpus, vec![1], "{plan:#?}");
@@ -594,6 +603,7 @@ mod tests {
             topology: machine(),
             processes: vec![p],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         assert_eq!(CmLoad::default().plan(&s).placements[0].nodes, vec![1]);
     }
@@ -608,6 +618,7 @@ mod tests {
             topology: machine(),
             processes: vec![remote, local],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         // Without `remote`, node 0 holds 2 GiB of Mload-weighted memory and node 1 none.
@@ -625,6 +636,7 @@ mod tests {
             topology: machine(),
             processes: vec![a, b],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         let mut cpus: Vec<u32> = plan.placements.iter().map(|p| p.cpus[0]).collect();
@@ -657,6 +669,7 @@ mod tests {
             topology: machine(),
             processes: procs,
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         let mut per_cpu = [0; 4];
@@ -680,6 +693,7 @@ mod tests {
             topology: machine(),
             processes: vec![parent, child, other],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[1].cpus, vec![3]);
@@ -697,6 +711,7 @@ mod tests {
             topology: machine(),
             processes: vec![p],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let pl = &CmLoad::default().plan(&s).placements[0];
         assert_eq!(pl.cpus, vec![0, 1, 2]);
@@ -709,6 +724,7 @@ mod tests {
             topology: t,
             processes: vec![placed(1, 0, 1.0, &[]), Process::new(2, "x")],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[1].cpus, vec![1]);

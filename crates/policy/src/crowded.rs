@@ -127,6 +127,7 @@ mod tests {
             topology: topology::machine("1n:1l:4c:1t").expect("spec"),
             processes: procs,
             others_busy: others.iter().copied().collect(),
+            others_taken: Default::default(),
         }
     }
 
@@ -203,6 +204,7 @@ mod tests {
             topology: topology::machine("2n:1l:2c:1t").expect("spec"),
             processes: vec![Process::new(10, "a")],
             others_busy: [(2, 1.0), (3, 1.0)].into_iter().collect(),
+            others_taken: Default::default(),
         };
         let p = plan(&s, &[(10, &[2])]);
         assert_eq!(

@@ -123,6 +123,7 @@ impl Policy for Granular {
             topology: topo.clone(),
             processes: busy,
             others_busy: snapshot.others_busy.clone(),
+            others_taken: snapshot.others_taken.clone(),
         };
         let mut inner = if seen.processes.is_empty() {
             Plan::new(self.inner.name(), Vec::new())
@@ -279,6 +280,7 @@ mod tests {
             topology: topology::machine(spec).expect("spec"),
             processes: procs,
             others_busy: Default::default(),
+            others_taken: Default::default(),
         }
     }
 
@@ -313,6 +315,32 @@ mod tests {
                     "{name}: pid {} got {:?}",
                     pl.pid,
                     pl.cpus
+                );
+            }
+        }
+    }
+
+    /// A program numasched does not manage, pinned to node 0's CPUs: a load whose
+    /// memory is there must not be confined to them while node 1 idles (the kernel,
+    /// left alone, runs it there). Every policy but cmload, whose published rule keeps
+    /// a process with local memory on its node whatever the CPU load (Kang et al.).
+    #[test]
+    fn no_policy_confines_a_load_to_a_node_others_work_holds() {
+        let mut s = snap("2n:1l:2c:1t", vec![busy(10, 1.0, 0)]);
+        s.processes[0].current_cpus = vec![0].into();
+        s.processes[0].mpki = Some(10.0);
+        s.processes[0].numa_penalty = Some(1.3);
+        s.others_taken = vec![0, 1].into();
+        for name in crate::NAMES.iter().filter(|n| **n != "cmload") {
+            for pin in [Pin::Llc, Pin::Cpu] {
+                let plan = Granular::new(by_name(name).expect("policy"), pin).plan(&s);
+                let pl = planned(&plan, 10);
+                // Unconfined (the whole machine) is no harm either.
+                assert!(
+                    pl.cpus.iter().any(|&c| c >= 2),
+                    "{name} {pin}: {:?} ({})",
+                    pl.cpus,
+                    pl.reason
                 );
             }
         }

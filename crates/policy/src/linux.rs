@@ -24,7 +24,7 @@ impl Policy for Linux {
 
     fn plan(&self, snapshot: &Snapshot) -> Plan {
         let topo = &snapshot.topology;
-        let mut occ = Occupancy::new(topo);
+        let mut occ = Occupancy::for_snapshot(snapshot);
         let mut order: Vec<usize> = (0..snapshot.processes.len()).collect();
         order.sort_by_key(|&i| snapshot.processes[i].pid);
         let mut placements: Vec<Option<Placement>> = vec![None; order.len()];
@@ -131,7 +131,7 @@ pub fn balanced_schedules(snapshot: &Snapshot, limit: usize) -> BalancedSchedule
             p.allowed_cpus.is_none() && p.slots() == 1
         })
         .collect();
-    let mut occ = Occupancy::new(topo);
+    let mut occ = Occupancy::for_snapshot(snapshot);
     for (i, p) in snapshot.processes.iter().enumerate() {
         if !free.contains(&i) {
             let cpus: Vec<usize> = base.placements[i]

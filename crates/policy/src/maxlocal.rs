@@ -23,6 +23,7 @@ use crate::alloc::{self, AllowedMask, Occupancy};
 use crate::locality::remote_factor;
 use crate::Policy;
 use numasched_model::plan::{Placement, Plan};
+use numasched_model::plural::count;
 use numasched_model::snapshot::{Process, Snapshot};
 use numasched_model::topology::Topology;
 
@@ -131,7 +132,7 @@ pub fn place(snapshot: &Snapshot) -> Layout<'_> {
     });
     let mut layout = Layout {
         snapshot,
-        occ: Occupancy::new(topo),
+        occ: Occupancy::for_snapshot(snapshot),
         cpus: vec![Vec::new(); n],
         np: chars.iter().map(|c| c.numa_penalty).collect(),
         mpki: chars.iter().map(|c| c.mpki).collect(),
@@ -139,7 +140,9 @@ pub fn place(snapshot: &Snapshot) -> Layout<'_> {
         why: vec![String::new(); n],
     };
     let mut pressure = vec![0.0; topo.llcs().len()];
-    let demand: usize = snapshot.processes.iter().map(|p| p.slots()).sum();
+    // Others' work the kernel cannot move competes for CPUs like a busy thread.
+    let demand: usize =
+        snapshot.processes.iter().map(|p| p.slots()).sum::<usize>() + snapshot.others_taken.len();
     // Fallback orders are per home node, not per process: sort them once.
     let orders: Vec<Vec<usize>> = (0..topo.nodes().len())
         .map(|h| topo.nodes_by_distance(h))
@@ -182,7 +185,12 @@ pub fn place(snapshot: &Snapshot) -> Layout<'_> {
 /// Why the maximum-local step chose what it chose (node indices); formatted once.
 enum Why {
     Local(usize),
-    Nearest { home: usize, node: usize },
+    Nearest {
+        home: usize,
+        node: usize,
+        /// CPUs of the home node others' work holds.
+        others: usize,
+    },
     NoMemory(usize),
     Spread,
     TimeShare(usize),
@@ -194,12 +202,13 @@ impl Why {
         let id = |ni: usize| topo.nodes()[ni].id;
         let _ = match *self {
             Why::Local(n) => write!(out, "local on home node {}", id(n)),
-            Why::Nearest { home, node } => write!(
-                out,
-                "home node {} full, nearest node with room is {}",
-                id(home),
-                id(node)
-            ),
+            Why::Nearest { home, node, others } => {
+                let _ = write!(out, "home node {} full", id(home));
+                if others > 0 {
+                    let _ = write!(out, " ({} of others' work)", count(others, "CPU"));
+                }
+                write!(out, ", nearest node with room is {}", id(node))
+            }
             Why::NoMemory(n) => write!(out, "no memory yet, node {} has most room", id(n)),
             Why::Spread => write!(out, "spread over the nearest nodes with free CPUs"),
             Why::TimeShare(n) => write!(out, "no free CPU, time-shares on node {}", id(n)),
@@ -237,7 +246,16 @@ fn place_one(
     };
     let label = |ni: usize| match home {
         Some((h, _)) if h == ni => Why::Local(ni),
-        Some((h, _)) => Why::Nearest { home: h, node: ni },
+        Some((h, _)) => Why::Nearest {
+            home: h,
+            node: ni,
+            others: layout
+                .snapshot
+                .others_taken
+                .iter()
+                .filter(|&&c| topo.cpu(c).is_some_and(|c| c.node == h))
+                .count(),
+        },
         None => Why::NoMemory(ni),
     };
     // 1. A node with enough free CPUs, nearest first.
@@ -492,6 +510,7 @@ mod tests {
                 proc_on(3, "c", 4, 1.0, 1.0),
             ],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = MaxLocal.plan(&s);
         assert!(plan.placements.iter().all(|p| p.nodes == vec![4]));
@@ -501,6 +520,28 @@ mod tests {
             llc(plan.placements[0].cpus[0]),
             llc(plan.placements[1].cpus[0])
         );
+    }
+
+    /// A node whose CPUs others' work holds (an unmanaged program pinned there) is no
+    /// room: confined to it, a load would share its CPUs, where the kernel left alone
+    /// runs it on the idle node.
+    #[test]
+    fn a_home_node_held_by_others_work_is_full() {
+        let mut s = nehalem_workload(&["mcf"], "0");
+        s.others_taken = vec![0, 1, 2, 3].into();
+        let plan = MaxLocal.plan(&s);
+        assert_eq!(plan.placements[0].nodes, vec![1], "{plan:?}");
+        assert!(
+            plan.placements[0].reason.starts_with(
+                "home node 0 full (4 CPUs of others' work), nearest node with room is 1"
+            ),
+            "{}",
+            plan.placements[0].reason
+        );
+        // One CPU of the node left: room for it at home.
+        s.others_taken = vec![0, 1, 2].into();
+        let plan = MaxLocal.plan(&s);
+        assert_eq!(plan.placements[0].cpus, [3]);
     }
 
     #[test]
@@ -513,6 +554,7 @@ mod tests {
             topology: topo,
             processes: vec![p],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = MaxLocal.plan(&s);
         assert_eq!(plan.placements[0].cpus.len(), 6);
@@ -539,6 +581,7 @@ mod tests {
             topology: topo,
             processes,
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = MaxLocal.plan(&s);
         assert_eq!(

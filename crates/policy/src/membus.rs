@@ -140,7 +140,7 @@ impl Policy for MemBus {
 
     fn plan(&self, snapshot: &Snapshot) -> Plan {
         let topo = &snapshot.topology;
-        let mut occ = Occupancy::new(topo);
+        let mut occ = Occupancy::for_snapshot(snapshot);
         let mut state = BusState {
             highs: vec![0.0; topo.llcs().len()],
             bw: vec![0.0; topo.llcs().len()],
@@ -299,6 +299,7 @@ mod tests {
             topology: topology::machine("xeon-e5345").unwrap(),
             processes: procs,
             others_busy: Default::default(),
+            others_taken: Default::default(),
         }
     }
 
@@ -520,6 +521,7 @@ mod tests {
             topology: t,
             processes: procs,
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = MemBus::default().plan(&s);
         // The first two get node 1's two dies; the others spill to node 0's dies

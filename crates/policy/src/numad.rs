@@ -112,6 +112,10 @@ impl NodeState {
                 st.cpu_free[ni] -= cpu;
             }
         }
+        // numad reads each node's idle time, so others' work is no spare CPU to it.
+        for c in snapshot.others_taken.iter().filter_map(|&c| topo.cpu(c)) {
+            st.cpu_free[c.node] -= 1.0;
+        }
         for v in st.mem_free.iter_mut().chain(st.cpu_free.iter_mut()) {
             *v = v.max(0.0);
         }
@@ -700,6 +704,7 @@ mod tests {
             topology: t,
             processes: vec![small, idle],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         for pl in &plan.placements {
@@ -719,6 +724,7 @@ mod tests {
             topology: t,
             processes: vec![small, big],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert!(plan.placements[0].cpus.is_empty());
@@ -760,6 +766,7 @@ mod tests {
             topology: t,
             processes: vec![a, c],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         // Raw spare resources favour node 1 on both counts...
         let st = NodeState::new(&s);
@@ -791,6 +798,7 @@ mod tests {
             topology: t,
             processes: vec![a],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert_eq!(plan.placements[0].nodes, vec![0]);
@@ -816,6 +824,7 @@ mod tests {
             topology: three_in_a_row(),
             processes: vec![p],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert_eq!(plan.placements[0].nodes, vec![0, 1], "{plan:#?}");
@@ -841,6 +850,7 @@ mod tests {
             topology: t,
             processes: vec![p, other],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert_eq!(plan.placements[0].nodes, vec![3]);
@@ -854,6 +864,7 @@ mod tests {
             topology: topology::machine("1n:1l:4c:1t").unwrap(),
             processes: vec![proc_at(1, 2.0, &[(0, 2 * GIB)])],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert!(plan.placements[0].cpus.is_empty());

@@ -206,7 +206,7 @@ impl<'s> Space<'s> {
     /// process on the least loaded allowed CPU of its LLC.
     fn plan(&self, assign: &[usize]) -> Plan {
         let topo = &self.snapshot.topology;
-        let mut occ = Occupancy::new(topo);
+        let mut occ = Occupancy::for_snapshot(self.snapshot);
         let mut plan = self.fixed.clone();
         for (i, p) in self.snapshot.processes.iter().enumerate() {
             if !self.movable.contains(&i) {

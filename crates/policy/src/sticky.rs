@@ -148,6 +148,7 @@ mod tests {
             topology: topology::machine("2n:1l:2c:1t").expect("spec"),
             processes: procs,
             others_busy: Default::default(),
+            others_taken: Default::default(),
         }
     }
 
@@ -221,6 +222,7 @@ mod tests {
             topology: topology::machine("1n:1l:2c:2t").expect("spec"),
             processes: vec![at(10, &[2]), at(11, &[0])],
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         let core = |c: u32| smt.topology.cpu(c).map(|cpu| cpu.core);
         assert_eq!(core(0), core(2), "CPUs 0 and 2 are one core's threads");

@@ -486,6 +486,50 @@ scenario_pinned() {
   if [ -z "$why" ]; then echo "PASS pinned"; else echo "FAIL pinned:$why"; fi
 }
 
+# othersnode: node 0's CPUs run cpu loads an administrator pinned there (`taskset`),
+# which numasched does not manage; a load with its memory on node 0 must not be
+# confined beside them, but run on another node, as the kernel alone runs it, and the
+# daemon must say why. (Until others' work was counted per cache, every policy saw
+# node 0 as free and pinned the load there to share its CPUs.)
+scenario_othersnode() {
+  local why="" c h hogs="" pid have got i
+  eval "home=\$CPUS_0"
+  : >/tmp/hogs.cpu
+  for c in $home; do
+    h=$(start_cpu 120 "/usr/bin/taskset -c $c")
+    hogs="$hogs $h"
+    echo "$h $c" >>/tmp/hogs.cpu
+  done
+  pid=$(start_stream 0 64 120)
+  wait_touched "$pid" 64 || { echo "FAIL othersnode: load never touched its 64M"; stop_pids $pid $hogs; return; }
+  sleep 1   # CPU history for the load's profile of demand
+  say "unmanaged, the kernel runs load $pid's threads on CPUs $(for t in /proc/$pid/task/*; do awk '{ sub(/^.*\) /, ""); printf "%s ", $37 }' "$t/stat"; done)"
+  start_daemon --include-comm nsload --db "$PROFILE_DB"
+  [ -S "$SOCK" ] || { echo "FAIL othersnode: daemon did not open $SOCK: $(tail -n 3 $DAEMON_LOG)"; stop_pids $pid $hogs; return; }
+  i=0
+  while [ $i -lt 40 ] && [ "$(affinity "$pid")" = "$(all_cpus)" ]; do sleep 0.25; i=$((i + 1)); done
+  sleep 2   # a few more epochs: the placement must also stay
+  have=$(affinity "$pid")
+  got=$(nodes_of_cpus "$have")
+  say "load $pid (memory on node 0, pinned cpu loads on [$home]): affinity [$have] (node $got)"
+  if [ "$have" = "$(all_cpus)" ]; then
+    why="$why the daemon never placed the load;"
+  else
+    case " $got " in *" 0 "*) why="$why load $pid runs on [$have], beside the work pinned to node 0 [$home];" ;; esac
+  fi
+  grep "pid $pid affinity" "$DAEMON_LOG" | tail -n 1 | grep -q "home node 0 full ([0-9]* CPUs* of others' work)" ||
+    why="$why the daemon did not say node 0 was full of others' work;"
+  while read -r h c; do
+    [ "$(affinity "$h")" = "$c" ] || why="$why pinned cpu load $h moved to [$(affinity "$h")];"
+  done </tmp/hogs.cpu
+  stop_daemon || why="$why daemon did not stop;"
+  stop_pids $pid $hogs
+  if [ -z "$why" ]; then echo "PASS othersnode"; else
+    grep -E "affinity|re-planned" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 12 | sed 's/^/    /'
+    echo "FAIL othersnode:$why"
+  fi
+}
+
 # ---------------------------------------------------------------- migration case
 # One memory-bound load with its memory bound to node $MIGRATE_HOME, whose CPUs are all
 # taken by cpu loads an administrator pinned there: the load cannot run locally. A

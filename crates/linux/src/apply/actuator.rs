@@ -1054,6 +1054,7 @@ mod tests {
                 })
                 .collect(),
             others_busy: Default::default(),
+            others_taken: Default::default(),
         }
     }
 
@@ -1373,6 +1374,7 @@ mod tests {
             topology: topology::machine("1n:1l:3c:1t").unwrap(),
             processes: snap(&[100]).processes,
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         a.apply(&plan(&[(100, &[0, 1])]), &s);
         assert_eq!(a.kernel().affinity_of(100, 102), Some(vec![0, 1].into()));
@@ -1422,6 +1424,7 @@ mod tests {
             topology: topology::machine("1n:1l:3c:1t").unwrap(),
             processes: snap(&[100]).processes,
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         a.apply(&plan(&[(100, &[0, 1])]), &s);
         a.kernel()
@@ -1452,6 +1455,7 @@ mod tests {
             topology: topology::machine("1n:1l:3c:1t").unwrap(),
             processes: snap(&[100]).processes,
             others_busy: Default::default(),
+            others_taken: Default::default(),
         };
         a.apply(&plan(&[(100, &[0])]), &s);
         a.kernel()

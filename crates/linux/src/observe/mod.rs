@@ -55,6 +55,7 @@ pub mod error;
 #[cfg(any(test, feature = "testing"))]
 pub mod fakeproc;
 pub mod numa_maps;
+pub mod others;
 pub mod pids;
 pub mod printable;
 pub mod proc;

@@ -14,6 +14,7 @@ use std::path::Path;
 use super::cache::{Cache, Cached, Changed, Entry, Tally};
 use super::cpu_time::{others_busy, CpuTimes, MIN_TICKS};
 use super::error::ObserveError;
+use super::others::{others_taken, Basis, Span};
 use super::pids::PidLister;
 use super::proc::{assemble, read_stat_by_path, ProcDir, ProcInfo, Stat};
 use super::scan_config::ScanConfig;
@@ -121,6 +122,8 @@ pub struct Scanner {
     /// each, and what was last found.
     previous_cpu_times: Option<CpuTimes>,
     last_others: BTreeMap<CpuId, f64>,
+    /// The CPUs others' work held at the last reading.
+    last_taken: CpuSet,
     /// An unreadable `/proc/stat` was reported (once: it is no process's problem).
     cpu_times_reported: bool,
     /// Passes so far: the clock the cache's ages are counted on.
@@ -161,6 +164,7 @@ impl Scanner {
             previous_uptime: None,
             previous_cpu_times: None,
             last_others: BTreeMap::new(),
+            last_taken: CpuSet::new(),
             cpu_times_reported: false,
             pass: 0,
         }
@@ -200,6 +204,22 @@ impl Scanner {
     /// One pass. Fails only if the procfs root itself cannot be read.
     pub fn scan(&mut self, topology: &Topology) -> Result<Observation, ObserveError> {
         let root = &self.config.proc_root;
+        if self.pass == 0 && !self.config.first_cpu_span.is_zero() {
+            if let Ok(t) = CpuTimes::read(root) {
+                // Until the CPUs' clocks moved enough to read a share: a CPU's ticks
+                // can lag the wall clock (a virtual machine's vCPU waiting for a host
+                // core), up to four spans. Clocks that did not move at all are no
+                // clocks (a file that does not change): no more waiting for them.
+                for _ in 0..4 {
+                    std::thread::sleep(self.config.first_cpu_span);
+                    let moved = CpuTimes::read(root).map_or(0, |now| now.ticks_since(&t));
+                    if moved >= MIN_TICKS || moved == 0 {
+                        break;
+                    }
+                }
+                self.previous_cpu_times = Some(t);
+            }
+        }
         let uptime = read_uptime(root)?;
         let cpu_times = CpuTimes::read(root);
         let pids = self.lister.pids()?;
@@ -255,24 +275,42 @@ impl Scanner {
                     .is_some_and(|before| now.ticks_since(before) < MIN_TICKS) =>
             {
                 obs.snapshot.others_busy = self.last_others.clone();
+                obs.snapshot.others_taken = self.last_taken.clone();
             }
             Ok(now) => {
                 if let Some(before) = &self.previous_cpu_times {
                     let machine = topology.all_cpus();
-                    let spans = obs.snapshot.processes.iter().map(|p| {
-                        let info = obs.details.get(&p.key());
-                        let allowed = info.and_then(|i| i.cpus_allowed.as_ref());
-                        let cpus = match allowed {
-                            Some(a) => a.intersection(&machine),
-                            None => machine.clone(),
-                        };
-                        // Its waited-for children ran in the set it gave them:
-                        // theirs, counted as others', would crowd its own CPU.
-                        let children = info.map_or(0.0, |i| i.children_demand);
-                        (p.cpu_demand + children, cpus)
-                    });
-                    self.last_others = others_busy(&now.busy_since(before), spans);
+                    let spans: Vec<Span> = obs
+                        .snapshot
+                        .processes
+                        .iter()
+                        .map(|p| {
+                            let info = obs.details.get(&p.key());
+                            let allowed = info.and_then(|i| i.cpus_allowed.as_ref());
+                            let cpus = match allowed {
+                                Some(a) => a.intersection(&machine),
+                                None => machine.clone(),
+                            };
+                            // Its waited-for children ran in the set it gave them:
+                            // theirs, counted as others', would crowd its own CPU.
+                            let children = info.map_or(0.0, |i| i.children_demand);
+                            Span {
+                                demand: p.cpu_demand + children,
+                                cpus,
+                                ran_on: p.current_cpus.clone(),
+                            }
+                        })
+                        .collect();
+                    let busy = now.busy_since(before);
+                    self.last_others =
+                        others_busy(&busy, spans.iter().map(|s| (s.demand, s.cpus.clone())));
+                    let over = match basis {
+                        DemandBasis::Interval(_) => Basis::Epoch,
+                        DemandBasis::Lifetime => Basis::Lifetime,
+                    };
+                    self.last_taken = others_taken(topology, &busy, &spans, over);
                     obs.snapshot.others_busy = self.last_others.clone();
+                    obs.snapshot.others_taken = self.last_taken.clone();
                 }
                 self.previous_cpu_times = Some(now);
             }
@@ -280,6 +318,7 @@ impl Scanner {
                 // Planning goes on as if every CPU were free of others' work.
                 self.previous_cpu_times = None;
                 self.last_others.clear();
+                self.last_taken = CpuSet::new();
                 if !std::mem::replace(&mut self.cpu_times_reported, true) {
                     obs.problems.push(e);
                 }
@@ -540,6 +579,7 @@ fn empty_observation(topology: &Topology, uptime: f64, basis: DemandBasis) -> Ob
             topology: topology.clone(),
             processes: Vec::new(),
             others_busy: Default::default(),
+            others_taken: Default::default(),
         },
         details: HashMap::new(),
         problems: Vec::new(),

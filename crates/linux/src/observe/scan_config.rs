@@ -60,6 +60,14 @@ pub struct ScanConfig {
     /// pid is taken for the old process until its next stat read (the apply layer
     /// checks identity before every change).
     pub idle_stat_max_every: u32,
+    /// How long the first pass samples `/proc/stat` before it reads the processes, so
+    /// that the first plan already sees which CPUs others' work holds (a daemon started
+    /// beside a program pinned to a node placed a load there, then could not tell its
+    /// own share from the program's). Default 0.12 s, just over [`MIN_TICKS`] at
+    /// USER_HZ 100; 0 skips it (the first plan then counts every CPU as room).
+    ///
+    /// [`MIN_TICKS`]: super::cpu_time::MIN_TICKS
+    pub first_cpu_span: std::time::Duration,
 }
 
 impl Default for ScanConfig {
@@ -75,6 +83,7 @@ impl Default for ScanConfig {
             numa_maps_rss_change_pct: 10,
             idle_age_factor: 6,
             idle_stat_max_every: 8,
+            first_cpu_span: std::time::Duration::from_millis(120),
         }
     }
 }

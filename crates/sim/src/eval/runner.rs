@@ -663,6 +663,7 @@ mod tests {
                 topology,
                 processes,
                 others_busy: Default::default(),
+                others_taken: Default::default(),
             },
         }
     }

@@ -92,6 +92,7 @@ fn run_slice(model: &TimeModel, snapshot: &Snapshot, slice: &[(usize, CpuId)]) -
             .map(|&(task, _)| snapshot.processes[task].clone())
             .collect(),
         others_busy: Default::default(),
+        others_taken: Default::default(),
     };
     let placements = slice
         .iter()
@@ -146,6 +147,7 @@ mod tests {
             topology,
             processes,
             others_busy: Default::default(),
+            others_taken: Default::default(),
         }
     }
 

@@ -567,6 +567,7 @@ pub fn case_at(
             topology: topo.clone(),
             processes,
             others_busy: Default::default(),
+            others_taken: Default::default(),
         },
     })
 }
