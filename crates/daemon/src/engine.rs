@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::jobs::{Confined, Jobs};
 use super::need::{Need, Needs, Reading};
+use super::queued::Narrowed;
 use super::recovery::{JournalFile, RecoveryError};
 use super::select::{self, Managed, Selector, Tree};
 use super::stabilise::stabilise;
@@ -116,6 +117,9 @@ pub struct Engine<K: Kernel> {
     /// the snapshot holds the planning demand, which counts waiting and the recent
     /// peak).
     loads: HashMap<ProcessKey, Load>,
+    /// The set numasched had given each process at the last epoch: a run-queue delay
+    /// is judged only over an epoch spent wholly in the set it is judged for.
+    last_sets: HashMap<ProcessKey, CpuSet>,
     /// Harms seen while releasing processes this epoch (their CPUs are free now).
     freed: Vec<String>,
     /// The longest epoch the caller reported ([`Engine::took`]).
@@ -163,6 +167,7 @@ impl<K: Kernel> Engine<K> {
             last_plan: HashMap::new(),
             needs: Needs::default(),
             loads: HashMap::new(),
+            last_sets: HashMap::new(),
             freed: Vec::new(),
             max_epoch_ms: 0.0,
             journal_file: stages.journal_file,
@@ -278,6 +283,7 @@ impl<K: Kernel> Engine<K> {
         super::pins::unpin_own(&mut obs.snapshot, &self.daemons_journal);
         let mut urgent = std::mem::take(&mut self.freed);
         urgent.extend(self.size(&mut obs, now));
+        obs.snapshot.others_taken = self.held_by_queues(&obs.snapshot);
         // After unpinning (a job's allocation is a limit numasched did not set) and
         // sizing (an outsider is kept off jobs' CPUs only if the rest can hold it).
         if let Some(jobs) = self.jobs.clone() {
@@ -325,6 +331,34 @@ impl<K: Kernel> Engine<K> {
         self.last_seen = std::mem::take(&mut obs.snapshot.processes);
         self.last_chars = chars;
         Ok(rep)
+    }
+
+    /// The scan's estimate of the CPUs others' work holds, with what the run queues of
+    /// the processes numasched confined show (see [`super::queued`]).
+    fn held_by_queues(&mut self, snapshot: &Snapshot) -> CpuSet {
+        let machine = self.topology.num_cpus();
+        let mut narrowed = Vec::new();
+        let mut sets = HashMap::new();
+        for p in &snapshot.processes {
+            let key = p.key();
+            let Some(set) = self.records.get(&key).and_then(|r| r.applied.as_ref()) else {
+                continue;
+            };
+            sets.insert(key, set.clone());
+            let may_use = p.allowed_cpus.as_ref().map_or(machine, |a| a.len());
+            let settled = self.last_sets.get(&key) == Some(set);
+            if let (true, true, Some(load)) = (settled, set.len() < may_use, self.loads.get(&key)) {
+                narrowed.push(Narrowed {
+                    set: set.clone(),
+                    used: load.used,
+                    waiting: load.waiting,
+                    slots: p.slots(),
+                    numa_penalty: p.character().numa_penalty,
+                });
+            }
+        }
+        self.last_sets = sets;
+        super::queued::held(&self.topology, &snapshot.others_taken, &narrowed)
     }
 
     /// Sizes every managed process from its recent peak demand and, where numasched

@@ -34,6 +34,7 @@ pub mod nodes;
 pub mod paths;
 pub mod pins;
 pub mod privileges;
+pub mod queued;
 pub mod recovery;
 pub mod select;
 pub mod service;

@@ -486,6 +486,23 @@ scenario_pinned() {
   if [ -z "$why" ]; then echo "PASS pinned"; else echo "FAIL pinned:$why"; fi
 }
 
+# The end of the others' work scenarios: the pinned cpu loads listed in /tmp/hogs.cpu
+# must have kept their CPUs; stops the daemon and the loads; PASS or FAIL scenario $1
+# with the reasons $2 (the daemon's last decisions printed on failure).
+others_end() {
+  local name=$1 why=$2 h c
+  shift 2
+  while read -r h c; do
+    [ "$(affinity "$h")" = "$c" ] || why="$why pinned cpu load $h moved to [$(affinity "$h")];"
+  done </tmp/hogs.cpu
+  stop_daemon || why="$why daemon did not stop;"
+  stop_pids "$@"
+  if [ -z "$why" ]; then echo "PASS $name"; else
+    grep -E "affinity|re-planned" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 12 | sed 's/^/    /'
+    echo "FAIL $name:$why"
+  fi
+}
+
 # othersnode: node 0's CPUs run cpu loads an administrator pinned there (`taskset`),
 # which numasched does not manage; a load with its memory on node 0 must not be
 # confined beside them, but run on another node, as the kernel alone runs it, and the
@@ -519,15 +536,43 @@ scenario_othersnode() {
   fi
   grep "pid $pid affinity" "$DAEMON_LOG" | tail -n 1 | grep -q "home node 0 full ([0-9]* CPUs* of others' work)" ||
     why="$why the daemon did not say node 0 was full of others' work;"
-  while read -r h c; do
-    [ "$(affinity "$h")" = "$c" ] || why="$why pinned cpu load $h moved to [$(affinity "$h")];"
-  done </tmp/hogs.cpu
-  stop_daemon || why="$why daemon did not stop;"
-  stop_pids $pid $hogs
-  if [ -z "$why" ]; then echo "PASS othersnode"; else
-    grep -E "affinity|re-planned" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 12 | sed 's/^/    /'
-    echo "FAIL othersnode:$why"
-  fi
+  others_end othersnode "$why" $pid $hogs
+}
+
+# othersarrive: the same work arrives after the daemon confined the load to node 0
+# (two cpu loads pinned to each of node 0's CPUs, so the load would run a third of the
+# time there). Every CPU there reads busy and the load's own share hides the queue, so
+# only its run-queue delay shows it: the daemon must move it off node 0 within 15 s.
+scenario_othersarrive() {
+  local why="" c h hogs="" pid have got i
+  eval "home=\$CPUS_0"
+  pid=$(start_stream 0 64 120)
+  wait_touched "$pid" 64 || { echo "FAIL othersarrive: load never touched its 64M"; stop_pids $pid; return; }
+  start_daemon --include-comm nsload --db "$PROFILE_DB"
+  [ -S "$SOCK" ] || { echo "FAIL othersarrive: daemon did not open $SOCK: $(tail -n 3 $DAEMON_LOG)"; stop_pids $pid; return; }
+  i=0
+  while [ $i -lt 40 ] && [ "$(nodes_of_cpus "$(affinity "$pid")")" != 0 ]; do sleep 0.25; i=$((i + 1)); done
+  have=$(affinity "$pid")
+  say "load $pid (memory on node 0), alone: affinity [$have]"
+  [ "$(nodes_of_cpus "$have")" = 0 ] || { echo "FAIL othersarrive: the daemon did not confine the load to node 0 first ([$have])"; stop_daemon; stop_pids $pid; return; }
+  : >/tmp/hogs.cpu
+  for c in $home $home; do
+    h=$(start_cpu 120 "/usr/bin/taskset -c $c")
+    hogs="$hogs $h"
+    echo "$h $c" >>/tmp/hogs.cpu
+  done
+  i=0
+  while [ $i -lt 60 ]; do
+    got=$(nodes_of_cpus "$(affinity "$pid")")
+    case " $got " in *" 0 "*) ;; *) break ;; esac
+    sleep 0.25; i=$((i + 1))
+  done
+  sleep 2   # a few more epochs: it must stay away
+  have=$(affinity "$pid")
+  got=$(nodes_of_cpus "$have")
+  say "two cpu loads pinned to each of [$home] arrived: load $pid on [$have] (node $got) after $(awk -v i=$i 'BEGIN { printf "%.1f", i / 4 }') s"
+  case " $got " in *" 0 "*) why="$why load $pid still runs on [$have], queueing behind the work pinned to node 0 [$home];" ;; esac
+  others_end othersarrive "$why" $pid $hogs
 }
 
 # ---------------------------------------------------------------- migration case

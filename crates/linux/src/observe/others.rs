@@ -29,9 +29,8 @@
 //!
 //! What it cannot see: others' work that arrives on a node a managed process is
 //! confined to, while the process still runs there. The CPUs are then shared, each
-//! busy, and the process's own share hides how many threads queue behind it; only a
-//! program that holds the node's CPUs outright leaves the process an estimate of
-//! less than one free CPU.
+//! busy, and the process's own share hides how many threads queue behind it. Its
+//! run-queue delay shows it, which the daemon reads (`numasched_daemon::queued`).
 
 use std::collections::BTreeMap;
 
@@ -72,6 +71,7 @@ pub fn others_taken(
     busy: &BTreeMap<CpuId, f64>,
     spans: &[Span],
     basis: Basis,
+    before: &CpuSet,
 ) -> CpuSet {
     if topo.llcs().len() < 2 {
         return CpuSet::new();
@@ -117,7 +117,19 @@ pub fn others_taken(
             .filter_map(|c| Some((*c, *left.get(c)?)))
             .collect();
         let excess: f64 = here.iter().map(|(_, e)| e.max(0.0)).sum();
-        let n = ((excess + 1.0 - A_CPU).floor() as usize).min(here.len());
+        // With hysteresis: a count rises at A_CPU above it and falls at half a CPU
+        // below it, so work that hovers at the edge does not re-plan every epoch.
+        let was = llc.cpus.iter().filter(|c| before.contains(**c)).count();
+        let up = (excess + 1.0 - A_CPU).floor() as usize;
+        let down = (excess + 0.5).floor() as usize;
+        let n = if up > was {
+            up
+        } else if down < was {
+            down
+        } else {
+            was
+        }
+        .min(here.len());
         here.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         for (c, _) in here.into_iter().take(n) {
             taken.insert(c);
@@ -166,19 +178,31 @@ mod tests {
         let t = topology::machine("2n:1l:4c:1t").expect("spec");
         let b = busy(&[1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]);
         let all: Vec<CpuId> = (0..8).collect();
-        let taken = others_taken(&t, &b, &[span(1.0, &all, &[4])], Basis::Epoch);
+        let taken = others_taken(
+            &t,
+            &b,
+            &[span(1.0, &all, &[4])],
+            Basis::Epoch,
+            &CpuSet::new(),
+        );
         assert_eq!(taken, [0, 1, 2, 3]);
         // Its lifetime average (a first pass) above what its CPU ran in the sample:
         // the rest is put on its own cache, not on the pinned work's.
         let both = busy(&[1.0, 1.0, 1.0, 1.0, 0.7, 0.3, 0.0, 0.0]);
         let first = [span(1.6, &all, &[4, 5])];
         assert_eq!(
-            others_taken(&t, &both, &first, Basis::Lifetime),
+            others_taken(&t, &both, &first, Basis::Lifetime, &CpuSet::new()),
             [0, 1, 2, 3]
         );
         // Its last CPU unknown (stale or unread), the rest of the estimate still
         // leaves node 1 with room for it.
-        let taken = others_taken(&t, &b, &[span(1.0, &all, &[])], Basis::Epoch);
+        let taken = others_taken(
+            &t,
+            &b,
+            &[span(1.0, &all, &[])],
+            Basis::Epoch,
+            &CpuSet::new(),
+        );
         assert_eq!(taken.intersection(&CpuSet::from(vec![4, 5, 6, 7])).len(), 1);
         assert_eq!(taken.intersection(&CpuSet::from(vec![0, 1, 2, 3])).len(), 3);
     }
@@ -189,7 +213,13 @@ mod tests {
     fn a_load_sharing_a_node_with_pinned_work_finds_it_taken() {
         let t = topology::machine("2n:1l:4c:1t").expect("spec");
         let b = busy(&[1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
-        let taken = others_taken(&t, &b, &[span(0.8, &[0, 1, 2, 3], &[2])], Basis::Epoch);
+        let taken = others_taken(
+            &t,
+            &b,
+            &[span(0.8, &[0, 1, 2, 3], &[2])],
+            Basis::Epoch,
+            &CpuSet::new(),
+        );
         assert_eq!(taken.len(), 3, "3.2 CPUs' worth is others': {taken}");
         assert!(!taken.contains(2), "{taken}");
     }
@@ -200,26 +230,61 @@ mod tests {
         // Two managed loads, one pinned, one free and sampled on the wrong CPU.
         let b = busy(&[1.0, 0.0, 1.0, 0.0]);
         let spans = [span(1.0, &[0], &[0]), span(1.0, &[0, 1, 2, 3], &[1])];
-        assert!(others_taken(&t, &b, &spans, Basis::Epoch).is_empty());
-        assert!(others_taken(&t, &BTreeMap::new(), &spans, Basis::Epoch).is_empty());
+        assert!(others_taken(&t, &b, &spans, Basis::Epoch, &CpuSet::new()).is_empty());
+        assert!(
+            others_taken(&t, &BTreeMap::new(), &spans, Basis::Epoch, &CpuSet::new()).is_empty()
+        );
     }
 
     #[test]
     fn three_quarters_of_a_cpu_is_a_cpu_and_a_crumb_is_none() {
         let t = topology::machine("2n:1l:2c:1t").expect("spec");
         let spread = busy(&[0.7, 0.7, 0.1, 0.1]);
-        assert_eq!(others_taken(&t, &spread, &[], Basis::Epoch), [0]);
+        assert_eq!(
+            others_taken(&t, &spread, &[], Basis::Epoch, &CpuSet::new()),
+            [0]
+        );
         let crumbs = busy(&[0.35, 0.35, 0.0, 0.0]);
-        assert!(others_taken(&t, &crumbs, &[], Basis::Epoch).is_empty());
+        assert!(others_taken(&t, &crumbs, &[], Basis::Epoch, &CpuSet::new()).is_empty());
         let most = busy(&[0.45, 0.35, 0.0, 0.0]);
-        assert_eq!(others_taken(&t, &most, &[], Basis::Epoch), [0]);
+        assert_eq!(
+            others_taken(&t, &most, &[], Basis::Epoch, &CpuSet::new()),
+            [0]
+        );
+    }
+
+    #[test]
+    fn a_count_rises_at_three_quarters_and_falls_below_a_half() {
+        let t = topology::machine("2n:1l:2c:1t").expect("spec");
+        let at = |x: f64, before: &[CpuId]| {
+            others_taken(
+                &t,
+                &busy(&[x, 0.0, 0.0, 0.0]),
+                &[],
+                Basis::Epoch,
+                &CpuSet::from(before),
+            )
+            .len()
+        };
+        assert_eq!(at(0.6, &[]), 0);
+        assert_eq!(at(0.8, &[]), 1);
+        assert_eq!(at(0.6, &[1]), 1, "held while it hovers");
+        assert_eq!(at(0.4, &[1]), 0);
+        assert_eq!(at(0.4, &[2]), 0, "another cache's count is not this one's");
     }
 
     #[test]
     fn with_one_cache_there_is_no_other_place_and_nothing_is_taken() {
         let t = topology::machine("1n:1l:2c:1t").expect("spec");
         let b = busy(&[1.0, 1.0]);
-        assert!(others_taken(&t, &b, &[span(1.0, &[0, 1], &[1])], Basis::Epoch).is_empty());
+        assert!(others_taken(
+            &t,
+            &b,
+            &[span(1.0, &[0, 1], &[1])],
+            Basis::Epoch,
+            &CpuSet::new()
+        )
+        .is_empty());
     }
 
     #[test]
@@ -227,6 +292,9 @@ mod tests {
         let t = topology::machine("2n:1l:2c:1t").expect("spec");
         let mut b = busy(&[1.0, 1.0, 0.0, 0.0]);
         b.remove(&3);
-        assert_eq!(others_taken(&t, &b, &[], Basis::Epoch), [0, 1]);
+        assert_eq!(
+            others_taken(&t, &b, &[], Basis::Epoch, &CpuSet::new()),
+            [0, 1]
+        );
     }
 }

@@ -308,7 +308,7 @@ impl Scanner {
                         DemandBasis::Interval(_) => Basis::Epoch,
                         DemandBasis::Lifetime => Basis::Lifetime,
                     };
-                    self.last_taken = others_taken(topology, &busy, &spans, over);
+                    self.last_taken = others_taken(topology, &busy, &spans, over, &self.last_taken);
                     obs.snapshot.others_busy = self.last_others.clone();
                     obs.snapshot.others_taken = self.last_taken.clone();
                 }
