@@ -25,12 +25,13 @@ pub struct Snapshot {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub others_busy: BTreeMap<CpuId, f64>,
     /// CPUs others' work holds, as the policies count room when they choose a node or
-    /// a cache: per LLC, as many CPUs as the CPUs' worth of others' work there above
-    /// the machine's least (rounded), the busiest first. `others_busy` is a lower bound
+    /// a cache: per LLC, as many CPUs as the CPUs' worth of others' work there
+    /// (rounded, with hysteresis), the busiest first, and the sets of confined
+    /// processes whose run-queue delay shows them held. `others_busy` is a lower bound
     /// per CPU, right for a hard pin inside a cache but blind to a node filled with
     /// pinned work beside a managed process free to run anywhere; this is the
-    /// estimate per cache. Work the kernel spreads evenly holds nothing: it would make
-    /// room. Empty where nothing measured it: every CPU is then room.
+    /// estimate per cache. Empty where nothing measured it (the simulator, a machine of
+    /// one LLC): every CPU is then room.
     #[serde(default, skip_serializing_if = "no_cpus")]
     pub others_taken: CpuSet,
 }

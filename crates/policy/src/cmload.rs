@@ -253,8 +253,8 @@ impl Policy for CmLoad {
             params: &self.params,
             loads: vec![CoreLoad::default(); topo.num_cpus()],
         };
-        // Others' work the kernel cannot move is CPU load like any process's (Kang's
-        // scheduler sees every task), though no memory load of the snapshot's.
+        // Others' work is CPU load like any process's (Kang's scheduler sees every
+        // task), though no memory load of the snapshot's.
         let others = Intensity { ci: 1.0, mi: 0.0 };
         for c in snapshot.others_taken.iter().filter_map(|&c| topo.cpu(c)) {
             st.charge(&[c.index], others, 1.0);

@@ -140,7 +140,7 @@ pub fn place(snapshot: &Snapshot) -> Layout<'_> {
         why: vec![String::new(); n],
     };
     let mut pressure = vec![0.0; topo.llcs().len()];
-    // Others' work the kernel cannot move competes for CPUs like a busy thread.
+    // Others' work competes for CPUs like a busy thread.
     let demand: usize =
         snapshot.processes.iter().map(|p| p.slots()).sum::<usize>() + snapshot.others_taken.len();
     // Fallback orders are per home node, not per process: sort them once.

@@ -204,22 +204,11 @@ impl Scanner {
     /// One pass. Fails only if the procfs root itself cannot be read.
     pub fn scan(&mut self, topology: &Topology) -> Result<Observation, ObserveError> {
         let root = &self.config.proc_root;
-        if self.pass == 0 && !self.config.first_cpu_span.is_zero() {
-            if let Ok(t) = CpuTimes::read(root) {
-                // Until the CPUs' clocks moved enough to read a share: a CPU's ticks
-                // can lag the wall clock (a virtual machine's vCPU waiting for a host
-                // core), up to four spans. Clocks that did not move at all are no
-                // clocks (a file that does not change): no more waiting for them.
-                for _ in 0..4 {
-                    std::thread::sleep(self.config.first_cpu_span);
-                    let moved = CpuTimes::read(root).map_or(0, |now| now.ticks_since(&t));
-                    if moved >= MIN_TICKS || moved == 0 {
-                        break;
-                    }
-                }
-                self.previous_cpu_times = Some(t);
-            }
-        }
+        // The first pass samples the CPUs' busy time across its reading of the
+        // processes (see `first_cpu_span`); every later pass, from the one before.
+        let first_sample = (self.pass == 0 && !self.config.first_cpu_span.is_zero())
+            .then(|| CpuTimes::read(root).ok())
+            .flatten();
         let uptime = read_uptime(root)?;
         let cpu_times = CpuTimes::read(root);
         let pids = self.lister.pids()?;
@@ -265,6 +254,26 @@ impl Scanner {
         // Whatever was not carried over exited (or was not seen): forgotten here.
         self.cache = next;
         self.previous_uptime = Some(uptime);
+        let cpu_times = match first_sample {
+            // After the processes were read, so that a sample taken at start does not
+            // age them (a load seconds old read a tick of CPU more and was sized as
+            // young, for all its threads): until the CPUs' clocks moved enough to read
+            // a share, as a vCPU's can lag the wall clock, up to four spans; clocks
+            // that did not move at all (a file that does not change) are no clocks.
+            Some(t) => {
+                let root = &self.config.proc_root;
+                for slept in 0..=4 {
+                    let moved = CpuTimes::read(root).map_or(0, |now| now.ticks_since(&t));
+                    if moved >= MIN_TICKS || (moved == 0 && slept > 0) || slept == 4 {
+                        break;
+                    }
+                    std::thread::sleep(self.config.first_cpu_span);
+                }
+                self.previous_cpu_times = Some(t);
+                CpuTimes::read(root)
+            }
+            None => cpu_times,
+        };
         match cpu_times {
             // Too short a span to read a share from (short epochs): the last reading
             // stands, and the next pass measures from the same start.

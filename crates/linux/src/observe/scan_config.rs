@@ -60,11 +60,12 @@ pub struct ScanConfig {
     /// pid is taken for the old process until its next stat read (the apply layer
     /// checks identity before every change).
     pub idle_stat_max_every: u32,
-    /// How long the first pass samples `/proc/stat` before it reads the processes, so
-    /// that the first plan already sees which CPUs others' work holds (a daemon started
-    /// beside a program pinned to a node placed a load there, then could not tell its
-    /// own share from the program's). Default 0.12 s, just over [`MIN_TICKS`] at
-    /// USER_HZ 100; 0 skips it (the first plan then counts every CPU as room).
+    /// How long the first pass waits, after reading the processes, for a sample of
+    /// `/proc/stat` taken before them to span [`MIN_TICKS`], so that the first plan
+    /// already sees which CPUs others' work holds (a daemon started beside a program
+    /// pinned to a node placed a load there, then could not tell its own share from
+    /// the program's). Default 0.12 s a step, up to 4 steps; 0 skips it (the first plan
+    /// then counts every CPU as room).
     ///
     /// [`MIN_TICKS`]: super::cpu_time::MIN_TICKS
     pub first_cpu_span: std::time::Duration,
