@@ -277,3 +277,104 @@ fn a_live_plan_refuses_a_profile_store_that_is_not_there() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(!dir.path().join("nope").exists(), "nothing created");
 }
+
+/// Issue 39: four busy programs nothing is known of (no counters, no profile), run on
+/// node 0 while all their memory is on idle node 1. Where the evidence is that plain,
+/// auto and maxlocal move them to node 1, at every `--pin`; `linux` changes nothing.
+/// numad binds each to one node with its memory there, one per scan as numad does (its
+/// plan is re-run with each move applied): the first to node 1, then, by numad's own
+/// score (free memory weighs 4 to free CPU's 1), the next to node 0 with its pages
+/// moved, as numad's bind does.
+#[test]
+fn without_counters_busy_loads_go_where_their_memory_is() {
+    const LOCALITY: &str = "examples/snapshots/locality-no-counters.json";
+    let node1: Vec<u64> = vec![4, 5, 6, 7];
+    for pin in ["llc", "node", "core", "cpu"] {
+        for policy in ["auto", "maxlocal", "numad"] {
+            let text = std::fs::read_to_string(LOCALITY).expect("snapshot");
+            let mut snap: serde_json::Value = serde_json::from_str(&text).expect("json");
+            let scans = if policy == "numad" { 4 } else { 1 };
+            // Per process, what the last scan that placed it said.
+            let mut placed: std::collections::BTreeMap<u64, serde_json::Value> = Default::default();
+            for _ in 0..scans {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let file = dir.path().join("s.json");
+                std::fs::write(&file, snap.to_string()).expect("write");
+                let path = file.to_str().expect("path");
+                let (code, out, err) = numasched(&[
+                    "plan",
+                    "--snapshot",
+                    path,
+                    "--policy",
+                    policy,
+                    "--pin",
+                    pin,
+                    "--json",
+                ]);
+                assert_eq!(code, 0, "{policy} {pin}: {err}");
+                let plan: serde_json::Value = serde_json::from_str(&out).expect("plan json");
+                let placements = plan["placements"].as_array().expect("placements");
+                // What a scan applied is where the process runs at the next one.
+                for (p, pl) in snap["processes"]
+                    .as_array_mut()
+                    .expect("processes")
+                    .iter_mut()
+                    .zip(placements)
+                {
+                    if !pl["cpus"].as_array().expect("cpus").is_empty() {
+                        p["current_cpus"] = pl["cpus"].clone();
+                        placed.insert(pl["pid"].as_u64().expect("pid"), pl.clone());
+                    }
+                }
+            }
+            assert_eq!(placed.len(), 4, "{policy} {pin}: {placed:?}");
+            for pl in placed.values() {
+                let cpus: Vec<u64> = pl["cpus"]
+                    .as_array()
+                    .expect("cpus")
+                    .iter()
+                    .filter_map(|c| c.as_u64())
+                    .collect();
+                let reason = pl["reason"].as_str().unwrap_or("");
+                if policy == "numad" {
+                    let node0 = [0, 1, 2, 3];
+                    assert!(
+                        cpus.iter().all(|c| node1.contains(c))
+                            || (cpus.iter().all(|c| node0.contains(c))
+                                && (reason.contains("moved there by this plan")
+                                    || reason.contains("of memory there"))),
+                        "numad --pin {pin}: pid {} planned {cpus:?}: {reason}",
+                        pl["pid"]
+                    );
+                    continue;
+                }
+                assert!(
+                    !cpus.is_empty() && cpus.iter().all(|c| node1.contains(c)),
+                    "{policy} --pin {pin}: pid {} planned {cpus:?}: {reason}",
+                    pl["pid"]
+                );
+                if pin == "llc" || pin == "node" {
+                    assert_eq!(cpus, node1, "{policy} {pin}: all of node 1 ({reason})");
+                    assert!(reason.contains("on node 1, which has room"), "{reason}");
+                }
+            }
+        }
+    }
+    let (code, out, err) = numasched(&[
+        "plan",
+        "--snapshot",
+        LOCALITY,
+        "--policy",
+        "linux",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let plan: serde_json::Value = serde_json::from_str(&out).expect("json");
+    for pl in plan["placements"].as_array().expect("placements") {
+        assert_eq!(
+            pl["cpus"].as_array().map(Vec::len),
+            Some(8),
+            "linux narrows nothing: {pl}"
+        );
+    }
+}

@@ -72,7 +72,17 @@ fn bed(select: Selection, min_interval: f64, release_after: u32) -> Bed {
 
 /// `slurm`: Slurm jobs are looked for, their cgroups under `<dir>/sys/fs/cgroup`.
 fn bed_with(select: Selection, min_interval: f64, release_after: u32, slurm: bool) -> Bed {
-    bed_scanning(select, min_interval, release_after, slurm, true)
+    let policy = numasched::policy::by_name("nmass").expect("policy");
+    bed_scanning(select, min_interval, release_after, slurm, true, policy)
+}
+
+/// A bed whose policy is `name` as the daemon runs it: at `--pin llc`.
+fn bed_as_daemon(name: &str) -> Bed {
+    let policy = Box::new(numasched::policy::Granular::new(
+        numasched::policy::by_name(name).expect("policy"),
+        numasched::policy::Pin::Llc,
+    ));
+    bed_scanning(everyone(), 0.0, 30, false, true, policy)
 }
 
 /// `every_pass`: the scanner reads every file every pass; otherwise it keeps what it
@@ -83,6 +93,7 @@ fn bed_scanning(
     release_after: u32,
     slurm: bool,
     every_pass: bool,
+    policy: Box<dyn numasched::policy::Policy>,
 ) -> Bed {
     let dir = tempfile::tempdir().expect("tempdir");
     let fake = FakeProcfs::new(&dir.path().join("proc")).expect("fake procfs");
@@ -122,7 +133,7 @@ fn bed_scanning(
                 Some(Box::new(counts.clone())),
                 None,
             ),
-            policy: numasched::policy::by_name("nmass").expect("policy"),
+            policy,
             actuator: Actuator::new(
                 FakeKernel::new(&ALL).shown_in(fake.root()),
                 ActuatorConfig::default(),
@@ -269,6 +280,34 @@ fn each_process_ends_up_local_and_is_restored_on_shutdown() {
     assert!(!journal.path().exists(), "a clean stop leaves no journal");
     assert_eq!(b.affinity(100), Some(CpuSet::from(ALL)));
     assert_eq!(b.affinity(101), Some(CpuSet::from(ALL)));
+}
+
+/// Issue 39: `daemon --policy linux` leaves placement to the kernel: whatever runs
+/// where, with its memory wherever and its MPKI known, no thread's affinity is
+/// touched and nothing is journaled.
+#[test]
+fn the_linux_policy_changes_nothing() {
+    let mut b = bed_as_daemon("linux");
+    for (pid, comm, node) in [(100, "mcf", 0), (101, "milc", 1), (102, "app", 1)] {
+        let mut p = FakeProcess::new(pid, comm).pages(&[(node, 1 << 18)]);
+        p.start_time = 1000;
+        p.cpu_ticks = 100 * 200; // busy over its life: admitted on the first pass
+        p.cpus_allowed = CpuSet::from(ALL).to_string();
+        b.engine.actuator().kernel().spawn(&p).expect("spawn");
+    }
+    b.counts.mpki(100, 30.0);
+    b.counts.mpki(101, 20.0);
+    for k in 0..3 {
+        b.epoch(k as f64);
+    }
+    for pid in [100, 101, 102] {
+        assert_eq!(b.affinity(pid), Some(CpuSet::from(ALL)), "pid {pid}");
+    }
+    let journal = JournalFile::new(&b._dir.path().join("journal.json"));
+    assert!(
+        journal.load().expect("load").is_none_or(|j| j.is_empty()),
+        "nothing to undo"
+    );
 }
 
 #[test]
@@ -422,7 +461,8 @@ fn a_placed_process_is_not_frozen_by_its_own_narrowed_affinity() {
 /// afresh the next pass.
 #[test]
 fn a_process_the_daemon_moved_is_not_held_to_the_set_it_had_before() {
-    let mut b = bed_scanning(everyone(), 0.0, 30, false, false);
+    let nmass = numasched::policy::by_name("nmass").expect("policy");
+    let mut b = bed_scanning(everyone(), 0.0, 30, false, false, nmass);
     b.add(100, "mcf", 1, 1000);
     b.epoch(0.0);
     let first = b.affinity(100).expect("placed");

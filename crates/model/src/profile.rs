@@ -449,6 +449,9 @@ fn path_name(p: &serde_path_to_error::Path) -> String {
 /// using instrumentation-driven simulation", 2007): flat for the streaming programs, steep
 /// for omnetpp and sphinx3; writeback from whether the program rewrites its data.
 type Row = (&'static str, f64, f64, f64, f64, f64, f64);
+/// The first rows of [`TABLE`] are Majo & Gross's measured programs; the rest are
+/// estimates (the bus study's low-bandwidth partners, our own kernels).
+const PUBLISHED_ROWS: usize = 14;
 const TABLE: &[Row] = &[
     ("mcf", 30.0, 1.15, 4.0, 0.5, 0.1, 0.2),
     ("lbm", 22.0, 1.30, 1.2, 0.1, 0.8, 0.9),
@@ -475,6 +478,13 @@ const TABLE: &[Row] = &[
     // A register-resident kernel: no misses, never remote-sensitive.
     ("compute", 0.0, 1.00, 0.5, 0.5, 0.1, 0.0),
 ];
+
+/// The NUMA penalties Majo & Gross measured on the reference machine (run remote
+/// against local, machine otherwise idle): the population a penalty nobody measured is
+/// drawn from ([`crate::character::prior`]).
+pub fn published_penalties() -> impl Iterator<Item = f64> {
+    TABLE[..PUBLISHED_ROWS].iter().map(|row| row.2)
+}
 
 fn builtin_profiles() -> Vec<Profile> {
     TABLE

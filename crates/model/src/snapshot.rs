@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::character::Character;
+use crate::character::prior::Prior;
+use crate::character::{Character, PenaltySource};
 use crate::cpuset::CpuSet;
 use crate::topology::{CpuId, NodeId, Topology};
 
@@ -135,6 +136,17 @@ impl Process {
 
     pub fn character(&self) -> Character {
         Character::resolve(self.mpki, self.numa_penalty)
+    }
+
+    /// What a policy ranks it by on `topo`: [`Process::character`], except that a
+    /// penalty nothing gave is the prior ([`Prior`]), not 1. The source stays
+    /// `Unknown`, so reasons can say it was assumed.
+    pub fn character_on(&self, topo: &Topology) -> Character {
+        let mut c = self.character();
+        if c.source == PenaltySource::Unknown {
+            c.numa_penalty = Prior::for_topology(topo).numa_penalty;
+        }
+        c
     }
 
     /// The CPUs of `topo` it may run on: inside its foreign pin, if any.

@@ -107,9 +107,12 @@ impl Policy for Auto {
         // the pages that are worth moving.
         let mut free = snapshot.clone();
         for p in &mut free.processes {
-            // Memory bound by a cpuset's mems cannot follow everywhere: its
-            // locality stays a constraint.
-            if p.allowed_mems.is_none() {
+            // Memory bound by a cpuset's mems cannot follow everywhere, and a
+            // process nothing is known of is placed for locality alone (a prior
+            // penalty justifies running where its memory is, not copying it): for
+            // both, locality stays a constraint.
+            let unknown = p.mpki.is_none() && p.numa_penalty.is_none();
+            if p.allowed_mems.is_none() && !unknown {
                 p.memory_bytes.clear();
             }
         }
@@ -119,7 +122,7 @@ impl Policy for Auto {
         let moves = follow_memory(snapshot, &plan);
         for (i, p) in snapshot.processes.iter().enumerate() {
             let pl = &mut plan.placements[i];
-            let np = p.character().numa_penalty;
+            let np = p.character_on(topo).numa_penalty;
             let mut notes: Vec<String> = Vec::new();
             for m in moves.iter().filter(|m| m.pid == p.pid) {
                 let mib = m.bytes >> 20;

@@ -13,7 +13,13 @@
 //! - processes using almost no CPU are not planned at all: they keep (or get back)
 //!   every CPU they are allowed, and take no CPU from a busy process;
 //! - at the soft granularities (LLC, node), a process nothing is known of (no MPKI,
-//!   no NUMA penalty) is not confined: there is no gain to weigh against the cost;
+//!   no NUMA penalty) is confined only where the evidence is plain: most of a
+//!   sizeable memory on the node(s) the policy chose, with room there (CPUs no other
+//!   placement or others' work holds). It is then given the whole node(s), as numad
+//!   binds, since locality is all that is known of it; anywhere else it is left to
+//!   the kernel ([`locality_only`]);
+//! - a policy that leaves placement to the kernel (`linux`) changes nothing: every
+//!   process may run wherever it is allowed;
 //! - the rest are handed to the policy busiest first, so where it breaks ties by
 //!   order, CPU demand decides who gets a free CPU, not the pid;
 //! - with hard pinning, placements that would only trade CPUs inside an LLC stay
@@ -32,6 +38,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::{crowded, sticky, Placement, Plan, Policy, Process, Snapshot};
+use numasched_model::character::prior::Prior;
 use numasched_model::topology::{CpuId, Topology};
 use numasched_model::CpuSet;
 
@@ -112,6 +119,9 @@ impl Policy for Granular {
 
     fn plan(&self, snapshot: &Snapshot) -> Plan {
         let topo = &snapshot.topology;
+        if self.inner.leaves_to_kernel() {
+            return kernel_plan(self.inner.name(), snapshot);
+        }
         let (busy, idle): (Vec<&Process>, Vec<&Process>) = snapshot
             .processes
             .iter()
@@ -136,6 +146,8 @@ impl Policy for Granular {
         }
         let shared = time_shared_llcs(topo, &inner, &snapshot.others_busy);
         let mut placements = Vec::with_capacity(snapshot.processes.len());
+        // Processes left to the kernel for lack of evidence: their pages stay too.
+        let mut unplaced = BTreeSet::new();
         for p in &snapshot.processes {
             let planned = inner.placements.iter().find(|pl| pl.pid == p.pid);
             let pl = match planned {
@@ -145,7 +157,14 @@ impl Policy for Granular {
                         .push_str(" (its LLC time-shares CPUs: all of it, for fair shares)");
                     w
                 }
-                Some(_) if !hard(self.pin) && uncharacterised(p) => unknown_placement(topo, p),
+                // Left as it is (numad's one move per scan): as it is.
+                Some(pl) if pl.cpus.is_empty() => pl.clone(),
+                Some(pl) if !hard(self.pin) && uncharacterised(p) => {
+                    locality_only(&seen, &inner, p, pl).unwrap_or_else(|why| {
+                        unplaced.insert(p.pid);
+                        unknown_placement(topo, p, &why)
+                    })
+                }
                 Some(pl) => widen(topo, p, pl, self.pin),
                 None if idle.iter().any(|i| i.pid == p.pid) => idle_placement(topo, p),
                 None => Placement::unchanged(p.pid, "not planned".into()),
@@ -155,7 +174,11 @@ impl Policy for Granular {
         Plan {
             policy: inner.policy,
             placements,
-            page_moves: inner.page_moves,
+            page_moves: inner
+                .page_moves
+                .into_iter()
+                .filter(|m| !unplaced.contains(&m.pid))
+                .collect(),
             proven_optimal: inner.proven_optimal,
         }
     }
@@ -202,24 +225,145 @@ fn idle_placement(topo: &Topology, p: &Process) -> Placement {
 }
 
 /// Nothing is known of how the process uses memory: no MPKI, no NUMA penalty (no
-/// counters, no profile, nothing learned). A policy can rank it, but confining it to
-/// a cache or a node has no predicted gain to weigh against what it may cost, so at
-/// the soft granularities it is left to the kernel, as on a machine where no
-/// placement can help. Hard pinning is an operator's explicit choice and still pins.
+/// counters, no profile, nothing learned). Its penalty is not zero, though (the prior,
+/// [`Prior`]), and where it stands is plain: which nodes hold its pages. So the one
+/// thing numad and the kernel's NUMA balancing would do is done: where the policy put
+/// it on the node(s) holding most of a memory large enough to matter, with room there,
+/// it is given all of those nodes. Nothing else is (not an LLC: what it does to a
+/// cache is unknown), so elsewhere it is left to the kernel. Hard pinning is an
+/// operator's explicit choice and pins as planned.
 fn uncharacterised(p: &Process) -> bool {
     p.mpki.is_none() && p.numa_penalty.is_none()
 }
 
-fn unknown_placement(topo: &Topology, p: &Process) -> Placement {
+/// Memory below which locality is not worth a confinement: twice the largest LLC (a
+/// footprint that fits in cache barely touches memory), and at least 64 MiB.
+fn locality_floor(topo: &Topology) -> u64 {
+    let llc = topo.llcs().iter().map(|l| l.size_bytes).max().unwrap_or(0);
+    (2 * llc).max(64 << 20)
+}
+
+/// The placement of an uncharacterised process on the nodes holding its memory, or why
+/// not (see [`uncharacterised`]).
+fn locality_only(
+    seen: &Snapshot,
+    plan: &Plan,
+    p: &Process,
+    pl: &Placement,
+) -> Result<Placement, String> {
+    let topo = &seen.topology;
+    let rss = p.rss_bytes();
+    let floor = locality_floor(topo);
+    if rss < floor {
+        return Err(format!(
+            "its {} MiB of memory is under {} MiB, too little for locality to matter",
+            rss >> 20,
+            floor >> 20
+        ));
+    }
+    // Pages the plan itself moves there count as there (numad's bind moves them).
+    let moved: u64 = plan
+        .page_moves
+        .iter()
+        .filter(|m| {
+            m.pid == p.pid && pl.nodes.contains(&m.to_node) && !pl.nodes.contains(&m.from_node)
+        })
+        .map(|m| m.bytes)
+        .sum();
+    let there: u64 = pl
+        .nodes
+        .iter()
+        .filter_map(|n| p.memory_bytes.get(n))
+        .sum::<u64>()
+        + moved;
+    let nodes = node_list(&pl.nodes);
+    if 2 * there <= rss {
+        return Err(format!(
+            "the policy placed it away from most of its memory ({} of {} MiB on \
+             node {nodes})",
+            there >> 20,
+            rss >> 20
+        ));
+    }
+    let shared = pl.cpus.iter().any(|c| {
+        seen.others_taken.contains(*c)
+            || plan
+                .placements
+                .iter()
+                .any(|o| o.pid != p.pid && o.cpus.contains(*c))
+    });
+    if shared {
+        return Err(format!(
+            "node {nodes}, where its memory is, has no CPU free of other work"
+        ));
+    }
+    let prior = Prior::for_topology(topo);
+    let ran: Vec<_> = topo
+        .nodes()
+        .iter()
+        .filter(|n| n.cpus.iter().any(|c| p.current_cpus.contains(*c)))
+        .map(|n| n.id)
+        .collect();
+    let was = if ran.is_empty() || ran == pl.nodes {
+        String::new()
+    } else {
+        format!(", moved from node {}", node_list(&ran))
+    };
+    let follows = if moved > 0 {
+        format!(" ({} MiB of it moved there by this plan)", moved >> 20)
+    } else {
+        String::new()
+    };
+    let mut out = widen(topo, p, pl, Pin::Node);
+    out.reason = format!(
+        "not characterised, assumed {}: {} of its {} MiB is on node {nodes}{follows}, \
+         which has room: placed there{was}, on all of its CPUs, as numad would",
+        prior.describe(),
+        there.min(rss) >> 20,
+        rss >> 20
+    );
+    Ok(out)
+}
+
+fn node_list(nodes: &[numasched_model::topology::NodeId]) -> String {
+    nodes
+        .iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn unknown_placement(topo: &Topology, p: &Process, why: &str) -> Placement {
     Placement::new(
         topo,
         p.pid,
         p.may_run_on(topo),
-        "not characterised (no MPKI or NUMA penalty from counters, a profile or \
-         learning): nothing to gain from confining it; may run on every CPU it is \
-         allowed"
-            .to_string(),
+        format!(
+            "not characterised (no MPKI or NUMA penalty from counters, a profile or \
+             learning) and {why}: left to the kernel, may run on every CPU it is allowed"
+        ),
     )
+}
+
+/// The plan of a policy that leaves placement to the kernel: nothing narrowed, nothing
+/// moved.
+fn kernel_plan(policy: &str, snapshot: &Snapshot) -> Plan {
+    let topo = &snapshot.topology;
+    let placements = snapshot
+        .processes
+        .iter()
+        .map(|p| {
+            Placement::new(
+                topo,
+                p.pid,
+                p.may_run_on(topo),
+                format!(
+                    "{policy}: left to the kernel's scheduler, may run on every CPU it is allowed"
+                ),
+            )
+        })
+        .collect();
+    Plan::new(policy, placements)
 }
 
 /// The placement as applied at granularity `pin`: the planned CPUs widened to their
@@ -400,6 +544,58 @@ mod tests {
             planned(&plan, 11).cpus.len() <= 2,
             "hard pinning still pins"
         );
+    }
+
+    /// Issue 39: what is plain without counters is acted on, and nothing else.
+    #[test]
+    fn an_uncharacterised_load_goes_to_its_memory_only_where_that_is_plain() {
+        // Memory on node 1, running on node 0, node 1 free: all of node 1.
+        let mut away = busy(10, 1.0, 1);
+        away.current_cpus = vec![0].into();
+        let s = snap("2n:2l:2c:1t", vec![away.clone()]);
+        for name in ["auto", "maxlocal", "nmass", "numad", "membus", "cmload"] {
+            for pin in [Pin::Llc, Pin::Node] {
+                let plan = Granular::new(by_name(name).expect("policy"), pin).plan(&s);
+                let pl = planned(&plan, 10);
+                assert_eq!(pl.cpus, vec![4, 5, 6, 7], "{name} {pin}: {}", pl.reason);
+                assert!(pl.reason.contains("assumed np ~"), "{}", pl.reason);
+            }
+        }
+        let not_placed = |s: &Snapshot, what: &str| {
+            let plan = Granular::new(by_name("maxlocal").expect("policy"), Pin::Llc).plan(s);
+            let pl = planned(&plan, 10);
+            assert_eq!(pl.cpus.len(), 8, "{what}: {}", pl.reason);
+            assert!(
+                pl.reason.contains("left to the kernel"),
+                "{what}: {}",
+                pl.reason
+            );
+        };
+        // A small footprint: locality does not matter.
+        let mut small = away.clone();
+        small.memory_bytes.insert(1, 8 << 20);
+        not_placed(&snap("2n:2l:2c:1t", vec![small]), "8 MiB");
+        // Memory split evenly: no node holds most of it.
+        let mut split = away.clone();
+        split.memory_bytes.insert(0, 1 << 30);
+        not_placed(&snap("2n:2l:2c:1t", vec![split]), "split");
+        // Node 1 held by others' work: never confined beside it.
+        let mut held = snap("2n:2l:2c:1t", vec![away]);
+        held.others_taken = vec![4, 5, 6, 7].into();
+        not_placed(&held, "node 1 held");
+    }
+
+    #[test]
+    fn linux_changes_nothing() {
+        let mut pinned = busy(11, 1.0, 0);
+        pinned.allowed_cpus = Some(vec![2, 3].into());
+        let s = snap("2n:1l:2c:1t", vec![busy(10, 1.0, 1), pinned]);
+        for pin in [Pin::Llc, Pin::Cpu] {
+            let plan = Granular::new(by_name("linux").expect("policy"), pin).plan(&s);
+            assert_eq!(planned(&plan, 10).cpus, vec![0, 1, 2, 3]);
+            assert_eq!(planned(&plan, 11).cpus, vec![2, 3], "inside its own pin");
+            assert!(plan.page_moves.is_empty());
+        }
     }
 
     #[test]

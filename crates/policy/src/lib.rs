@@ -39,6 +39,12 @@ pub trait Policy: Send + Sync {
     fn uses_current_placement(&self) -> bool {
         false
     }
+    /// Whether the policy is the kernel's own placement, which a live scheduler applies
+    /// by changing nothing (`linux`): its plan is then what the simulator scores, and
+    /// [`Granular`] turns it into "every CPU it is allowed" for everyone.
+    fn leaves_to_kernel(&self) -> bool {
+        false
+    }
 }
 
 /// Every policy the daemon, `plan` and the simulator can run: the one list that

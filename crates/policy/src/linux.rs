@@ -22,6 +22,10 @@ impl Policy for Linux {
         "linux"
     }
 
+    fn leaves_to_kernel(&self) -> bool {
+        true
+    }
+
     fn plan(&self, snapshot: &Snapshot) -> Plan {
         let topo = &snapshot.topology;
         let mut occ = Occupancy::for_snapshot(snapshot);

@@ -110,7 +110,11 @@ fn weight(p: &Process) -> f64 {
 pub fn place(snapshot: &Snapshot) -> Layout<'_> {
     let topo = &snapshot.topology;
     let n = snapshot.processes.len();
-    let chars: Vec<_> = snapshot.processes.iter().map(|p| p.character()).collect();
+    let chars: Vec<_> = snapshot
+        .processes
+        .iter()
+        .map(|p| p.character_on(topo))
+        .collect();
     let homes: Vec<Option<usize>> = snapshot
         .processes
         .iter()
@@ -169,7 +173,7 @@ pub fn place(snapshot: &Snapshot) -> Layout<'_> {
         let _ = match (p.numa_penalty, p.mpki) {
             (Some(_), _) => write!(text, " (np {:.2}, ", layout.np[i]),
             (None, Some(_)) => write!(text, " (np ~{:.2} from MPKI, ", layout.np[i]),
-            (None, None) => write!(text, " (np unknown, "),
+            (None, None) => write!(text, " (np unknown, ranked at ~{:.2}, ", layout.np[i]),
         };
         let _ = write!(
             text,

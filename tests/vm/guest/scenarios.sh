@@ -13,6 +13,7 @@
 # `numasched workload` would otherwise be called `numasched`, like the daemon.
 cp /usr/bin/numasched /usr/bin/nsload   # memory-bound stream loads
 cp /usr/bin/numasched /usr/bin/nscpu    # cpu-bound loads
+cp /usr/bin/numasched /usr/bin/nsblind  # stream loads with no profile (scenario blind)
 SOCK=/tmp/s.sock
 DAEMON_LOG=/tmp/daemon.log
 
@@ -830,6 +831,117 @@ scenario_numad() {
   echo "RESULT_JSON {\"topology\":\"$TOPO\",\"home_node\":$MIGRATE_HOME,\"load_mib\":320,\"cases\":[$json]}"
   echo "PASS numad"
 }
+# blind: issue 39's plain case with nothing known. Busy stream loads with no profile
+# (there are no counters under TCG) first touch their memory on node $MIGRATE_HOME, are
+# moved to node 0 with taskset and released there. Under each manager in turn (none,
+# the kernel's NUMA balancing, numad, numasched at its defaults but --no-db) the node
+# each load runs on is sampled every 0.5 s. numasched must have every load confined to
+# the home node within 10 s of its start and keep it there to the end of the window;
+# the others are measured beside it, for the table. TCG has no remote penalty, so
+# behaviour and cost are checked, not speed.
+BLIND_SECONDS=${BLIND_SECONDS:-16}
+blind_case() {
+  local mgr=$1 mib=$2 pids="" pid i t0 t settle="" on_home=0 samples=0 all_home nodes mpid="" c
+  eval "home=\$CPUS_$MIGRATE_HOME"
+  if [ "$mgr" = autonuma ]; then balancing 1; else balancing 0; fi
+  for i in 1 2; do
+    pid=$(LOAD_LOG=/tmp/blind-load.log; nsblind workload stream --touch-node "$MIGRATE_HOME" --size "${mib}M" \
+      --seconds 300 --report-interval 5 >>/tmp/blind-load.log 2>&1 & echo $!)
+    pids="$pids $pid"
+  done
+  for pid in $pids; do
+    wait_touched "$pid" "$mib" || { BLIND_ERR="load $pid never touched its ${mib}M"; stop_pids $pids; return 1; }
+    /usr/bin/taskset -apc "$(commas "$CPUS_0")" "$pid" >/dev/null
+  done
+  sleep 1
+  for pid in $pids; do /usr/bin/taskset -apc "$(commas "$(all_cpus)")" "$pid" >/dev/null; done
+  BLIND_BEFORE=""
+  for pid in $pids; do BLIND_BEFORE="$BLIND_BEFORE$(fraction_on "$pid" "$MIGRATE_HOME") "; done
+  case $mgr in
+    numasched)
+      DAEMON_INTERVAL_MS=1000 start_daemon --include-comm nsblind
+      mpid=$DAEMON_PID ;;
+    numad)
+      rm -f /var/log/numad.log /var/run/numad.pid
+      /usr/bin/unshare --time --fork --monotonic 600 numad -i 1:2 -l 6 >/tmp/numad.out 2>&1 ||
+        { BLIND_ERR="numad failed: $(cat /tmp/numad.out)"; stop_pids $pids; return 1; }
+      i=0; while [ ! -s /var/run/numad.pid ] && [ $i -lt 20 ]; do sleep 0.25; i=$((i + 1)); done
+      mpid=$(cat /var/run/numad.pid 2>/dev/null) ;;
+  esac
+  t0=$(now)
+  # Where each load runs: its affinity when narrowed, else the CPU it last ran on.
+  # Settled = the start of the final run of samples with every load on the home node.
+  while t=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') &&
+        awk -v t="$t" -v s="$BLIND_SECONDS" 'BEGIN { exit !(t < s) }'; do
+    sleep 0.5
+    all_home=1
+    for pid in $pids; do
+      c=$(affinity "$pid")
+      [ "$c" = "$(all_cpus)" ] && c=$(awk '{ sub(/^.*\) /, ""); print $37 }' "/proc/$pid/stat")
+      [ "$(nodes_of_cpus "$c")" = "$MIGRATE_HOME" ] || all_home=0
+      [ "$mgr" = numasched ] && ! within "$(affinity "$pid")" "$home" && all_home=0
+    done
+    samples=$((samples + 1))
+    if [ $all_home = 1 ]; then on_home=$((on_home + 1)); [ -n "$settle" ] || settle=$t; else settle=""; fi
+  done
+  BLIND_SETTLE=${settle:--} BLIND_SHARE=$(awk -v a="$on_home" -v n="$samples" 'BEGIN { printf "%.2f", n ? a / n : 0 }')
+  BLIND_CPUS="" BLIND_AFTER=""
+  for pid in $pids; do
+    BLIND_CPUS="$BLIND_CPUS$(commas "$(affinity "$pid")") "
+    BLIND_AFTER="$BLIND_AFTER$(fraction_on "$pid" "$MIGRATE_HOME") "
+  done
+  BLIND_CPU_S="-" BLIND_REASON="" BLIND_PIDS=$pids
+  case $mgr in
+    numasched)
+      BLIND_CPU_S=$(cpu_seconds "$DAEMON_PID")
+      stop_daemon
+      BLIND_REASON=$(grep -E "pid $(echo $pids | cut -d" " -f1) affinity" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 1) ;;
+    numad)
+      [ -n "$mpid" ] && BLIND_CPU_S=$(cpu_seconds "$mpid")
+      numad -i 0 >/dev/null 2>&1; sleep 1; [ -n "$mpid" ] && kill "$mpid" 2>/dev/null
+      if [ -n "$mpid" ]; then
+        i=0; while [ -d "/proc/$mpid" ] && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
+        kill -9 "$mpid" 2>/dev/null
+      fi ;;
+  esac
+  stop_pids $pids
+  balancing "$BALANCING_AT_BOOT"
+  return 0
+}
+
+scenario_blind() {
+  local m mib rows="" node_mib why="" json=""
+  [ "$MIGRATE_HOME" != 0 ] || { echo "SKIP blind: needs a home node other than node 0"; return; }
+  # Two loads in 70% of the home node's memory, at most 320 MiB each (numad manages
+  # only processes over 300 MB, so on the smaller nodes it leaves them alone).
+  node_mib=$(awk '/MemTotal/ { print int($4 / 1024) }' "/sys/devices/system/node/node$MIGRATE_HOME/meminfo")
+  mib=$(awk -v n="$node_mib" 'BEGIN { m = int(n * 0.7 / 2); if (m > 320) m = 320; print m }')
+  for m in none autonuma numad numasched; do
+    trail "blind: $m"
+    if ! blind_case "$m" "$mib"; then echo "FAIL blind: case '$m': $BLIND_ERR"; return; fi
+    rows="$rows$m $BLIND_SETTLE $BLIND_SHARE $BLIND_CPU_S $(echo $BLIND_BEFORE | tr ' ' ',') $(echo $BLIND_AFTER | tr ' ' ',') $(echo $BLIND_CPUS | tr ' ' '/')
+"
+    json="$json${json:+,}{\"manager\":\"$m\",\"settle_s\":$(nullable "$BLIND_SETTLE"),\"share_on_home\":$BLIND_SHARE,\"manager_cpu_s\":$(nullable "$BLIND_CPU_S"),\"final_cpus\":\"$(echo $BLIND_CPUS)\"}"
+    if [ "$m" = numasched ]; then
+      say "daemon: ${BLIND_REASON:-(no affinity line for the loads in its log)}"
+      if [ "$BLIND_SETTLE" = - ] || awk -v s="$BLIND_SETTLE" 'BEGIN { exit !(s > 10) }'; then
+        why="$why the loads were not all confined to node $MIGRATE_HOME within 10 s and kept there (settled: $BLIND_SETTLE, final CPUs $BLIND_CPUS);"
+      fi
+      case "$BLIND_REASON" in *"which has room"*) ;; *) why="$why the daemon did not say it placed the loads where their memory is;" ;; esac
+    fi
+  done
+  say "two ${mib} MiB stream loads, no profile, memory first touched on node $MIGRATE_HOME, moved to node 0 and released; ${BLIND_SECONDS}s per manager"
+  printf '  %-10s %9s %9s %9s %13s %13s  %s\n' manager settle_s on_home cpu_s local_before local_after final_cpus
+  echo "$rows" | while read -r m s h c b a cpus; do
+    [ -n "$m" ] && printf '  %-10s %9s %9s %9s %13s %13s  %s\n' "$m" "$s" "$h" "$c" "$b" "$a" "$cpus"
+  done
+  echo "RESULT_JSON {\"scenario\":\"blind\",\"topology\":\"$TOPO\",\"home_node\":$MIGRATE_HOME,\"load_mib\":$mib,\"cases\":[$json]}"
+  if [ -z "$why" ]; then echo "PASS blind"; else
+    grep -E "nsblind|affinity|re-planned" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 8 | sed 's/^/    /'
+    echo "FAIL blind:$why"
+  fi
+}
+
 # The last progress line of a load's log: elapsed seconds and GB moved so far.
 load_progress() {
   awk '/ GB moved / { t = $1; g = $2 } END { sub(/s$/, "", t); print t + 0, g + 0 }' "$1" 2>/dev/null
@@ -1216,7 +1328,7 @@ watchdog() {
       "$(cat "$d/wchan" 2>/dev/null)" "$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null | cut -c1-60)"
   done | grep -E ' (ns|numa|unshare)' || true
   kill -9 "$job" 2>/dev/null
-  kill_named nsload nscpu numad numasched jobload outsider srun slurmstepd slurmd slurmctld munged
+  kill_named nsload nscpu nsblind numad numasched jobload outsider srun slurmstepd slurmd slurmctld munged
   balancing "$BALANCING_AT_BOOT"
 }
 # `restore` goes on from the daemon and loads `placement` left running, so the two
@@ -1237,7 +1349,7 @@ while [ $# -gt 0 ]; do
   ) &
   watchdog "$job" $!
   wait 2>/dev/null
-  kill_named nsload nscpu numad numasched jobload outsider srun slurmstepd slurmd slurmctld munged
+  kill_named nsload nscpu nsblind numad numasched jobload outsider srun slurmstepd slurmd slurmctld munged
   balancing "$BALANCING_AT_BOOT"
 done
 true

@@ -2,6 +2,7 @@
 //! away from its memory (NUMA penalty). Sensors (numasched's `characterise` stage) feed
 //! this; policies only read it, which is why it lives below both.
 
+pub mod prior;
 pub mod regression;
 
 use serde::{Deserialize, Serialize};
