@@ -32,6 +32,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
         opts.no_socket = false;
     }
     opts.no_socket |= args.no_socket;
+    service::survive_failed_writes();
     logging::init(opts.log_format, "info");
     let socket = (!opts.no_socket).then_some(opts.socket.as_path());
     paths::refuse_bad(&opts, socket)?;

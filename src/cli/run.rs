@@ -51,6 +51,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         .args(rest)
         .spawn()
         .with_context(|| format!("cannot start {program:?}"))?;
+    service::survive_failed_writes();
     let built = match assemble::assemble(
         &opts,
         &args.manage.select.roots(),

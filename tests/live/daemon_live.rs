@@ -1507,3 +1507,85 @@ fn a_process_re_pinned_by_hand_is_let_go_and_counted_as_yielded() {
     assert!(log.contains("yielded: re-pinned"), "{log}");
     assert_eq!(allowed(pid), vec![other], "the operator's pin is kept");
 }
+
+/// Issue 41: `daemon 2>&1 | head`: once the reader of its log is gone, the next log
+/// line used to end the daemon with SIGPIPE (exit 141), every process left narrowed.
+/// It keeps managing, and SIGTERM still restores.
+#[test]
+fn a_log_reader_that_goes_away_neither_ends_the_daemon_nor_skips_the_restore() {
+    let Some(_alone) = two_cpus_alone() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = "nspipeload";
+    let a = sleeper(dir.path(), name);
+    let mut cmd = Command::new(BIN);
+    cmd.arg("daemon")
+        .arg("--socket")
+        .arg(dir.path().join("s.sock"))
+        .arg("--journal")
+        .arg(dir.path().join("journal.json"))
+        .args(["--interval", "200ms", "--min-replan-interval", "200ms"])
+        .args([
+            "--min-cpu",
+            "0",
+            "--no-db",
+            "--pin",
+            "cpu",
+            "--include-comm",
+            name,
+        ])
+        .env("NUMASCHED_LOG", "debug")
+        .stderr(Stdio::piped());
+    let mut d = common::live::Guard::spawn(&mut cmd).expect("start the daemon");
+    // The reader goes away at once: every log line from now on meets a closed pipe.
+    drop(d.child().stderr.take());
+    assert!(
+        wait_secs(20, || allowed(a.pid()).len() == 1),
+        "never placed: {:?} (daemon exit: {:?})",
+        allowed(a.pid()),
+        d.child().try_wait()
+    );
+    // Debug lines every 200 ms epoch: a second of them.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        d.child().try_wait().expect("wait").is_none(),
+        "the daemon ended once its log's reader was gone"
+    );
+    kill(Pid::from_raw(d.pid() as i32), Signal::SIGTERM).expect("signal");
+    let st = d.child().wait().expect("wait");
+    assert_eq!(st.code(), Some(0), "{st:?}");
+    assert_eq!(allowed(a.pid()), vec![0, 1], "restored");
+}
+
+/// Issue 41: under `ulimit -f 1` a log or journal that reaches 512 bytes used to end
+/// the daemon by SIGXFSZ. The write fails instead; the daemon goes on, and SIGTERM
+/// leaves its load with every CPU (placed or not, it is given back).
+#[test]
+fn a_file_size_limit_neither_ends_the_daemon_nor_skips_the_restore() {
+    let Some(_alone) = two_cpus_alone() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = "nsfsizeload";
+    let a = sleeper(dir.path(), name);
+    let script = format!(
+        "ulimit -f 1 && exec {BIN} daemon --socket {dir}/s.sock --journal {dir}/journal.json \
+         --interval 200ms --min-replan-interval 200ms --min-cpu 0 --no-db --pin cpu \
+         --include-comm {name} 2>{dir}/daemon.log",
+        dir = dir.path().display()
+    );
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &script]).env("NUMASCHED_LOG", "debug");
+    let mut d = common::live::Guard::spawn(&mut cmd).expect("start the daemon");
+    // Debug lines every 200 ms epoch pass 512 bytes within the first.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        d.child().try_wait().expect("wait").is_none(),
+        "the daemon ended at the file-size limit"
+    );
+    kill(Pid::from_raw(d.pid() as i32), Signal::SIGTERM).expect("signal");
+    let st = d.child().wait().expect("wait");
+    assert_eq!(st.code(), Some(0), "{st:?}");
+    assert_eq!(allowed(a.pid()), vec![0, 1], "given back");
+}

@@ -20,6 +20,9 @@ pub fn init(format: LogFormat, default: &str) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
+        // A line that cannot be written is dropped. Told of on stderr, the very stream
+        // that failed, eprintln! panics (`daemon 2>&1 | head` once the reader is gone).
+        .log_internal_errors(false)
         .with_ansi(colour(std::io::IsTerminal::is_terminal(&std::io::stderr())));
     let _ = match format {
         LogFormat::Text => builder.try_init(),

@@ -84,6 +84,22 @@ impl Listeners {
     }
 }
 
+/// Ignores SIGPIPE and SIGXFSZ, before the daemon (or `run`) writes anything. A reader
+/// of its log that goes away (`daemon 2>&1 | head`, a closed terminal) or a log or
+/// journal over the file-size limit (`ulimit -f`) would otherwise end it by their
+/// default actions, every narrowed process left as it was. Ignored, the write fails
+/// instead, and a log line that cannot be written is dropped. SIG_IGN survives exec,
+/// so `run` calls this after its command has started.
+pub fn survive_failed_writes() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    for sig in [Signal::SIGPIPE, Signal::SIGXFSZ] {
+        // SAFETY: SIG_IGN installs no handler code; nothing else here sets these.
+        if let Err(e) = unsafe { signal(sig, SigHandler::SigIgn) } {
+            tracing::warn!("could not ignore {sig}: {e}");
+        }
+    }
+}
+
 /// Runs the loop; returns how it ended after restoring everything.
 pub fn serve(
     mut built: Built,
