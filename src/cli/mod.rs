@@ -10,6 +10,7 @@ pub mod daemon;
 pub mod eval;
 pub mod man;
 pub mod manage;
+pub mod measure;
 pub mod plan;
 pub mod profile;
 pub mod run;

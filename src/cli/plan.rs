@@ -70,7 +70,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         println!("{text}");
         return Ok(());
     }
-    print_plan(&snapshot, &plan, &|p| p.character().source);
+    print_plan(&snapshot, &plan, &|p| (p.character().source, None));
     Ok(())
 }
 
@@ -113,10 +113,11 @@ fn live(args: &PlanArgs) -> anyhow::Result<()> {
     // Where each penalty came from is the characteriser's (a profile matched by name,
     // say), not the snapshot's, which carries only the number.
     let source = |p: &Process| {
-        views
-            .iter()
-            .find(|v| v.pid == p.pid)
-            .map_or(PenaltySource::Unknown, |v| v.source)
+        let v = views.iter().find(|v| v.pid == p.pid);
+        (
+            v.map_or(PenaltySource::Unknown, |v| v.source),
+            v.and_then(|v| v.basis.clone()),
+        )
     };
     print_plan(&snapshot, &plan, &source);
     if !uncharacterised.is_empty() {
@@ -146,11 +147,12 @@ fn sensors_line(s: &crate::observe::Sensors) -> String {
     )
 }
 
-/// The plan as a table; `source` says where a process's NUMA penalty came from.
+/// The plan as a table; `source` says where a process's NUMA penalty came from (and,
+/// for a `measured` one, what the measurement found).
 fn print_plan(
     snapshot: &Snapshot,
     plan: &crate::model::Plan,
-    source: &dyn Fn(&Process) -> PenaltySource,
+    source: &dyn Fn(&Process) -> (PenaltySource, Option<String>),
 ) {
     let n = plan.placements.len();
     println!(
@@ -187,13 +189,16 @@ fn print_plan(
             clip(&p.program, 16),
             p.cpu_demand,
             np,
-            source(p).name(),
+            source(p).0.name(),
             clip(&list(&p.current_cpus), 11),
             clip(&planned, 11),
             list(&pl.nodes)
         );
         for line in wrap(&pl.reason, WIDTH - 10) {
             println!("          {line}");
+        }
+        if let Some(b) = source(p).1 {
+            println!("          np {b}");
         }
         // Said apart from the reason, which may not mention it: a process someone
         // else pinned is planned inside that pin and never widened past it.

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use crate::characterise::store::{
-    self, GivenProfile, Known, Origin, Quantity, Store, StoredProgram,
+    self, GivenProfile, Known, Measurement, Origin, Quantity, Store, StoredProgram,
 };
 use crate::observe::printable::printable;
 
@@ -41,6 +41,9 @@ pub enum ProfileCommand {
     },
     /// Write the store as a profile file (TOML for `.toml`, else JSON; stdout: JSON).
     Export { file: Option<PathBuf> },
+    /// Run a command with its memory local, then remote (alternating, N times each),
+    /// and record how much slower remote is: its NUMA penalty, without counters.
+    Measure(super::measure::MeasureArgs),
     /// The simulator's built-in program profiles (SPEC CPU2006 and the test loads);
     /// with --load, given to the store, so that a machine without hardware counters
     /// characterises these programs by name.
@@ -120,6 +123,16 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
         .db
         .unwrap_or_else(|| PathBuf::from(store::DEFAULT_PATH));
     match args.command {
+        ProfileCommand::Measure(a) => {
+            let name = a
+                .name
+                .clone()
+                .unwrap_or_else(|| super::measure::comm_of(&a.command[0]));
+            super::measure::run(a, &path, now())?;
+            if let Some(w) = comm_warning(&name) {
+                eprintln!("numasched: warning: {w}");
+            }
+        }
         ProfileCommand::Set(a) => {
             let given = GivenProfile {
                 mpki: a.mpki,
@@ -285,7 +298,10 @@ pub fn render(programs: &[StoredProgram]) -> String {
         // (already escaped by the scanner): it may hold escape sequences.
         let mut row = vec![printable(&p.program).into_owned()];
         for q in Quantity::ALL {
-            row.push(cell(p.get(q)));
+            row.push(match (q, &p.measured) {
+                (Quantity::NumaPenalty, Some(m)) if ranks_first(p, m) => measured_cell(m),
+                _ => cell(p.get(q)),
+            });
         }
         rows.push(row);
     }
@@ -341,6 +357,27 @@ fn table(rows: &[Vec<String>]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Whether the daemon takes the penalty from the measurement: one whose runs agreed
+/// comes before what it learned and what was given; an uncertain one only fills a gap
+/// (`numasched_model::character::resolve`).
+fn ranks_first(p: &StoredProgram, m: &Measurement) -> bool {
+    !m.result.uncertain || p.numa_penalty.best().is_none()
+}
+
+fn measured_cell(m: &Measurement) -> String {
+    format!(
+        "{:.3} ± {:.3} (measured {}{})",
+        m.result.numa_penalty,
+        m.result.spread,
+        store::date_of(m.measured_at),
+        if m.result.uncertain {
+            ", uncertain"
+        } else {
+            ""
+        }
+    )
 }
 
 fn cell(k: &Known) -> String {

@@ -343,3 +343,51 @@ fn one_value_is_set_alone_and_the_others_stay() {
     assert_eq!(code, 1);
     assert!(err.contains("name at least one of --mpki"), "{err}");
 }
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/sysfs/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `profile measure` refusals, each one line naming what is wrong. The runs that get
+/// as far as starting the command use the 2-node fixture's node 0 (CPUs 0-3, of which
+/// this machine has at least CPU 0) with memory bound to node 0, which every machine
+/// has; a real remote run needs a NUMA machine (the QEMU scenario `measure`).
+#[test]
+fn measure_refuses_what_it_cannot_measure_and_records_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let measure = |root: &str, extra: &[&str]| {
+        let mut args = vec!["profile", "measure", "--db", s(&db), "--sysfs-root", root];
+        args.extend_from_slice(extra);
+        numasched(&args)
+    };
+    let one = fixture("no-numa");
+    let (code, _, err) = measure(&one, &["--", "true"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no NUMA penalty to measure"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    let sparse = fixture("sparse-offline");
+    let (code, _, err) = measure(&sparse, &["--local", "3", "--", "true"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--local 3: node 3 has no CPUs"), "{err}");
+
+    let two = fixture("nehalem-2n");
+    let (code, _, err) = measure(
+        &two,
+        &["--", "sh", "-c", "echo first >&2; echo boom >&2; exit 3"],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("exited with status 3"), "{err}");
+    assert!(err.contains("nothing recorded"), "{err}");
+    assert!(err.contains("boom"), "its stderr's tail is shown: {err}");
+
+    let (code, _, err) = measure(&two, &["--", "true"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("too short to measure"), "{err}");
+    assert!(err.contains("run it for longer"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    let v = list_json(s(&db));
+    assert_eq!(v, serde_json::json!([]), "nothing recorded");
+}

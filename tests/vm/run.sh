@@ -39,7 +39,7 @@ noharm_rounds=${NUMASCHED_VM_NOHARM_ROUNDS:-3}
 case $noharm_rounds in ''|*[!0-9]*|0) echo "NUMASCHED_VM_NOHARM_ROUNDS: '$noharm_rounds' is not a whole number of rounds (1 or more)" >&2; exit 2 ;; esac
 bin=${NUMASCHED_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/numasched}
 # Set but empty: boot and power off only (measures boot time).
-scenarios=${NUMASCHED_VM_SCENARIOS-topo placement restore noharm pinned othersnode othersarrive blind migrate mems numad slurm}
+scenarios=${NUMASCHED_VM_SCENARIOS-topo placement restore noharm pinned othersnode othersarrive blind migrate mems numad measure slurm}
 
 log() { printf '== %s\n' "$*"; }
 die() { printf 'run.sh: %s\n' "$*" >&2; exit 2; }

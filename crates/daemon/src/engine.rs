@@ -880,6 +880,7 @@ fn views(
                 mpki: c.mpki,
                 numa_penalty: c.numa_penalty,
                 source: c.source,
+                basis: c.basis.clone(),
                 bandwidth_gbps: c.bandwidth_gbps,
                 current_cpus: p.current_cpus.clone(),
                 planned_cpus: planned,

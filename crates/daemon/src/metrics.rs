@@ -502,6 +502,7 @@ mod tests {
             mpki,
             numa_penalty: mpki.map(|_| 1.3),
             source: PenaltySource::Profile,
+            basis: None,
             bandwidth_gbps: None,
             current_cpus: vec![0].into(),
             planned_cpus: vec![0].into(),

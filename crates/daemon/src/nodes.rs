@@ -87,6 +87,7 @@ mod tests {
             mpki: Some(mpki),
             numa_penalty: Some(np),
             source: PenaltySource::Profile,
+            basis: None,
             bandwidth_gbps: None,
             current_cpus: cpus.into(),
             planned_cpus: CpuSet::new(),

@@ -84,6 +84,10 @@ pub struct ProcessView {
     pub mpki: Option<f64>,
     pub numa_penalty: Option<f64>,
     pub source: PenaltySource,
+    /// What a `measured` penalty rests on ("measured 2026-11-28: penalty 0.42 ±
+    /// 0.03").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<String>,
     /// DRAM bandwidth, GB/s, from resctrl when the process has a monitoring group.
     pub bandwidth_gbps: Option<f64>,
     pub current_cpus: CpuSet,
@@ -293,6 +297,9 @@ impl DaemonStatus {
                     None => p.reason.clone(),
                 }
             );
+            if let Some(b) = &p.basis {
+                let _ = writeln!(s, "{:>8}  np {b}", "");
+            }
         }
         if !self.processes.is_empty() {
             let _ = writeln!(s, "{}", PenaltySource::LEGEND);

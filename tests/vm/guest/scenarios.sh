@@ -14,6 +14,7 @@
 cp /usr/bin/numasched /usr/bin/nsload   # memory-bound stream loads
 cp /usr/bin/numasched /usr/bin/nscpu    # cpu-bound loads
 cp /usr/bin/numasched /usr/bin/nsblind  # stream loads with no profile (scenario blind)
+cp /usr/bin/numasched /usr/bin/nsmeasure  # the program `profile measure` measures
 SOCK=/tmp/s.sock
 DAEMON_LOG=/tmp/daemon.log
 
@@ -1334,9 +1335,62 @@ watchdog() {
       "$(cat "$d/wchan" 2>/dev/null)" "$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null | cut -c1-60)"
   done | grep -E ' (ns|numa|unshare)' || true
   kill -9 "$job" 2>/dev/null
-  kill_named nsload nscpu nsblind numad numasched jobload outsider srun slurmstepd slurmd slurmctld munged
+  kill_named nsload nscpu nsblind nsmeasure numad numasched jobload outsider srun slurmstepd slurmd slurmctld munged
   balancing "$BALANCING_AT_BOOT"
 }
+# measure: `profile measure` runs a stream twice with its memory on node 0 and twice on
+# node 1, its CPUs on node 0, alternating. From outside, each run's numa_maps must show
+# its anonymous pages where that run was bound; the profile is stored as measured, and
+# the next `plan` ranks a running nsmeasure by it and says so. TCG has no remote
+# penalty: the figure is printed, not checked.
+scenario_measure() {
+  local out=/tmp/measure.json err=/tmp/measure.err samples=/tmp/measure.samples mpid rc pid \
+    order="" k=0 want got why="" load line
+  : >"$samples"
+  numasched profile measure --runs 2 --local 0 --remote 1 --db "$PROFILE_DB" --json -- \
+    nsmeasure workload stream --size 64M --seconds 2 >"$out" 2>"$err" &
+  mpid=$!
+  # The children of the measuring process, by the pid stat gives as their parent.
+  while [ -d "/proc/$mpid" ] && ! grep -q '^State:.*Z' "/proc/$mpid/status" 2>/dev/null; do
+    for pid in $(awk -v p="$mpid" '$2 == "(nsmeasure)" && $4 == p { print $1 }' /proc/[0-9]*/stat 2>/dev/null); do
+      line=$(anon_pages_by_node "$pid" | tr '\n' ' ')
+      [ -n "$line" ] && echo "$pid $line" >>"$samples"
+    done
+    sleep 0.2
+  done
+  wait "$mpid"; rc=$?
+  [ "$rc" = 0 ] || { echo "FAIL measure: profile measure exited $rc: $(tail -n 3 "$err" | tr '\n' ' ')"; return; }
+  say "result: $(tr -d '\n' <"$out" | sed 's/.*"numa_penalty": *\([0-9.]*\).*"spread": *\([0-9.]*\).*/np \1, spread \2/')"
+  # Runs in the order their children appeared: local, remote, local, remote.
+  order=$(awk '!seen[$1]++ { print $1 }' "$samples" | tr '\n' ' ')
+  [ "$(echo $order | wc -w)" = 4 ] || why="$why saw $(echo $order | wc -w) runs, not 4 ($order);"
+  for pid in $order; do
+    if [ $((k % 2)) = 0 ]; then want=0; else want=1; fi
+    # The look that saw most of its pages (the first may come before its arrays
+    # exist, the last as it exits and frees them): node pages as "0 N 1 M ...".
+    line=$(grep "^$pid " "$samples" | awk '{ t = 0; for (i = 3; i <= NF; i += 2) t += $i
+      if (t >= best) { best = t; l = $0 } } END { print l }' | cut -d' ' -f2-)
+    got=$(echo "$line" | awk -v w="$want" '{ for (i = 1; i < NF; i += 2) { t += $(i + 1); if ($i == w) on = $(i + 1) } }
+      END { printf "%.3f", t ? on / t : 0 }')
+    say "run $((k + 1)) (pid $pid, memory bound to node $want): anonymous pages per node $line; $got on node $want"
+    awk -v g="$got" 'BEGIN { exit !(g >= 0.9) }' || why="$why run $((k + 1)) had only $got of its pages on node $want;"
+    k=$((k + 1))
+  done
+  numasched profile list --db "$PROFILE_DB" >/tmp/measure.list 2>&1
+  say "profile list: $(grep '^nsmeasure' /tmp/measure.list)"
+  grep '^nsmeasure' /tmp/measure.list | grep -q 'measured' || why="$why profile list does not show nsmeasure as measured;"
+  # A running nsmeasure: the next plan ranks it by the measurement.
+  load=$(nsmeasure workload stream --size 64M --seconds 60 >/dev/null 2>&1 & echo $!)
+  sleep 2
+  numasched plan --db "$PROFILE_DB" --min-cpu 0 --include-comm nsmeasure >/tmp/measure.plan 2>&1
+  stop_pids $load
+  line=$(grep -E "^ *$load " /tmp/measure.plan)
+  say "plan: $line; $(grep 'np measured' /tmp/measure.plan | head -n 1 | sed 's/^ *//')"
+  echo "$line" | grep -q ' measured ' || why="$why plan did not rank nsmeasure by its measurement;"
+  grep -q 'np measured [0-9-]*: penalty' /tmp/measure.plan || why="$why plan did not say what was measured;"
+  if [ -n "$why" ]; then echo "FAIL measure:$why"; else echo "PASS measure"; fi
+}
+
 # `restore` goes on from the daemon and loads `placement` left running, so the two
 # share one job; after each job whatever it left running is stopped, so no scenario
 # sees another's daemon or loads.
@@ -1355,7 +1409,7 @@ while [ $# -gt 0 ]; do
   ) &
   watchdog "$job" $!
   wait 2>/dev/null
-  kill_named nsload nscpu nsblind numad numasched jobload outsider srun slurmstepd slurmd slurmctld munged
+  kill_named nsload nscpu nsblind nsmeasure numad numasched jobload outsider srun slurmstepd slurmd slurmctld munged
   balancing "$BALANCING_AT_BOOT"
 done
 true

@@ -3,5 +3,6 @@
 //! `Character`, is model vocabulary (`numasched_model::character`): the policies that
 //! read it and the simulator share it without naming this stage.
 
+pub mod bench;
 pub mod live;
 pub mod store;

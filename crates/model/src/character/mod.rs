@@ -2,6 +2,7 @@
 //! away from its memory (NUMA penalty). Sensors (numasched's `characterise` stage) feed
 //! this; policies only read it, which is why it lives below both.
 
+pub mod measured;
 pub mod prior;
 pub mod regression;
 
@@ -14,6 +15,8 @@ use serde::{Deserialize, Serialize};
 pub enum PenaltySource {
     /// Given in the snapshot or measured on this run (counters on this machine).
     Given,
+    /// Measured by `profile measure`: the program run with its memory local and remote.
+    Measured,
     /// Learned by the daemon from the program's own earlier runs, local versus remote.
     Learned,
     /// From a profile a user supplied (`numasched profile set` / `import`).
@@ -29,6 +32,7 @@ impl PenaltySource {
     pub fn name(self) -> &'static str {
         match self {
             PenaltySource::Given => "given",
+            PenaltySource::Measured => "measured",
             PenaltySource::Learned => "learned",
             PenaltySource::Profile => "profile",
             PenaltySource::Regression => "regression",
@@ -38,7 +42,7 @@ impl PenaltySource {
 
     /// One line for a table's legend, what each name means (under 100 columns).
     pub const LEGEND: &'static str =
-        "source of np: given (measured/snapshot), learned (past runs), profile (by name), regression (MPKI)";
+        "source of np: given (counters), measured (profile measure), learned, profile, regression";
 }
 
 /// The numbers every policy ranks on, with defaults filled in.
@@ -63,13 +67,19 @@ pub struct Evidence {
     /// From the user's profile of the program.
     pub profile_mpki: Option<f64>,
     pub profile_np: Option<f64>,
+    /// Measured by `profile measure`, and whether its runs agreed to ±20%.
+    pub bench_np: Option<f64>,
+    pub bench_uncertain: bool,
 }
 
-/// Picks each number from the best source that has it: measured > learned > user
-/// profile > (for the penalty) the MPKI regression > unknown. A measurement on this
-/// machine now beats what was true of earlier runs; the program's own history beats a
-/// profile, which may come from another machine; the regression is a weak fit (R² ≈
-/// 0.64) and only fills the gap. Values that are not finite, or a penalty below 1, are
+/// Picks each number from the best source that has it: measured > `profile measure` >
+/// learned > user profile > (for the penalty) an uncertain `profile measure` > the
+/// MPKI regression > unknown. A measurement on this machine now beats what was true of
+/// earlier runs; a controlled experiment (the same CPUs, all memory local, then all
+/// remote) beats what the daemon infers from how local the program happened to be;
+/// the program's own history beats a profile, which may come from another machine; an
+/// experiment whose runs disagreed still beats a guess; the regression is a weak fit
+/// (R² ≈ 0.64) and only fills the gap. Values that are not finite, or a penalty below 1, are
 /// treated as absent so a bad sample cannot shadow a good lower-priority source.
 pub fn resolve(e: &Evidence) -> Character {
     let ok_mpki = |v: Option<f64>| v.filter(|m| m.is_finite() && *m >= 0.0);
@@ -77,10 +87,13 @@ pub fn resolve(e: &Evidence) -> Character {
     let mpki = ok_mpki(e.measured_mpki)
         .or(ok_mpki(e.learned_mpki))
         .or(ok_mpki(e.profile_mpki));
+    let bench = |uncertain: bool| e.bench_np.filter(|_| e.bench_uncertain == uncertain);
     let penalty = [
         (e.measured_np, PenaltySource::Given),
+        (bench(false), PenaltySource::Measured),
         (e.learned_np, PenaltySource::Learned),
         (e.profile_np, PenaltySource::Profile),
+        (bench(true), PenaltySource::Measured),
     ]
     .into_iter()
     .find_map(|(v, src)| ok_np(v).map(|np| (np, src)));
@@ -141,6 +154,7 @@ mod tests {
             learned_np: Some(1.3),
             profile_mpki: Some(30.0),
             profile_np: Some(1.2),
+            ..Evidence::default()
         };
         let c = resolve(&all);
         assert_eq!(
@@ -185,6 +199,38 @@ mod tests {
         assert_eq!(
             (c.mpki, c.numa_penalty, c.source),
             (0.0, 1.0, PenaltySource::Unknown)
+        );
+    }
+
+    #[test]
+    fn a_measured_profile_ranks_by_whether_its_runs_agreed() {
+        let e = Evidence {
+            learned_np: Some(1.3),
+            profile_np: Some(1.2),
+            bench_np: Some(1.5),
+            ..Evidence::default()
+        };
+        let c = resolve(&e);
+        assert_eq!((c.numa_penalty, c.source), (1.5, PenaltySource::Measured));
+        let on_run = resolve(&Evidence {
+            measured_np: Some(1.1),
+            ..e
+        });
+        assert_eq!(on_run.source, PenaltySource::Given);
+        let uncertain = Evidence {
+            bench_uncertain: true,
+            ..e
+        };
+        assert_eq!(resolve(&uncertain).source, PenaltySource::Learned);
+        let only = resolve(&Evidence {
+            bench_np: Some(1.5),
+            bench_uncertain: true,
+            profile_mpki: Some(20.0),
+            ..Evidence::default()
+        });
+        assert_eq!(
+            (only.numa_penalty, only.source),
+            (1.5, PenaltySource::Measured)
         );
     }
 

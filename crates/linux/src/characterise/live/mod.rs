@@ -70,6 +70,9 @@ pub struct Characterised {
     pub mpki: Option<f64>,
     pub numa_penalty: Option<f64>,
     pub source: PenaltySource,
+    /// Where a `measured` penalty came from ("measured 2026-11-28: penalty 0.42 ±
+    /// 0.03"); `None` for every other source.
+    pub basis: Option<String>,
     /// CPI over the last epoch, from counters.
     pub cpi: Option<f64>,
     /// Share of its threads that last ran on the node holding most of its memory.
@@ -113,7 +116,7 @@ pub struct Live {
     store: Option<Store>,
     resctrl: Option<Resctrl>,
     /// Program → evidence from the store, and the epoch it was read.
-    profiles: HashMap<String, (Evidence, u64)>,
+    profiles: HashMap<String, (Evidence, Option<String>, u64)>,
     pending: HashMap<String, Pending>,
     attached: HashSet<ProcessKey>,
     epoch: u64,
@@ -168,7 +171,7 @@ impl Live {
             }
             let memory_from = memory_source(p, info, topo);
             let sample = self.sample(p, info, &mut notes);
-            let mut ev = self.stored(&p.program, &mut notes);
+            let (mut ev, measured) = self.stored(&p.program, &mut notes);
             ev.measured_mpki = sample.and_then(|s| s.mpki()).or(p.mpki);
             ev.measured_np = p.numa_penalty;
             let c = resolve(&ev);
@@ -185,6 +188,7 @@ impl Live {
                 mpki: p.mpki,
                 numa_penalty: p.numa_penalty,
                 source: c.source,
+                basis: measured.filter(|_| c.source == PenaltySource::Measured),
                 cpi,
                 local_fraction,
                 memory_from,
@@ -386,26 +390,28 @@ impl Live {
         }
     }
 
-    /// Learned and given evidence for a program, cached for `refresh_every` epochs.
-    fn stored(&mut self, program: &str, notes: &mut Notes) -> Evidence {
+    /// Learned, given and measured evidence for a program, cached for `refresh_every`
+    /// epochs, with what its `profile measure` session says of itself.
+    fn stored(&mut self, program: &str, notes: &mut Notes) -> (Evidence, Option<String>) {
         let Some(store) = self.store.as_ref() else {
-            return Evidence::default();
+            return (Evidence::default(), None);
         };
-        if let Some((ev, at)) = self.profiles.get(program) {
+        if let Some((ev, basis, at)) = self.profiles.get(program) {
             if self.epoch.saturating_sub(*at) < self.config.refresh_every {
-                return *ev;
+                return (*ev, basis.clone());
             }
         }
-        let ev = match store.get(program) {
-            Ok(Some(p)) => p.evidence(),
-            Ok(None) => Evidence::default(),
+        let (ev, basis) = match store.get(program) {
+            Ok(Some(p)) => (p.evidence(), p.measured.as_ref().map(|m| m.describe())),
+            Ok(None) => (Evidence::default(), None),
             Err(e) => {
                 notes.store_errors.push(e.to_string());
-                Evidence::default()
+                (Evidence::default(), None)
             }
         };
-        self.profiles.insert(program.to_string(), (ev, self.epoch));
-        ev
+        self.profiles
+            .insert(program.to_string(), (ev, basis.clone(), self.epoch));
+        (ev, basis)
     }
 
     fn buffer(

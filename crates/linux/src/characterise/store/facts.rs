@@ -134,6 +134,9 @@ pub struct StoredProgram {
     pub cache_reuse: Known,
     #[serde(default, skip_serializing_if = "Known::is_empty")]
     pub bandwidth_gbps: Known,
+    /// The last `profile measure` session of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<super::Measurement>,
 }
 
 impl StoredProgram {
@@ -174,6 +177,8 @@ impl StoredProgram {
             learned_np: v(&self.numa_penalty, Origin::Learned),
             profile_mpki: v(&self.mpki, Origin::Given),
             profile_np: v(&self.numa_penalty, Origin::Given),
+            bench_np: self.measured.as_ref().map(|m| m.result.numa_penalty),
+            bench_uncertain: self.measured.as_ref().is_some_and(|m| m.result.uncertain),
             ..numasched_model::character::Evidence::default()
         }
     }

@@ -4,7 +4,9 @@
 //! as if nothing were known until its counters had been read for a while. Each number
 //! says where it came from — `given` by a user (`numasched profile set` / `import`) or
 //! `learned` by the daemon from the program's earlier runs — because the two are
-//! trusted differently (see [`numasched_model::character::resolve`]).
+//! trusted differently (see [`numasched_model::character::resolve`]). What
+//! `profile measure` found by running a program local and remote is kept apart, with
+//! the run times behind it (`measurements.rs`).
 //!
 //! Nothing here reads the clock: callers pass `now` (seconds since the Unix epoch), so
 //! the logic is deterministic under test.
@@ -27,6 +29,7 @@ mod facts;
 mod files;
 mod interchange;
 mod learn;
+mod measurements;
 mod open;
 mod rows;
 mod schema;
@@ -40,6 +43,7 @@ pub use facts::{Fact, GivenProfile, Known, Origin, Quantity, StoredProgram};
 pub use files::{backup_path, BACKUP_SUFFIX, DEFAULT_PATH};
 pub use interchange::{is_toml, render_profiles, ProfileFile};
 pub use learn::{estimate_penalty, CpiStats, LearnParams, NumaHistory};
+pub use measurements::{date_of, Measurement};
 #[cfg(test)]
 pub(crate) use open::Fault;
 pub use open::Store;

@@ -100,6 +100,24 @@ impl Store {
                 });
             }
         }
+        // A program may be known only by a `profile measure` session.
+        let measured: Vec<String> = self
+            .conn
+            .prepare_cached("SELECT program FROM measurements WHERE ?1 IS NULL OR program = ?1")
+            .and_then(|mut s| s.query_map([only], |r| r.get(0))?.collect())
+            .map_err(|e| self.err(e))?;
+        for program in measured {
+            let m = self.measurement(&program)?;
+            match out.iter_mut().find(|p| p.program == program) {
+                Some(p) => p.measured = m,
+                None => out.push(StoredProgram {
+                    program,
+                    measured: m,
+                    ..StoredProgram::default()
+                }),
+            }
+        }
+        out.sort_by(|a, b| a.program.cmp(&b.program));
         Ok(out)
     }
 }

@@ -6,7 +6,7 @@ use rusqlite::Connection;
 /// Layout version, kept in `PRAGMA user_version`. Bump it with a migration in
 /// [`migrate`] whenever the tables change; a file from a newer numasched is refused
 /// rather than misread.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Brings a store from `from` to [`SCHEMA_VERSION`], in one transaction.
 pub(super) fn migrate(conn: &mut Connection, from: i32) -> rusqlite::Result<()> {
@@ -33,6 +33,27 @@ pub(super) fn migrate(conn: &mut Connection, from: i32) -> rusqlite::Result<()> 
                  remote_n   INTEGER NOT NULL,
                  remote_sum REAL NOT NULL,
                  updated    INTEGER NOT NULL
+             ) WITHOUT ROWID;",
+        )?;
+    }
+    if from < 2 {
+        // `profile measure`: one row per program, the last session's conclusion and
+        // the run times behind it (JSON arrays of seconds, in the order they ran).
+        tx.execute_batch(
+            "CREATE TABLE measurements (
+                 program        TEXT PRIMARY KEY,
+                 numa_penalty   REAL NOT NULL CHECK (numa_penalty >= 1),
+                 spread         REAL NOT NULL CHECK (spread >= 0),
+                 uncertain      INTEGER NOT NULL CHECK (uncertain IN (0, 1)),
+                 cache_slowdown REAL,
+                 local_node     INTEGER NOT NULL,
+                 remote_node    INTEGER NOT NULL,
+                 local_s        TEXT NOT NULL,
+                 remote_s       TEXT NOT NULL,
+                 pressured_s    TEXT NOT NULL,
+                 machine        TEXT NOT NULL,
+                 command        TEXT NOT NULL,
+                 measured_at    INTEGER NOT NULL
              ) WITHOUT ROWID;",
         )?;
     }

@@ -486,3 +486,70 @@ fn fractions_are_written_back_as_typed() {
     let text = super::render_profiles(&programs, true).unwrap();
     assert!(text.contains("streaming_fraction = 0.1\n"), "{text}");
 }
+
+fn session(np: f64, spread: f64, at: i64) -> Measurement {
+    Measurement {
+        result: numasched_model::character::measured::MeasuredPenalty {
+            numa_penalty: np,
+            spread,
+            uncertain: spread > numasched_model::character::measured::UNCERTAIN_SPREAD,
+            cache_slowdown: None,
+        },
+        local_node: 0,
+        remote_node: 1,
+        local_s: vec![10.0, 10.2],
+        remote_s: vec![14.0, 14.4],
+        pressured_s: Vec::new(),
+        machine: "host: 2 nodes, 8 CPUs, 2 LLCs".into(),
+        command: "job --night".into(),
+        measured_at: at,
+    }
+}
+
+#[test]
+fn a_measured_program_is_listed_and_its_penalty_ranks_before_a_profile() {
+    let dir = temp();
+    let mut s = Store::open(&dir.path().join("p.db")).unwrap();
+    // Known only by its measurement: still listed.
+    s.put_measurement("job", &session(1.41, 0.03, 1_795_824_000))
+        .unwrap();
+    let all = s.list().unwrap();
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].program, "job");
+    let m = all[0].measured.as_ref().unwrap();
+    assert_eq!(m.local_s, vec![10.0, 10.2]);
+    assert_eq!(m.describe(), "measured 2026-11-28: penalty 0.41 ± 0.03");
+    // A built-in or user profile of the same name: the measurement wins.
+    s.set_given("job", &given(20.0, Some(1.2)), 5).unwrap();
+    let c = resolve(&s.get("job").unwrap().unwrap().evidence());
+    assert_eq!((c.numa_penalty, c.source), (1.41, PenaltySource::Measured));
+    assert_eq!(c.mpki, 20.0, "the profile's MPKI stays in use");
+    // A new session replaces the last; an uncertain one ranks below the profile.
+    s.put_measurement("job", &session(1.9, 0.5, 6)).unwrap();
+    let p = s.get("job").unwrap().unwrap();
+    assert!(p.measured.as_ref().unwrap().result.uncertain);
+    let c = resolve(&p.evidence());
+    assert_eq!((c.numa_penalty, c.source), (1.2, PenaltySource::Profile));
+}
+
+#[test]
+fn a_version_1_store_gains_the_measurements_table_and_keeps_its_facts() {
+    let dir = temp();
+    let path = dir.path().join("p.db");
+    {
+        let mut s = Store::open(&path).unwrap();
+        s.set_given("mcf", &given(30.0, Some(1.15)), 1).unwrap();
+    }
+    {
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch("DROP TABLE measurements; PRAGMA user_version = 1;")
+            .unwrap();
+    }
+    let mut s = Store::open(&path).unwrap();
+    assert_eq!(
+        s.get("mcf").unwrap().unwrap().mpki.given.unwrap().value,
+        30.0
+    );
+    s.put_measurement("mcf", &session(1.3, 0.01, 2)).unwrap();
+    assert!(s.get("mcf").unwrap().unwrap().measured.is_some());
+}
