@@ -343,8 +343,17 @@ fn header() -> Vec<String> {
 
 /// Rows as left-aligned columns two spaces apart.
 fn table(rows: &[Vec<String>]) -> String {
+    // Padded to at most MAX_COLUMN: a longer cell (a name stored before names were
+    // bounded) is printed whole and unpadded rather than overflowing the padding.
+    const MAX_COLUMN: usize = 64;
     let widths: Vec<usize> = (0..5)
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .max()
+                .unwrap_or(0)
+                .min(MAX_COLUMN)
+        })
         .collect();
     let mut out = String::new();
     for r in rows {
@@ -385,5 +394,31 @@ fn cell(k: &Known) -> String {
         (Some((v, Origin::Learned)), Some(f)) => format!("{v:.3} (learned, {} samples)", f.samples),
         (Some((v, _)), _) => format!("{v:.3} (given)"),
         (None, _) => "-".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name stored before names were bounded (import accepted 70,000 characters)
+    /// overflowed `format!`'s padding width and panicked.
+    #[test]
+    fn a_very_long_stored_name_lists_without_panicking() {
+        let long = StoredProgram {
+            program: "x".repeat(70_000),
+            ..StoredProgram::default()
+        };
+        let short = StoredProgram {
+            program: "mcf".into(),
+            ..StoredProgram::default()
+        };
+        let out = render(&[long, short]);
+        assert!(
+            out.lines().any(|l| l.starts_with("mcf ")),
+            "{}",
+            &out[..200]
+        );
+        assert!(out.lines().all(|l| l.len() < 71_000));
     }
 }

@@ -391,3 +391,20 @@ fn measure_refuses_what_it_cannot_measure_and_records_nothing() {
     let v = list_json(s(&db));
     assert_eq!(v, serde_json::json!([]), "nothing recorded");
 }
+
+#[test]
+fn a_name_over_255_bytes_is_refused_by_set_and_import_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let long = "y".repeat(256);
+    let (code, _, err) = numasched(&["profile", "set", &long, "--mpki", "1", "--db", s(&db)]);
+    assert_eq!(code, 1);
+    assert!(err.contains("more than the 255"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let file = dir.path().join("long.toml");
+    std::fs::write(&file, format!("[[profiles]]\nname = '{long}'\nmpki = 1\n")).unwrap();
+    let (code, _, err) = numasched(&["profile", "import", s(&file), "--db", s(&db)]);
+    assert_eq!(code, 1);
+    assert!(err.contains("more than the 255"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -206,6 +206,15 @@ impl Profile {
         if self.name.trim().is_empty() {
             return Err(("name", "must not be empty".into()));
         }
+        if self.name.len() > MAX_NAME_BYTES {
+            return Err((
+                "name",
+                format!(
+                    "is {} bytes, more than the {MAX_NAME_BYTES} a program name may have",
+                    self.name.len()
+                ),
+            ));
+        }
         let nonneg = |f: &'static str, v: f64| {
             if v.is_finite() && v >= 0.0 {
                 Ok(())
@@ -279,6 +288,11 @@ pub struct ProfileSet {
     profiles: Vec<Profile>,
     by_name: BTreeMap<String, usize>,
 }
+
+/// Longest program name a profile may have, in bytes. The kernel keeps 15 of a
+/// command name; 255 leaves room for any name a user means, and bounds what a table of
+/// profiles pads to (`profile list` once panicked on a 70,000-character name).
+pub const MAX_NAME_BYTES: usize = 255;
 
 /// Largest profile file read: thousands of programs fit in a few hundred KiB.
 pub const MAX_PROFILE_BYTES: u64 = 16 << 20;
@@ -608,6 +622,20 @@ mod tests {
         assert_eq!(merged.get("mcf").unwrap().mpki, 5.0);
         assert!(merged.get("app").is_some());
         assert_eq!(merged.len(), ProfileSet::builtin().len() + 1);
+    }
+
+    #[test]
+    fn a_name_longer_than_255_bytes_is_refused_naming_the_limit() {
+        let long = "x".repeat(MAX_NAME_BYTES + 1);
+        let e = err(&format!("[[profiles]]\nname='{long}'\nmpki=1\n"), true);
+        assert!(e.contains("more than the 255"), "{e}");
+        let ok = "x".repeat(MAX_NAME_BYTES);
+        ProfileSet::parse(
+            &format!("[[profiles]]\nname='{ok}'\nmpki=1\n"),
+            true,
+            Path::new("f"),
+        )
+        .expect("255 bytes are fine");
     }
 
     fn err(text: &str, toml: bool) -> String {

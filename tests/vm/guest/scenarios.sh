@@ -1338,8 +1338,9 @@ watchdog() {
   kill_named nsload nscpu nsblind nsmeasure numad numasched jobload outsider srun slurmstepd slurmd slurmctld munged
   balancing "$BALANCING_AT_BOOT"
 }
-# measure: `profile measure` runs a stream twice with its memory on node 0 and twice on
-# node 1, its CPUs on node 0, alternating. From outside, each run's numa_maps must show
+# measure: `profile measure --llc-pressure` runs a stream twice with its memory on node
+# 0, twice on node 1 and twice beside an LLC stream (memory on node 0), its CPUs on
+# node 0, in turn. From outside, each run's numa_maps must show
 # its anonymous pages where that run was bound; the profile is stored as measured, and
 # the next `plan` ranks a running nsmeasure by it and says so. TCG has no remote
 # penalty: the figure is printed, not checked.
@@ -1347,7 +1348,7 @@ scenario_measure() {
   local out=/tmp/measure.json err=/tmp/measure.err samples=/tmp/measure.samples mpid rc pid \
     order="" k=0 want got why="" load line
   : >"$samples"
-  numasched profile measure --runs 2 --local 0 --remote 1 --db "$PROFILE_DB" --json -- \
+  numasched profile measure --runs 2 --local 0 --remote 1 --llc-pressure --db "$PROFILE_DB" --json -- \
     nsmeasure workload stream --size 64M --seconds 2 >"$out" 2>"$err" &
   mpid=$!
   # The children of the measuring process, by the pid stat gives as their parent.
@@ -1360,12 +1361,17 @@ scenario_measure() {
   done
   wait "$mpid"; rc=$?
   [ "$rc" = 0 ] || { echo "FAIL measure: profile measure exited $rc: $(tail -n 3 "$err" | tr '\n' ' ')"; return; }
-  say "result: $(tr -d '\n' <"$out" | sed 's/.*"numa_penalty": *\([0-9.]*\).*"spread": *\([0-9.]*\).*/np \1, spread \2/')"
-  # Runs in the order their children appeared: local, remote, local, remote.
+  say "result: $(tr -d '\n ' <"$out" | grep -Eo '"(numa_penalty|spread|uncertain|cache_slowdown)":[^,]*' | tr '\n' ' ')"
+  # Runs in the order their children appeared: local, remote, beside the LLC stream
+  # (memory local), twice.
   order=$(awk '!seen[$1]++ { print $1 }' "$samples" | tr '\n' ' ')
-  [ "$(echo $order | wc -w)" = 4 ] || why="$why saw $(echo $order | wc -w) runs, not 4 ($order);"
+  [ "$(echo $order | wc -w)" = 6 ] || why="$why saw $(echo $order | wc -w) runs, not 6 ($order);"
+  tr -d '\n ' <"$out" | grep -Eq '"cache_slowdown":-?[0-9]' || why="$why no cache_slowdown in --json;"
+  # The co-runner goes with each pressured run.
+  ps -o pid,args 2>/dev/null | grep -q '[w]orkload stream --seconds 86400' &&
+    why="$why the LLC co-runner outlived the session;"
   for pid in $order; do
-    if [ $((k % 2)) = 0 ]; then want=0; else want=1; fi
+    if [ $((k % 3)) = 1 ]; then want=1; else want=0; fi
     # The look that saw most of its pages (the first may come before its arrays
     # exist, the last as it exits and frees them): node pages as "0 N 1 M ...".
     line=$(grep "^$pid " "$samples" | awk '{ t = 0; for (i = 3; i <= NF; i += 2) t += $i

@@ -226,5 +226,15 @@ pub(super) fn check_program(program: &str) -> Result<(), StoreError> {
             what: "must not be empty".into(),
         });
     }
+    let max = numasched_model::profile::MAX_NAME_BYTES;
+    if program.len() > max {
+        return Err(StoreError::Invalid {
+            field: "program".into(),
+            what: format!(
+                "is {} bytes, more than the {max} a name may have",
+                program.len()
+            ),
+        });
+    }
     Ok(())
 }
