@@ -166,6 +166,10 @@ impl JournalFile {
         let mut lock = self.path.clone().into_os_string();
         lock.push(".lock");
         let lock = PathBuf::from(lock);
+        // A FIFO there would hold the open below forever (waiting for a reader), a
+        // device would be written to: only a regular file, or none, is a lock file.
+        // O_NONBLOCK covers one swapped in after this check.
+        numasched_model::files::regular_or_absent(&lock).map_err(RecoveryError::File)?;
         // A lock taken on a file another daemon removed as it stopped is no lock:
         // open again (a few times; each removal needs a daemon to stop).
         for _ in 0..8 {
@@ -174,9 +178,12 @@ impl JournalFile {
                 .create(true)
                 .truncate(false)
                 .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
                 .open(&lock)
                 .map_err(werr)?;
+            if !file.metadata().map_err(werr)?.is_file() {
+                return Err(werr(std::io::Error::other("not a regular file")));
+            }
             // flock(2), released when the file is closed (the process exits, even by
             // kill -9), so a crashed daemon never leaves the journal locked.
             let file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
@@ -429,6 +436,21 @@ mod tests {
         assert!(matches!(file.lock(), Err(RecoveryError::InUse { .. })));
         drop(held);
         file.lock().expect("free again");
+    }
+
+    /// Issue 41: a FIFO at `<journal>.lock` held the start in open(2) forever.
+    #[test]
+    fn a_fifo_as_the_lock_file_is_refused_not_waited_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = JournalFile::new(&dir.path().join("journal.json"));
+        let lock_path = dir.path().join("journal.json.lock");
+        nix::unistd::mkfifo(&lock_path, nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .expect("mkfifo");
+        let e = file.lock().expect_err("a FIFO is no lock file");
+        let msg = e.to_string();
+        assert!(msg.contains("journal.json.lock"), "{msg}");
+        assert!(msg.contains("FIFO"), "{msg}");
+        assert!(!msg.contains('\n'), "{msg}");
     }
 
     #[test]

@@ -700,10 +700,16 @@ impl<K: Kernel> Actuator<K> {
         match entry {
             Some(e) => {
                 if let Some(applied) = &e.applied {
-                    // Outside numasched's set, or narrowed inside it while another
-                    // thread still carries the set whole (a cpuset narrows them all).
+                    // Not numasched's set (nor that set as a cpuset narrowed it), or
+                    // narrowed while another thread still carries the set whole (a
+                    // cpuset narrows them all).
+                    let cpuset = if main == applied {
+                        None
+                    } else {
+                        self.kernel.cpuset_cpus(pid).ok().flatten()
+                    };
                     let narrowed_alone = undo::re_pinned_alone(pid, main, current, applied);
-                    if !main.is_subset(applied) || narrowed_alone {
+                    if !undo::still_ours(main, applied, cpuset.as_ref()) || narrowed_alone {
                         // Someone re-pinned it after numasched did: their choice now.
                         // Threads they did not touch (`taskset -p` sets the main
                         // thread only) still carry numasched's set: those go back,
@@ -1058,6 +1064,14 @@ mod tests {
         }
     }
 
+    /// [`snap`] on a machine of three CPUs.
+    fn snap3(pids: &[u32]) -> Snapshot {
+        Snapshot {
+            topology: topology::machine("1n:1l:3c:1t").unwrap(),
+            ..snap(pids)
+        }
+    }
+
     fn plan(places: &[(u32, &[CpuId])]) -> Plan {
         Plan::new(
             "test",
@@ -1370,12 +1384,7 @@ mod tests {
         let k = FakeKernel::new(&[0, 1, 2]);
         k.add(100, 100, 3, &[0, 1, 2]);
         let mut a = actuator(k);
-        let s = Snapshot {
-            topology: topology::machine("1n:1l:3c:1t").unwrap(),
-            processes: snap(&[100]).processes,
-            others_busy: Default::default(),
-            others_taken: Default::default(),
-        };
+        let s = snap3(&[100]);
         a.apply(&plan(&[(100, &[0, 1])]), &s);
         assert_eq!(a.kernel().affinity_of(100, 102), Some(vec![0, 1].into()));
         a.kernel()
@@ -1420,12 +1429,7 @@ mod tests {
         let k = FakeKernel::new(&[0, 1, 2]);
         k.add(100, 100, 2, &[0, 1, 2]);
         let mut a = actuator(k);
-        let s = Snapshot {
-            topology: topology::machine("1n:1l:3c:1t").unwrap(),
-            processes: snap(&[100]).processes,
-            others_busy: Default::default(),
-            others_taken: Default::default(),
-        };
+        let s = snap3(&[100]);
         a.apply(&plan(&[(100, &[0, 1])]), &s);
         a.kernel()
             .with_proc(100, |p| p.threads.insert(100, vec![0].into()));
@@ -1443,6 +1447,26 @@ mod tests {
         );
     }
 
+    /// Issue 41: a single-threaded process numasched narrowed to 0-1, then pinned by an
+    /// administrator to CPU 0 (inside numasched's set, every thread alike, no cpuset):
+    /// the next pass must leave it there, not take it for a cpuset's narrowing and set
+    /// numasched's plan over it.
+    #[test]
+    fn a_pin_inside_numascheds_set_on_every_thread_is_theirs() {
+        let k = FakeKernel::new(&[0, 1, 2]);
+        k.add(100, 100, 1, &[0, 1, 2]);
+        let mut a = actuator(k);
+        let s = snap3(&[100]);
+        a.apply(&plan(&[(100, &[0, 1])]), &s);
+        a.kernel()
+            .with_proc(100, |p| p.threads.insert(100, vec![0].into()));
+        let r = a.apply(&plan(&[(100, &[2])]), &s);
+        assert_eq!(action(&r, 100), Action::Yielded, "{r}");
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0].into()));
+        a.restore_all();
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0].into()));
+    }
+
     /// Issue 17: `taskset -p -c 0-1 PID` re-pins the main thread only; the daemon
     /// dropped the process and left its busy worker on CPU 0 for good. The worker goes
     /// back; the main thread keeps what the administrator set.
@@ -1451,12 +1475,7 @@ mod tests {
         let k = FakeKernel::new(&[0, 1, 2]);
         k.add(100, 100, 2, &[0, 1, 2]);
         let mut a = actuator(k);
-        let s = Snapshot {
-            topology: topology::machine("1n:1l:3c:1t").unwrap(),
-            processes: snap(&[100]).processes,
-            others_busy: Default::default(),
-            others_taken: Default::default(),
-        };
+        let s = snap3(&[100]);
         a.apply(&plan(&[(100, &[0])]), &s);
         a.kernel()
             .with_proc(100, |p| p.threads.insert(100, vec![1, 2].into()));

@@ -526,6 +526,15 @@ impl Kernel for FakeKernel {
         Ok(out)
     }
 
+    fn cpuset_cpus(&self, pid: u32) -> Result<Option<CpuSet>, KernelError> {
+        let st = self.state.borrow();
+        let p = st
+            .procs
+            .get(&pid)
+            .ok_or_else(|| Self::gone(Op::ReadCpuset, pid, None))?;
+        Ok(p.cpuset.clone())
+    }
+
     fn mems_allowed(&self, pid: u32) -> Result<Vec<NodeId>, KernelError> {
         self.before(Op::ReadMems, pid, None)?;
         let st = self.state.borrow();

@@ -95,7 +95,17 @@ pub trait Kernel {
     fn now(&self) -> f64;
     /// The processes forked by any thread of `pid` that still run, ascending.
     fn children(&self, pid: u32) -> Result<Vec<u32>, KernelError>;
+    /// The CPUs the process's cpuset allows (cgroup v2 `cpuset.cpus.effective`), or
+    /// `None` where that cannot be told: what tells a set the kernel narrowed from one
+    /// someone else chose. The default knows none.
+    fn cpuset_cpus(&self, pid: u32) -> Result<Option<CpuSet>, KernelError> {
+        let _ = pid;
+        Ok(None)
+    }
 }
+
+/// Where cgroup v2 is mounted.
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
 /// The real kernel. Thread listing and identity come from a procfs root that tests may
 /// redirect; affinity and migration are direct syscalls.
@@ -383,6 +393,34 @@ impl Kernel for LinuxKernel {
 
     fn now(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
+    }
+
+    /// From the process's cgroup v2 path (`/proc/<pid>/cgroup`, line `0::`), the
+    /// nearest `cpuset.cpus.effective` at or above it under /sys/fs/cgroup (a cgroup
+    /// without the cpuset controller has the file at its nearest ancestor with it).
+    /// `None` on cgroup v1 or where no such file is readable.
+    fn cpuset_cpus(&self, pid: u32) -> Result<Option<CpuSet>, KernelError> {
+        let path = self.proc_root.join(pid.to_string()).join("cgroup");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(KernelError::new(Op::ReadCpuset, pid, None, ErrorKind::Gone))
+            }
+            Err(_) => return Ok(None),
+        };
+        let Some(rel) = text.lines().find_map(|l| l.strip_prefix("0::")) else {
+            return Ok(None);
+        };
+        let mut dir = Path::new(CGROUP_ROOT).join(rel.trim_start_matches('/'));
+        loop {
+            let file = dir.join("cpuset.cpus.effective");
+            if let Ok(list) = std::fs::read_to_string(&file) {
+                return Ok(CpuSet::parse(list.trim()).ok().filter(|c| !c.is_empty()));
+            }
+            if dir == Path::new(CGROUP_ROOT) || !dir.pop() {
+                return Ok(None);
+            }
+        }
     }
 
     /// From `/proc/<pid>/task/<tid>/children` (CONFIG_PROC_CHILDREN): one small read

@@ -21,6 +21,7 @@ pub enum Op {
     MovePages,
     ReadRegions,
     ReadMems,
+    ReadCpuset,
     ListChildren,
 }
 
@@ -35,6 +36,7 @@ impl fmt::Display for Op {
             Op::MovePages => "move_pages",
             Op::ReadRegions => "read maps and numa_maps",
             Op::ReadMems => "read Mems_allowed",
+            Op::ReadCpuset => "read its cpuset",
             Op::ListChildren => "list children",
         })
     }

@@ -7,9 +7,10 @@
 //!   different process is dropped, never "restored" onto the newcomer.
 //! - A process or thread that exited is not an error (ESRCH/ENOENT): its entry is
 //!   simply forgotten.
-//! - A thread whose affinity is no longer inside the set numasched gave it was
-//!   re-pinned by someone else since, and keeps their choice; a thread numasched never
-//!   set is restored only if it carries exactly numasched's set (it inherited it).
+//! - A thread whose affinity is no longer exactly the set numasched gave it (or that
+//!   set as the process's cpuset narrowed it) was re-pinned by someone else since, and
+//!   keeps their choice; a thread numasched never set is restored only if it carries
+//!   exactly numasched's set (it inherited it).
 //! - Threads created after numasched changed the process inherited numasched's set;
 //!   they get the process's original affinity back too.
 //! - Failures other than "gone" keep the entry, so the caller can try again.
@@ -90,12 +91,8 @@ pub fn restore<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal, pid: u32) 
     };
     let mut errors = Vec::new();
     let (mut threads, mut foreign) = (0, 0);
-    // Every thread's set now, to tell a thread re-pinned alone from a cpuset that
-    // narrowed every thread alike.
-    let now_all: Vec<(u32, CpuSet)> = tids
-        .iter()
-        .filter_map(|&t| kernel.affinity(pid, t).ok().map(|c| (t, c)))
-        .collect();
+    // Read once, and only where a set differs from numasched's: what a cpuset made of it.
+    let mut cpuset: Option<Option<CpuSet>> = None;
     for tid in tids {
         if entry.foreign.contains(&tid) {
             foreign += 1;
@@ -108,13 +105,12 @@ pub fn restore<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal, pid: u32) 
             // set numasched gave the others.
             let recorded = entry.threads.contains_key(&tid);
             match kernel.affinity(pid, tid) {
-                Ok(now) if recorded && !now.is_subset(applied) => {
-                    foreign += 1;
-                    continue;
-                }
-                Ok(now) if recorded && re_pinned_alone(tid, &now, &now_all, applied) => {
-                    foreign += 1;
-                    continue;
+                Ok(now) if recorded && now != *applied => {
+                    let c = cpuset.get_or_insert_with(|| kernel.cpuset_cpus(pid).ok().flatten());
+                    if !still_ours(&now, applied, c.as_ref()) {
+                        foreign += 1;
+                        continue;
+                    }
                 }
                 Ok(now) if !recorded && now != *applied => {
                     foreign += 1;
@@ -242,6 +238,19 @@ pub(crate) fn adopt<K: Kernel + ?Sized>(
 /// since: it no longer carries the set while another thread of the process still
 /// does. (A cpuset that shrank narrows every thread alike and is not a re-pin; nor is
 /// a process whose threads all moved, which the caller judges as a whole.)
+/// Whether a thread numasched set still carries numasched's doing: exactly the set it
+/// wrote, or that set as the process's cpuset has narrowed it since. Anything else was
+/// chosen by someone else (`taskset -p`, the program itself), even a subset of
+/// numasched's set: issue 41 found a process numasched had widened back to its
+/// original, then pinned by an administrator to one CPU of it, reset at SIGTERM.
+pub fn still_ours(now: &CpuSet, applied: &CpuSet, cpuset: Option<&CpuSet>) -> bool {
+    now == applied
+        || cpuset.is_some_and(|c| {
+            let narrowed = applied.intersection(c);
+            !narrowed.is_empty() && *now == narrowed
+        })
+}
+
 pub fn re_pinned_alone(
     tid: u32,
     now: &CpuSet,
@@ -371,6 +380,69 @@ mod tests {
             ]
         );
         assert!(j.is_empty());
+    }
+
+    /// Issue 41: numasched gave a process back its whole original set (applied = 0-3);
+    /// an administrator then pinned it to CPU 1 (`taskset -pc 1`, one thread, and with
+    /// `-a`, every thread). That is a subset of numasched's set, and undo used to take
+    /// it for numasched's and reset it to 0-3.
+    #[test]
+    fn a_pin_inside_numascheds_set_is_someone_elses_and_stays() {
+        for threads in [1, 2] {
+            let k = FakeKernel::new(&[0, 1, 2, 3]);
+            k.add(10, 100, threads, &[0, 1, 2, 3]);
+            let mut j = Journal::new();
+            let all = CpuSet::from([0, 1, 2, 3]);
+            j.begin(10, 100, &all);
+            for tid in 10..10 + threads {
+                j.remember_thread(10, 100, tid, &all);
+                k.set_affinity(10, tid, &all).unwrap();
+            }
+            j.set_applied(10, 100, &all);
+            for tid in 10..10 + threads {
+                k.set_affinity(10, tid, &CpuSet::from([1])).unwrap();
+            }
+            let r = restore(&k, &mut j, 10);
+            assert_eq!(
+                r,
+                Restored::Done {
+                    threads: 0,
+                    foreign: threads as usize
+                },
+                "{threads} thread(s)"
+            );
+            for tid in 10..10 + threads {
+                assert_eq!(k.affinity_of(10, tid), Some(vec![1].into()));
+            }
+        }
+    }
+
+    /// A cpuset that shrank under numasched narrows every thread to applied ∩ cpuset:
+    /// still numasched's doing, and given back (the kernel keeps it inside the cpuset).
+    #[test]
+    fn a_set_a_cpuset_narrowed_is_still_numascheds() {
+        let k = FakeKernel::new(&[0, 1, 2, 3]);
+        k.add(10, 100, 2, &[0, 1, 2, 3]);
+        let mut j = Journal::new();
+        j.begin(10, 100, &CpuSet::from([0, 1, 2, 3]));
+        for tid in [10, 11] {
+            j.remember_thread(10, 100, tid, &CpuSet::from([0, 1, 2, 3]));
+            k.set_affinity(10, tid, &CpuSet::from([0, 1])).unwrap();
+        }
+        j.set_applied(10, 100, &CpuSet::from([0, 1]));
+        k.with_proc(10, |p| p.cpuset = Some(CpuSet::from([1, 2, 3])));
+        for tid in [10, 11] {
+            k.set_affinity(10, tid, &CpuSet::from([1])).unwrap();
+        }
+        let r = restore(&k, &mut j, 10);
+        assert_eq!(
+            r,
+            Restored::Done {
+                threads: 2,
+                foreign: 0
+            }
+        );
+        assert_eq!(k.affinity_of(10, 10), Some(vec![1, 2, 3].into()));
     }
 
     #[test]

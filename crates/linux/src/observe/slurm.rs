@@ -162,10 +162,11 @@ fn holds_no_task(dir: &Path, v1: bool) -> bool {
     }
     // Slurm's v1 tree is job/step/task: three levels are all there is to look at.
     fn all_empty(dir: &Path, depth: u32) -> bool {
-        let mut first = [0u8; 1];
-        let empty = std::fs::File::open(dir.join("tasks"))
-            .and_then(|mut f| f.read(&mut first))
-            .is_ok_and(|n| n == 0);
+        // Opened without blocking and only if regular: a FIFO planted as `tasks`
+        // held the first epoch in open(2), SIGTERM unheard (issue 41). A list too long
+        // for the limit is not empty.
+        let empty = numasched_model::files::read_text(&dir.join("tasks"), 4 << 10, "cgroup tasks")
+            .is_ok_and(|t| t.is_empty());
         if !empty || depth == 0 {
             return empty;
         }
@@ -400,6 +401,22 @@ mod tests {
         }
         put(&v2.join("job_9"), "cpuset.cpus.effective", "2");
         assert_eq!(cpus(&r), vec![CpuSet::from(vec![0]), vec![2].into()]);
+    }
+
+    /// Issue 41: a FIFO planted as a v1 `tasks` file held the epoch in open(2), where
+    /// SIGTERM went unheard. Now it reads as not empty (it is no tasks file), at once.
+    #[test]
+    fn a_fifo_as_a_tasks_file_does_not_block() {
+        let d = tempfile::tempdir().expect("tmp");
+        let step = d.path().join("job_5/step_0");
+        std::fs::create_dir_all(&step).expect("mkdir");
+        std::fs::write(d.path().join("job_5/tasks"), "").expect("write");
+        nix::unistd::mkfifo(
+            &step.join("tasks"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .expect("mkfifo");
+        assert!(!holds_no_task(&d.path().join("job_5"), true));
     }
 
     #[test]

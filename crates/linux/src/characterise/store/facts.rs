@@ -226,6 +226,13 @@ pub(super) fn check_program(program: &str) -> Result<(), StoreError> {
             what: "must not be empty".into(),
         });
     }
+    Ok(())
+}
+
+/// A name a user gives (`profile set`, `profile measure`) is also bounded: names the
+/// daemon learns under come from /proc's 15-byte command names, escaped.
+pub(super) fn check_given_program(program: &str) -> Result<(), StoreError> {
+    check_program(program)?;
     let max = numasched_model::profile::MAX_NAME_BYTES;
     if program.len() > max {
         return Err(StoreError::Invalid {

@@ -8,7 +8,7 @@ use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use super::error::{classify, corrupt};
-use super::facts::check_program;
+use super::facts::check_given_program;
 use super::{Store, StoreError};
 
 /// One `profile measure` session.
@@ -66,7 +66,7 @@ fn seconds_json(v: &[f64]) -> String {
 impl Store {
     /// Records a session, replacing the program's last one.
     pub fn put_measurement(&mut self, program: &str, m: &Measurement) -> Result<(), StoreError> {
-        check_program(program)?;
+        check_given_program(program)?;
         let r = &m.result;
         self.conn
             .execute(

@@ -6,7 +6,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::error::{classify, corrupt};
-use super::facts::check_program;
+use super::facts::check_given_program;
 use super::{
     CpiStats, Fact, GivenProfile, NumaHistory, Origin, Quantity, Store, StoreError, StoredProgram,
 };
@@ -21,7 +21,7 @@ impl Store {
         given: &GivenProfile,
         now: i64,
     ) -> Result<(), StoreError> {
-        check_program(program)?;
+        check_given_program(program)?;
         given.validate()?;
         let tx = self
             .conn
