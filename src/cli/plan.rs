@@ -16,6 +16,7 @@ use crate::daemon::config::parse_policy;
 use crate::daemon::logging;
 use crate::model::character::PenaltySource;
 use crate::model::{Process, Snapshot};
+use crate::observe::printable::printable;
 use crate::policy::{self, Policy as _};
 use crate::sim::eval::{from_model, runner::Runner};
 use crate::sim::{self, ProfileSet};
@@ -186,7 +187,8 @@ fn print_plan(
         println!(
             "{:>8}  {:<16} {:>5.2} {:>5} {:<10}  {:<11} {:<11} {}",
             pl.pid,
-            clip(&p.program, 16),
+            // A saved snapshot's names are anyone's text: escapes are shown, not sent.
+            clip(&printable(&p.program), 16),
             p.cpu_demand,
             np,
             source(p).0.name(),
@@ -194,7 +196,7 @@ fn print_plan(
             clip(&planned, 11),
             list(&pl.nodes)
         );
-        for line in wrap(&pl.reason, WIDTH - 10) {
+        for line in wrap(&printable(&pl.reason), WIDTH - 10) {
             println!("          {line}");
         }
         if let Some(b) = source(p).1 {

@@ -378,3 +378,23 @@ fn without_counters_busy_loads_go_where_their_memory_is() {
         );
     }
 }
+
+/// Issue 41: a saved snapshot's program names went to the terminal raw, escape
+/// sequences and all (one could clear the screen or retitle the window).
+#[test]
+fn snapshot_names_are_shown_escaped_not_sent_to_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = format!(
+        "{}/examples/snapshots/locality-no-counters.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(src)
+        .unwrap()
+        .replace("\"app-a\"", "\"evil\\u001b[2J\"");
+    let file = dir.path().join("evil.json");
+    std::fs::write(&file, text).unwrap();
+    let (code, out, err) = numasched(&["plan", "--snapshot", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains('\u{1b}'), "raw escape in: {out}");
+    assert!(out.contains("evil"), "{out}");
+}
