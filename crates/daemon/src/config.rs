@@ -653,6 +653,16 @@ metrics = "127.0.0.1:9477"
         assert_eq!(o.metrics, Some("127.0.0.1:9477".parse().expect("addr")));
     }
 
+    /// Issue 41: an overflow was reported as "expected a whole number ≥ 0".
+    #[test]
+    fn a_number_too_large_says_the_bound() {
+        let e = parse("release_after = 99999999999\n")
+            .expect_err("too large")
+            .to_string();
+        assert!(e.contains("line 1"), "{e}");
+        assert!(e.contains("from 0 to 4294967295"), "{e}");
+    }
+
     #[test]
     fn an_empty_file_gives_the_defaults() {
         assert_eq!(parse("").expect("empty").into_options(), Options::default());

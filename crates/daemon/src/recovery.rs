@@ -211,6 +211,15 @@ impl JournalFile {
         {
             Ok(t) => t,
             Err(e) if e.is_not_found() => return Ok(None),
+            // Binary garbage is a damaged journal like any other, with the same way out.
+            Err(numasched_model::files::FileError::Io { err, .. })
+                if err.kind() == std::io::ErrorKind::InvalidData =>
+            {
+                return Err(RecoveryError::Corrupt {
+                    path: self.path.clone(),
+                    what: err.to_string(),
+                })
+            }
             Err(numasched_model::files::FileError::Io { err, .. }) => {
                 return Err(RecoveryError::Read {
                     path: self.path.clone(),
@@ -475,6 +484,21 @@ mod tests {
         assert!(!held.still_named());
         drop(held);
         assert_eq!(fs::read_to_string(&lock_path).expect("kept"), "another's");
+    }
+
+    /// Issue 41: a binary journal said "cannot read the journal" without the way out.
+    #[test]
+    fn a_binary_journal_says_how_to_get_past_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("journal.json");
+        fs::write(&path, [0xff, 0xfe, 0x00, 0x80]).expect("write");
+        let e = JournalFile::new(&path)
+            .load()
+            .expect_err("binary")
+            .to_string();
+        assert!(e.contains("not a numasched journal"), "{e}");
+        assert!(e.contains("move it aside"), "{e}");
+        assert_eq!(fs::read(&path).expect("kept"), [0xff, 0xfe, 0x00, 0x80]);
     }
 
     #[test]

@@ -19,9 +19,18 @@ pub fn one_line(s: &str) -> String {
 /// types: serde says what it expected by the Rust type (`expected u32`, `expected
 /// struct TopologyDesc`), which means nothing to whoever wrote the file.
 pub fn plain_types(msg: &str) -> String {
-    const WORDS: [(&[&str], &str); 4] = [
-        (&["u8", "u16", "u32", "u64", "usize"], "a whole number ≥ 0"),
-        (&["i8", "i16", "i32", "i64", "isize"], "a whole number"),
+    // Sized types say their bound: "expected a whole number ≥ 0" for 99999999999
+    // read as if the number were negative (issue 41).
+    const WORDS: [(&[&str], &str); 8] = [
+        (&["u8"], "a whole number from 0 to 255"),
+        (&["u16"], "a whole number from 0 to 65535"),
+        (&["u32"], "a whole number from 0 to 4294967295"),
+        (
+            &["u64", "usize"],
+            "a whole number from 0 to 18446744073709551615",
+        ),
+        (&["i32"], "a whole number from -2147483648 to 2147483647"),
+        (&["i8", "i16", "i64", "isize"], "a whole number"),
         (&["f32", "f64"], "a number"),
         (&["a sequence"], "a list"),
     ];
@@ -258,7 +267,7 @@ mod tests {
     fn types_are_named_as_a_file_writer_knows_them() {
         assert_eq!(
             plain_types("invalid type: floating point `1.5`, expected u32"),
-            "invalid type: floating point `1.5`, expected a whole number ≥ 0"
+            "invalid type: floating point `1.5`, expected a whole number from 0 to 4294967295"
         );
         assert_eq!(
             plain_types("invalid type: sequence, expected struct TopologyDesc at line 1"),

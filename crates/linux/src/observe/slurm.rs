@@ -63,6 +63,9 @@ impl JobMode {
     }
 }
 
+/// Characters of a bad `NUMASCHED=` value a warning shows.
+const MAX_SHOWN: usize = 40;
+
 impl std::str::FromStr for JobMode {
     type Err = String;
     fn from_str(s: &str) -> Result<JobMode, String> {
@@ -70,7 +73,20 @@ impl std::str::FromStr for JobMode {
             "off" => Ok(JobMode::Off),
             "advise" => Ok(JobMode::Advise),
             "manage" => Ok(JobMode::Manage),
-            other => Err(format!("{other:?} is not off, advise or manage")),
+            // A job's environment is anyone's text: quoted, and cut, so a warning
+            // stays one short line whatever the variable holds (3,164 characters
+            // once, issue 41).
+            other => {
+                let mut cut = other.len().min(MAX_SHOWN);
+                while !other.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                let more = if cut < other.len() { "…" } else { "" };
+                Err(format!(
+                    "{:?}{more} is not off, advise or manage",
+                    &other[..cut]
+                ))
+            }
         }
     }
 }
@@ -401,6 +417,18 @@ mod tests {
         }
         put(&v2.join("job_9"), "cpuset.cpus.effective", "2");
         assert_eq!(cpus(&r), vec![CpuSet::from(vec![0]), vec![2].into()]);
+    }
+
+    #[test]
+    fn a_long_bad_mode_is_cut_in_its_warning() {
+        let e = "x".repeat(3000).parse::<JobMode>().unwrap_err();
+        assert!(e.len() < 100, "{e}");
+        assert!(
+            e.contains("…") && e.contains("is not off, advise or manage"),
+            "{e}"
+        );
+        let e = "please".parse::<JobMode>().unwrap_err();
+        assert_eq!(e, "\"please\" is not off, advise or manage");
     }
 
     /// Issue 41: a FIFO planted as a v1 `tasks` file held the epoch in open(2), where
