@@ -1589,3 +1589,42 @@ fn a_file_size_limit_neither_ends_the_daemon_nor_skips_the_restore() {
     assert_eq!(st.code(), Some(0), "{st:?}");
     assert_eq!(allowed(a.pid()), vec![0, 1], "given back");
 }
+
+/// Issue 41: with its lock file deleted, a second daemon could lock a new one and
+/// "recover" the first one's live processes. The running daemon now notices at its
+/// next epoch, puts back what it changed and ends with one clear error.
+#[test]
+fn a_daemon_whose_lock_file_goes_stops_and_gives_back() {
+    let Some(_alone) = two_cpus_alone() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = "nslostlock";
+    let a = sleeper(dir.path(), name);
+    let b = sleeper(dir.path(), name);
+    let mut d = pinned(dir.path(), &["--include-comm", name]);
+    d.wait_managed(b.pid(), 2);
+    assert!(
+        wait_secs(10, || allowed(a.pid()).len() == 1
+            || allowed(b.pid()).len() == 1),
+        "nothing placed:\n{}",
+        d.log()
+    );
+    std::fs::remove_file(dir.path().join("journal.json.lock")).expect("remove the lock");
+    let child = d.guard.child();
+    let ended = wait_secs(10, || child.try_wait().expect("wait").is_some());
+    assert!(ended, "the daemon went on without its lock:\n{}", d.log());
+    let code = d.guard.child().wait().expect("wait").code();
+    assert_eq!(code, Some(1), "{}", d.log());
+    assert!(
+        d.log().contains("lock file was removed or replaced"),
+        "{}",
+        d.log()
+    );
+    assert_eq!(allowed(a.pid()), vec![0, 1], "given back");
+    assert_eq!(allowed(b.pid()), vec![0, 1], "given back");
+    assert!(
+        !dir.path().join("journal.json").exists(),
+        "nothing left to recover"
+    );
+}

@@ -59,8 +59,14 @@ pub struct JournalLock {
 }
 
 impl JournalLock {
-    /// Whether `path` still names the file this process locked.
-    fn still_named(&self) -> bool {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether `path` still names the file this process locked. A lock file removed
+    /// or replaced under a running daemon is a lock another daemon can take: the
+    /// service loop checks every epoch and stops rather than share the journal.
+    pub fn still_named(&self) -> bool {
         same_file(&self.file, &self.path)
     }
 }

@@ -161,6 +161,7 @@ pub fn serve(
     let clock = Instant::now();
     let mut problems = Dedup::default();
     let mut notes = Dedup::default();
+    let mut lost_lock: Option<std::path::PathBuf> = None;
     let ended = loop {
         let t0 = Instant::now();
         match built
@@ -172,20 +173,30 @@ pub fn serve(
             Err(e) => warn!("observation failed: {e}"),
         }
         shared.epoch_done(built.engine.epochs());
+        if let Some(lock) = built.journal_lock.as_ref().filter(|l| !l.still_named()) {
+            lost_lock = Some(lock.path().to_path_buf());
+            break None;
+        }
         let took = t0.elapsed();
         built.engine.took(took.as_secs_f64() * 1e3);
         if let Until::Exit(child) = &mut until {
             if let Some(status) = child.try_wait()? {
-                break Ended::Exited(status);
+                break Some(Ended::Exited(status));
             }
         }
         let mut publish = || publish(&shared, &built, opts, started, took);
         if let Some(e) = wait(&rx, t0 + opts.interval, &mut until, &mut publish)? {
-            break e;
+            break Some(e);
         }
     };
     shutdown(&mut built);
-    Ok(ended)
+    match (ended, lost_lock) {
+        (Some(e), _) => Ok(e),
+        (None, lock) => anyhow::bail!(
+            "{}: the journal's lock file was removed or replaced while running, so another              daemon could take the journal; stopped managing and put back what this one              changed",
+            lock.unwrap_or_default().display()
+        ),
+    }
 }
 
 /// Waits until `deadline`, handling signals and building the status when a reader
