@@ -211,6 +211,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, what: String },
     #[error("{key}: {what}")]
     Invalid { key: String, what: String },
+    #[error("{}: not trusted as the config file: {why}", path.display())]
+    Untrusted { path: PathBuf, why: String },
 }
 
 /// toml's errors span several lines (a source excerpt); the daemon's errors are one.
@@ -233,6 +235,19 @@ impl FileConfig {
     /// Reads and checks a config file; errors name the file and the line.
     pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
         let text = numasched_model::files::read_text(path, MAX_CONFIG_BYTES, "config file")?;
+        // It names the files the daemon writes as root and which processes it moves.
+        let meta = std::fs::metadata(path).map_err(|err| ConfigError::Io {
+            path: path.to_path_buf(),
+            err,
+        })?;
+        let dir = numasched_model::files::dir_meta(path);
+        let me = nix::unistd::geteuid().as_raw();
+        if let Some(why) = numasched_model::files::untrusted(path, &meta, dir.as_ref(), me) {
+            return Err(ConfigError::Untrusted {
+                path: path.to_path_buf(),
+                why,
+            });
+        }
         FileConfig::parse(&text, path)
     }
 
@@ -651,6 +666,24 @@ metrics = "127.0.0.1:9477"
         assert_eq!(o.release_after, 5);
         assert_eq!(o.log_format, LogFormat::Json);
         assert_eq!(o.metrics, Some("127.0.0.1:9477".parse().expect("addr")));
+    }
+
+    /// Issue 41: a config file others may write steers a root daemon (which files it
+    /// writes, which processes it moves): refused in one line.
+    #[test]
+    fn a_config_file_others_may_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("numasched.toml");
+        std::fs::write(&path, "policy = \"auto\"\n").expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o646)).expect("chmod");
+        let e = FileConfig::load(&path)
+            .expect_err("world-writable")
+            .to_string();
+        assert!(e.contains("not trusted as the config file"), "{e}");
+        assert!(e.contains("mode 646"), "{e}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        FileConfig::load(&path).expect("root's, readable by all: fine");
     }
 
     /// Issue 41: an overflow was reported as "expected a whole number ≥ 0".

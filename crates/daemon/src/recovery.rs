@@ -44,6 +44,8 @@ pub enum RecoveryError {
     File(numasched_model::files::FileError),
     #[error("{}: another numasched daemon keeps its journal here; stop it first (two schedulers would undo each other)", path.display())]
     InUse { path: PathBuf },
+    #[error("{}: not trusted as the journal: {why}; it was left untouched — check who wrote it, then remove it", path.display())]
+    Untrusted { path: PathBuf, why: String },
 }
 
 /// An exclusive lock on `<journal>.lock`, held while the daemon runs: two daemons
@@ -234,6 +236,18 @@ impl JournalFile {
             }
             Err(e) => return Err(RecoveryError::File(e)),
         };
+        let meta = fs::symlink_metadata(&self.path).map_err(|err| RecoveryError::Read {
+            path: self.path.clone(),
+            err,
+        })?;
+        let dir = numasched_model::files::dir_meta(&self.path);
+        let me = nix::unistd::geteuid().as_raw();
+        if let Some(why) = numasched_model::files::untrusted(&self.path, &meta, dir.as_ref(), me) {
+            return Err(RecoveryError::Untrusted {
+                path: self.path.clone(),
+                why,
+            });
+        }
         // Nothing in it is nothing to restore: refused, it would stop every later
         // start over a file that cannot hold a change (an operator's `: > journal`,
         // a file system that lost what a crash was writing).
@@ -490,6 +504,51 @@ mod tests {
         assert!(!held.still_named());
         drop(held);
         assert_eq!(fs::read_to_string(&lock_path).expect("kept"), "another's");
+    }
+
+    /// Issue 41: a journal another user could write made the root daemon pin a
+    /// root-owned process at start. Only a file this user owns, that no one else may
+    /// write, is believed.
+    #[test]
+    fn a_journal_others_may_write_is_not_believed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("journal.json");
+        fs::write(&path, "").expect("write");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o666)).expect("chmod");
+        let e = JournalFile::new(&path).load().expect_err("world-writable");
+        let msg = e.to_string();
+        assert!(msg.contains("not trusted as the journal"), "{msg}");
+        assert!(msg.contains("mode 666"), "{msg}");
+        assert!(!msg.contains('\n'));
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).expect("chmod");
+        let meta = fs::symlink_metadata(&path).expect("stat");
+        let me = nix::unistd::geteuid().as_raw();
+        assert_eq!(
+            numasched_model::files::untrusted(&path, &meta, None, me),
+            None
+        );
+        // A directory others may write, without the sticky bit: the file could be
+        // swapped; with it (/tmp), others cannot replace this user's file.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).expect("chmod");
+        let e = JournalFile::new(&path)
+            .load()
+            .expect_err("open dir")
+            .to_string();
+        assert!(e.contains("others may write its directory"), "{e}");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o1777)).expect("chmod");
+        JournalFile::new(&path).load().expect("sticky is fine");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).expect("chmod");
+        if nix::unistd::geteuid().is_root() {
+            // Another user's file: chown to nobody.
+            nix::unistd::chown(&path, Some(nix::unistd::Uid::from_raw(65534)), None)
+                .expect("chown");
+            let e = JournalFile::new(&path)
+                .load()
+                .expect_err("not ours")
+                .to_string();
+            assert!(e.contains("owned by uid 65534"), "{e}");
+        }
     }
 
     /// Issue 41: a binary journal said "cannot read the journal" without the way out.

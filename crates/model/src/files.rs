@@ -249,6 +249,59 @@ pub fn create_dir_of(path: &Path, mode: u32, default: &Path) -> Result<Option<Pa
     }
 }
 
+/// Why a file that steers what this process does with its rights (the daemon's journal
+/// and config, read as root) may not be believed, if it may not: only one owned by this
+/// user or by root, that no one else may write, in a directory owned by this user or
+/// root that no one else may write. The sticky bit (as on /tmp) makes an open directory
+/// fine: others can add a file there but not replace one of ours, and one they add is
+/// theirs. `dir` is the directory's metadata where it could be read, `me` this
+/// process's effective uid.
+pub fn untrusted(
+    path: &Path,
+    file: &std::fs::Metadata,
+    dir: Option<&std::fs::Metadata>,
+    me: u32,
+) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let ours = |uid: u32| uid == me || uid == 0;
+    if !ours(file.uid()) {
+        return Some(format!(
+            "it is owned by uid {}, neither root nor this process's user (uid {me})",
+            file.uid()
+        ));
+    }
+    if file.mode() & 0o022 != 0 {
+        return Some(format!(
+            "others may write it (mode {:o})",
+            file.mode() & 0o7777
+        ));
+    }
+    let dir = dir?;
+    let shown = path
+        .parent()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    if !ours(dir.uid()) {
+        return Some(format!(
+            "its directory {shown} is owned by uid {}, who could swap the file",
+            dir.uid()
+        ));
+    }
+    if dir.mode() & 0o022 != 0 && dir.mode() & 0o1000 == 0 {
+        return Some(format!(
+            "others may write its directory {shown} (mode {:o}) and swap the file",
+            dir.mode() & 0o7777
+        ));
+    }
+    None
+}
+
+/// The directory holding `path`, as `untrusted` judges it (`.` for a bare name).
+pub fn dir_meta(path: &Path) -> Option<std::fs::Metadata> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    std::fs::metadata(dir.unwrap_or(Path::new("."))).ok()
+}
+
 /// The 1-based line of byte `offset` in `text`: parsers report spans, operators read
 /// lines. Counted in bytes, so no offset can split a char.
 pub fn line_of(text: &str, offset: usize) -> usize {
