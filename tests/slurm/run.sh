@@ -164,6 +164,7 @@ check_placed() {
 
 # --- 1. a 2-task job ------------------------------------------------------------------
 echo "== a 2-task job (srun -n2, the whole machine, --cpu-bind=none)"
+logged_before=$(wc -l <"$DIR/ns.log")
 srun -n2 -c1 --cpu-bind=none "$DIR/jobload" workload cpu --seconds 8 >/dev/null 2>&1 &
 SRUN=$!
 narrowed=0 outside="" line=""
@@ -176,7 +177,16 @@ watch 7
 if [[ -n $outside ]]; then
     bad "2-task job: a task outside its step's cpuset: $outside"
 elif ((narrowed == 0)); then
-    bad "2-task job: numasched never placed a task (no narrowed affinity seen)"
+    # The samples can miss a narrowing the daemon undid a moment later: on this busy
+    # 2-CPU machine others' work (slurmstepd, this script) can make a job's LLC read as
+    # time-shared, and then each task gets the whole LLC (CI 2026-11-29: narrowed to
+    # one CPU each, widened 0.2 s later). Its log says what it set.
+    said=$(tail -n +"$((logged_before + 1))" "$DIR/ns.log" | grep -cE 'pid [0-9]+ affinity [0-9]+: done')
+    if ((said > 0)); then
+        ok "2-task job: tasks inside the step's cpuset; narrowed to one CPU $said time(s) by the daemon's log, no sample caught it"
+    else
+        bad "2-task job: numasched never placed a task (no narrowed affinity seen, none in its log)"
+    fi
 else
     ok "2-task job: tasks placed only inside the step's cpuset ($narrowed narrowed samples)"
 fi
@@ -198,7 +208,9 @@ seen=0 clash=""
 check_task() {
     local s o
     s=$(step_cpus "$2") o=$(allowed "$OUTSIDER")
-    [[ -n $s && -n $o ]] || return 0
+    # A task whose step reads empty is one of the last job's, leaving (CI 2026-11-29:
+    # "job's step  has 0-1"): not this job.
+    [[ -n $2 && -n $s && -n $o ]] || return 0
     if disjoint "$o" "$s"; then
         seen=$((seen + 1))
     else
