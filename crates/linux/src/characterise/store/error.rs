@@ -33,6 +33,8 @@ pub enum StoreError {
     Symlink { path: PathBuf, link: PathBuf },
     #[error("{}: an SQLite database of something else (tables: {tables}); refusing to use it as the profile store", path.display())]
     Foreign { path: PathBuf, tables: String },
+    #[error("{}: not trusted as the profile store: {why}; make it root's or yours and not writable by others (chmod go-w), or pass --db", path.display())]
+    Untrusted { path: PathBuf, why: String },
     #[error("{}: the profile store is locked by another process (is the daemon writing?); try again", path.display())]
     Locked { path: PathBuf },
     #[error("{}: written by a newer numasched (schema version {found}, this one knows up to {SCHEMA_VERSION})", path.display())]

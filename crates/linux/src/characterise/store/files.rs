@@ -201,5 +201,48 @@ pub(super) fn locate(path: &Path) -> Result<PathBuf, StoreError> {
             });
         }
     }
+    trusted_or_new(path, &real, &real_dir)?;
     Ok(real)
+}
+
+/// A store found is used only if root or this user owns it, no one else may write
+/// it, and its directory is as safe (`numasched_model::files::untrusted`): what it
+/// says decides where a root daemon runs other users' processes. A missing one is
+/// created here, readable by its owner only, so that SQLite (which creates it with
+/// the umask, group-writable under 002) never makes a store the next open refuses.
+fn trusted_or_new(path: &Path, real: &Path, real_dir: &Path) -> Result<(), StoreError> {
+    match std::fs::symlink_metadata(real) {
+        Ok(meta) if meta.is_file() => {
+            let dir = std::fs::metadata(real_dir).ok();
+            let me = nix::unistd::geteuid().as_raw();
+            match numasched_model::files::untrusted(real, &meta, dir.as_ref(), me) {
+                Some(why) => Err(StoreError::Untrusted {
+                    path: path.to_path_buf(),
+                    why,
+                }),
+                None => Ok(()),
+            }
+        }
+        // A link is refused by SQLite's NOFOLLOW, with its own message.
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(real)
+            {
+                Ok(_) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                Err(e) => Err(StoreError::NotWritable {
+                    path: path.to_path_buf(),
+                    what: e.to_string(),
+                }),
+            }
+        }
+        Err(e) => Err(StoreError::NotWritable {
+            path: path.to_path_buf(),
+            what: e.to_string(),
+        }),
+    }
 }

@@ -240,3 +240,49 @@ fn the_copy_never_follows_links_and_a_failed_copy_does_not_fail_the_open() {
     assert_eq!(s.list().unwrap(), programs);
     assert_eq!(names(&bak), ["inside"]);
 }
+
+/// A store someone else could have written is not used (issue 41): another user's
+/// file, or one others may write, would decide where a root daemon runs processes.
+/// The refusal is one line naming the file and why, and the file is left as it was.
+#[test]
+fn a_store_others_could_have_written_is_refused_and_left() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp();
+    let path = dir.path().join("p.db");
+    populated(&path);
+    let before = std::fs::read(&path).unwrap();
+
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o664)).unwrap();
+    for open in [Store::open, Store::open_without_backup] {
+        let e = open(&path).unwrap_err();
+        assert!(matches!(e, StoreError::Untrusted { .. }), "{e:?}");
+        let msg = e.to_string();
+        assert_one_line_naming(&msg, &path);
+        assert!(msg.contains("others may write it (mode 664)"), "{msg}");
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    // Owned by nobody (only root can give a file away; as another user the test
+    // cannot make one that is not its own).
+    if nix::unistd::geteuid().is_root() {
+        std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+        let msg = Store::open(&path).unwrap_err().to_string();
+        assert!(msg.contains("owned by uid 65534"), "{msg}");
+        std::os::unix::fs::chown(&path, Some(0), None).unwrap();
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before, "left as it was");
+    assert!(Store::open(&path).is_ok(), "trusted again once fixed");
+}
+
+/// A store numasched creates is its owner's alone, whatever the umask: SQLite would
+/// have made it group-writable under 002, and the next open would refuse it.
+#[test]
+fn a_new_store_is_private_to_its_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp();
+    let path = dir.path().join("new.db");
+    Store::open(&path).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    Store::open(&path).unwrap();
+}
