@@ -128,7 +128,11 @@ pub fn parse_stat(bytes: &[u8], path: &Path) -> Result<Stat, ObserveError> {
         comm: s.comm,
         state: s.state,
         ppid: nonneg(s.ppid.into(), "ppid")?,
-        session: nonneg(s.session.into(), "session")?,
+        // A task exiting while it is read, or whose session leader is outside this
+        // pid namespace, can show -1 here: no session, not a broken file (it was
+        // logged as a warning and counted as an error for unrelated short-lived
+        // processes).
+        session: u32::try_from(s.session).unwrap_or(0),
         flags: s.flags,
         cpu_ticks: s.utime.saturating_add(s.stime),
         child_ticks: s
@@ -693,6 +697,16 @@ mod tests {
         assert_eq!(s.rss_pages, 244);
         assert_eq!(s.processor, Some(1));
         assert!(!s.is_kernel_thread());
+    }
+
+    /// Session -1 (a task exiting as it is read) is no session, not a broken file: it
+    /// was a warning counted in `errors_total` for unrelated short-lived processes.
+    #[test]
+    fn a_negative_session_reads_as_none() {
+        let odd = STAT.replace(" S 1 7545 7545 ", " S 1 7545 -1 ");
+        let s = parse_stat(odd.as_bytes(), Path::new("stat")).unwrap();
+        assert_eq!(s.session, 0);
+        assert_eq!(s.pid, 7545);
     }
 
     #[test]
