@@ -3,12 +3,15 @@
 //! whole request (not a timeout per read, which one byte every 1.5 s defeats), and at
 //! most [`MAX_CONNS`] are open at once. To make room, the oldest connection still
 //! waiting for its request is dropped first: a client that connects and sends nothing
-//! costs the next one nothing, and an answer being written is not cut off for it. The
+//! costs the next one nothing, and an answer being written is not cut off for it. When
+//! every one is being answered, the newcomer is turned away instead. Whoever is turned
+//! away is told so in its protocol's words before the close (an empty reply gave
+//! clients beyond the 32nd nothing to report). The
 //! accept loop itself never reads from a client, and neither server ever touches the
 //! epoch loop, which only publishes to the status board.
 
 use std::collections::VecDeque;
-use std::io::{ErrorKind, Read};
+use std::io::{ErrorKind, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,41 +22,48 @@ pub const MAX_CONNS: usize = 32;
 /// How long one request may take, from accept to the last byte read.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
 
+/// How long telling a turned-away client why may take: the words fit any socket
+/// buffer, so only a peer that stopped reading can make it wait.
+const REFUSE_TIMEOUT: Duration = Duration::from_millis(100);
+
 /// A stream both servers accept: read with a timeout, and closable from another thread.
 pub trait Conn: Read + Send + 'static {
     fn set_read_timeout(&self, d: Option<Duration>) -> std::io::Result<()>;
     /// Shuts both directions, so a handler blocked in a read returns at once.
     fn close(&self);
+    /// Writes `why` (briefly, best effort), then closes.
+    fn refuse(&self, why: &[u8]);
     fn try_clone_conn(&self) -> std::io::Result<Self>
     where
         Self: Sized;
 }
 
-impl Conn for std::os::unix::net::UnixStream {
-    fn set_read_timeout(&self, d: Option<Duration>) -> std::io::Result<()> {
-        std::os::unix::net::UnixStream::set_read_timeout(self, d)
-    }
-    fn close(&self) {
-        let _ = self.shutdown(std::net::Shutdown::Both);
-    }
-    fn try_clone_conn(&self) -> std::io::Result<Self> {
-        self.try_clone()
-    }
+macro_rules! conn_for {
+    ($t:ty) => {
+        impl Conn for $t {
+            fn set_read_timeout(&self, d: Option<Duration>) -> std::io::Result<()> {
+                <$t>::set_read_timeout(self, d)
+            }
+            fn close(&self) {
+                let _ = self.shutdown(std::net::Shutdown::Both);
+            }
+            fn refuse(&self, why: &[u8]) {
+                let _ = self.set_write_timeout(Some(REFUSE_TIMEOUT));
+                let _ = (&mut &*self).write_all(why);
+                self.close();
+            }
+            fn try_clone_conn(&self) -> std::io::Result<Self> {
+                self.try_clone()
+            }
+        }
+    };
 }
 
-impl Conn for std::net::TcpStream {
-    fn set_read_timeout(&self, d: Option<Duration>) -> std::io::Result<()> {
-        std::net::TcpStream::set_read_timeout(self, d)
-    }
-    fn close(&self) {
-        let _ = self.shutdown(std::net::Shutdown::Both);
-    }
-    fn try_clone_conn(&self) -> std::io::Result<Self> {
-        self.try_clone()
-    }
-}
+conn_for!(std::os::unix::net::UnixStream);
+conn_for!(std::net::TcpStream);
 
-type Closer = Box<dyn Fn() + Send>;
+/// Closes a connection, with the words that say why when it is turned away.
+type Closer = Box<dyn Fn(Option<&[u8]>) + Send>;
 
 /// One request being served: its deadline, and whether the whole request has arrived
 /// (then the connection is answering, no longer idle).
@@ -86,13 +96,14 @@ impl Conns {
         Arc::new(Conns::default())
     }
 
-    /// Serves `conn` on a thread of its own with `handle`, after closing the oldest
-    /// idle connection (the oldest of all when every one is answering) if
-    /// [`MAX_CONNS`] are open.
+    /// Serves `conn` on a thread of its own with `handle`. With [`MAX_CONNS`] open,
+    /// the oldest idle connection is sent `busy` and closed to make room; when every
+    /// one is being answered, `conn` is sent `busy` instead, and not served.
     pub fn spawn<C: Conn>(
         self: &Arc<Self>,
         name: &str,
         conn: C,
+        busy: &'static [u8],
         handle: impl FnOnce(C, Request) + Send + 'static,
     ) {
         let Ok(closer) = conn.try_clone_conn() else {
@@ -107,18 +118,24 @@ impl Conns {
         {
             let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
             while open.len() >= MAX_CONNS {
-                let victim = open
+                let idle = open
                     .iter()
-                    .position(|o| !o.answering.load(Ordering::Relaxed))
-                    .unwrap_or(0);
-                if let Some(o) = open.remove(victim) {
-                    (o.close)();
+                    .position(|o| !o.answering.load(Ordering::Relaxed));
+                match idle.and_then(|v| open.remove(v)) {
+                    Some(o) => (o.close)(Some(busy)),
+                    None => {
+                        conn.refuse(busy);
+                        return;
+                    }
                 }
             }
             open.push_back(Open {
                 id,
                 answering: Arc::clone(&answering),
-                close: Box::new(move || closer.close()),
+                close: Box::new(move |why| match why {
+                    Some(why) => closer.refuse(why),
+                    None => closer.close(),
+                }),
             });
         }
         let me = Arc::clone(self);
@@ -146,7 +163,7 @@ impl Conns {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = open.iter().position(|o| o.id == id) {
             if let Some(o) = open.remove(i) {
-                (o.close)();
+                (o.close)(None);
             }
         }
     }
@@ -230,17 +247,86 @@ mod tests {
         for _ in 0..MAX_CONNS + 3 {
             let (server, client) = UnixStream::pair().expect("pair");
             clients.push(client);
-            conns.spawn("t", server, |mut c, req| {
+            conns.spawn("t", server, BUSY, |mut c, req| {
                 let _ = read_until(&mut c, &req, 16, |b| b.contains(&b'\n').then_some(0));
             });
         }
         assert!(conns.len() <= MAX_CONNS, "{}", conns.len());
-        // The first three were shut: reading from them ends at once.
-        let mut b = [0u8; 1];
-        clients[0]
-            .set_read_timeout(Some(Duration::from_secs(1)))
+        // The first three were told why and shut: reading from them ends at once.
+        assert_eq!(told(&mut clients[0]), "busy\n");
+    }
+
+    const BUSY: &[u8] = b"busy\n";
+
+    /// Serves `server` with a handler that reads a line, then answers "ok" once
+    /// released (or after 5 s).
+    fn answer_when_released(
+        conns: &Arc<Conns>,
+        server: UnixStream,
+        wait: Arc<Mutex<std::sync::mpsc::Receiver<()>>>,
+    ) {
+        conns.spawn("t", server, BUSY, move |mut c, req| {
+            let got = read_until(&mut c, &req, 16, |b| b.iter().position(|&x| x == b'\n'));
+            if matches!(got, Ok(Some(_))) {
+                let _ = wait
+                    .lock()
+                    .expect("lock")
+                    .recv_timeout(Duration::from_secs(5));
+                let _ = c.try_clone().expect("clone").write_all(b"ok\n");
+            }
+        });
+    }
+
+    /// Waits until open connection `i` has read its request.
+    fn until_answering(conns: &Conns, i: usize) {
+        let t = Instant::now();
+        while !conns.open.lock().expect("lock")[i]
+            .answering
+            .load(Ordering::Relaxed)
+        {
+            assert!(t.elapsed() < Duration::from_secs(5), "never read");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// What a client reads until the server closes (or 1 s passes).
+    fn told(c: &mut UnixStream) -> String {
+        c.set_read_timeout(Some(Duration::from_secs(1)))
             .expect("timeout");
-        assert_eq!(clients[0].read(&mut b).expect("eof"), 0);
+        let mut got = String::new();
+        let _ = c.read_to_string(&mut got);
+        got
+    }
+
+    /// With every connection being answered, the newcomer is the one turned away, and
+    /// it is told so rather than given an empty reply (issue 41).
+    #[test]
+    fn with_every_connection_answering_a_newcomer_is_told_it_is_busy() {
+        let conns = Conns::new();
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let wait = Arc::new(Mutex::new(wait));
+        let mut clients = Vec::new();
+        for i in 0..MAX_CONNS + 1 {
+            let (server, mut client) = UnixStream::pair().expect("pair");
+            client.write_all(b"status\n").expect("write");
+            clients.push(client);
+            let wait = Arc::clone(&wait);
+            answer_when_released(&conns, server, wait);
+            if i < MAX_CONNS {
+                until_answering(&conns, i);
+            }
+        }
+        assert_eq!(told(&mut clients[MAX_CONNS]), "busy\n");
+        for _ in 0..MAX_CONNS {
+            release.send(()).expect("release");
+        }
+        for (i, c) in clients.iter_mut().enumerate().take(MAX_CONNS) {
+            c.set_read_timeout(Some(Duration::from_secs(5)))
+                .expect("timeout");
+            let mut line = [0u8; 3];
+            c.read_exact(&mut line).expect("answer");
+            assert_eq!(&line, b"ok\n", "client {i}");
+        }
     }
 
     /// Issue 17: the cap dropped the oldest connection, so a burst of clients that send
@@ -260,38 +346,17 @@ mod tests {
             }
             clients.push(client);
             let wait = Arc::clone(&wait);
-            conns.spawn("t", server, move |mut c, req| {
-                let got = read_until(&mut c, &req, 16, |b| b.iter().position(|&x| x == b'\n'));
-                if matches!(got, Ok(Some(_))) {
-                    let _ = wait
-                        .lock()
-                        .expect("lock")
-                        .recv_timeout(Duration::from_secs(5));
-                    let _ = std::io::Write::write_all(&mut c.try_clone().expect("clone"), b"ok\n");
-                }
-            });
+            answer_when_released(&conns, server, wait);
             if i == 0 {
                 // Let it read its request before the others crowd in.
-                let t = Instant::now();
-                while !conns.open.lock().expect("lock")[0]
-                    .answering
-                    .load(Ordering::Relaxed)
-                {
-                    assert!(t.elapsed() < Duration::from_secs(5), "never read");
-                    std::thread::sleep(Duration::from_millis(5));
-                }
+                until_answering(&conns, 0);
             }
         }
         assert!(conns.len() <= MAX_CONNS, "{}", conns.len());
-        let closed = |c: &mut UnixStream| {
-            c.set_read_timeout(Some(Duration::from_millis(200)))
-                .expect("timeout");
-            let mut b = [0u8; 4];
-            matches!(c.read(&mut b), Ok(0))
-        };
-        // The three oldest idle ones (clients 1, 2, 3) were closed to make room...
+        // The three oldest idle ones (clients 1, 2, 3) were told and closed to make
+        // room...
         for (i, c) in clients.iter_mut().enumerate().skip(1).take(3) {
-            assert!(closed(c), "idle client {i} still open");
+            assert_eq!(told(c), "busy\n", "idle client {i}");
         }
         // ...and the one being answered still gets its answer.
         release.send(()).expect("release");

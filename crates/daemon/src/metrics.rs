@@ -24,6 +24,11 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest request accepted, line and headers together.
 pub const MAX_REQUEST: usize = 8 * 1024;
 
+/// What a scraper turned away for want of room reads.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n\
+Content-Length: 49\r\nRetry-After: 1\r\nConnection: close\r\n\r\n\
+busy: 32 clients are being served at once; retry\n";
+
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The running endpoint.
@@ -78,7 +83,7 @@ impl BoundMetrics {
                     match stream {
                         Ok(s) => {
                             let shared = Arc::clone(&shared);
-                            conns.spawn("numasched-scrape", s, move |s, req| {
+                            conns.spawn("numasched-scrape", s, BUSY, move |s, req| {
                                 if let Err(e) = answer(s, &shared, &req) {
                                     tracing::debug!("metrics request: {e}");
                                 }
@@ -482,6 +487,20 @@ fn job_families(o: &mut Out, jobs: &[super::jobs::JobView]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The 503 a scraper beyond the cap reads is well-formed: its length is its body's,
+    /// and it names the cap.
+    #[test]
+    fn the_busy_answer_is_a_whole_http_response() {
+        let text = std::str::from_utf8(BUSY).expect("utf-8");
+        let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
+        assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+        assert!(
+            head.contains(&format!("Content-Length: {}\r\n", body.len())),
+            "{head}"
+        );
+        assert!(body.contains(&conns::MAX_CONNS.to_string()), "{body}");
+    }
     use crate::status::NodeView;
     use crate::status::ProcessView;
     use numasched_linux::observe::Sensors;

@@ -168,11 +168,14 @@ fn serve(listener: UnixListener, shared: Shared, jobs: Option<Arc<Jobs>>) {
             .unwrap_or(false);
         let shared = Arc::clone(&shared);
         let jobs = jobs.clone();
-        conns.spawn("numasched-status", stream, move |s, req| {
+        conns.spawn("numasched-status", stream, BUSY, move |s, req| {
             let _ = answer(s, &shared, jobs.as_deref(), allowed, &req);
         });
     }
 }
+
+/// What a client turned away for want of room reads.
+const BUSY: &[u8] = b"{\"error\":\"busy: 32 clients are being served at once; try again\"}\n";
 
 fn answer(
     mut stream: UnixStream,
@@ -274,6 +277,12 @@ pub fn request_status(path: &Path) -> Result<DaemonStatus, SocketError> {
         path: path.into(),
         what,
     };
+    if line.is_empty() {
+        return Err(protocol(
+            "closed the connection without an answer (stopping, or too busy); try again"
+                .to_string(),
+        ));
+    }
     let v: serde_json::Value =
         serde_json::from_str(&line).map_err(|e| protocol(format!("unreadable answer: {e}")))?;
     if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
@@ -285,6 +294,16 @@ pub fn request_status(path: &Path) -> Result<DaemonStatus, SocketError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client turned away reads one JSON error naming the cap, as every other error.
+    #[test]
+    fn the_busy_answer_is_one_json_error_naming_the_cap() {
+        let line = std::str::from_utf8(BUSY).expect("utf-8");
+        assert_eq!(line.matches('\n').count(), 1);
+        let v: serde_json::Value = serde_json::from_str(line).expect("json");
+        let e = v["error"].as_str().expect("error");
+        assert!(e.contains(&conns::MAX_CONNS.to_string()), "{e}");
+    }
 
     #[test]
     fn refuses_symlinks_files_and_live_daemons_and_replaces_stale_sockets() {
