@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::characterise::bench::{self, Placement};
 use crate::characterise::store::{Measurement, Store};
 use crate::model::character::measured::{MeasuredPenalty, MIN_RUN_S};
+use crate::observe::counters::{mpki, CounterSample};
 use crate::topology::{sysfs, NodeId, Topology};
 
 #[derive(Debug, Args)]
@@ -219,6 +220,7 @@ pub fn run(args: MeasureArgs, db: &Path, now: i64) -> anyhow::Result<()> {
     };
     let mut records: Vec<RunRecord> = Vec::new();
     let (mut local, mut remote, mut pressured) = (Vec::new(), Vec::new(), Vec::new());
+    let mut local_counts = Vec::new();
     let mut kinds = vec![("local", setup.local), ("remote", setup.remote)];
     if setup.pressure_cpu.is_some() {
         kinds.push(("pressured", setup.local));
@@ -252,7 +254,10 @@ pub fn run(args: MeasureArgs, db: &Path, now: i64) -> anyhow::Result<()> {
                 );
             }
             match kind {
-                "local" => local.push(r.seconds),
+                "local" => {
+                    local.push(r.seconds);
+                    local_counts.push(r.counts);
+                }
                 "remote" => remote.push(r.seconds),
                 _ => pressured.push(r.seconds),
             }
@@ -291,6 +296,7 @@ pub fn run(args: MeasureArgs, db: &Path, now: i64) -> anyhow::Result<()> {
         machine: machine(&topo),
         command: cmdline,
         measured_at: now,
+        mpki: mpki_of(&local_counts),
     };
     store.put_measurement(&name, &m)?;
     if args.json {
@@ -311,14 +317,34 @@ pub fn run(args: MeasureArgs, db: &Path, now: i64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// MPKI over the local runs (memory local, no co-runner: the program's own miss rate),
+/// from their summed counts; none unless every one of them was counted.
+fn mpki_of(counts: &[Option<CounterSample>]) -> Option<f64> {
+    let all: Option<Vec<CounterSample>> = counts.iter().copied().collect();
+    let all = all.filter(|a| !a.is_empty())?;
+    let misses = all
+        .iter()
+        .map(|c| c.llc_misses)
+        .fold(0u64, u64::saturating_add);
+    let instructions = all
+        .iter()
+        .map(|c| c.instructions)
+        .fold(0u64, u64::saturating_add);
+    mpki(misses, instructions)
+}
+
 /// The one line a session ends with.
 fn summary(name: &str, m: &Measurement, runs: u32, db: &Path) -> String {
     let cache = m.result.cache_slowdown.map_or(String::new(), |c| {
         format!(", {:+.0}% beside an LLC stream", 100.0 * c)
     });
+    let mpki = m.mpki.map_or_else(
+        || ", no hardware counters for MPKI".to_string(),
+        |v| format!(", MPKI {v:.2}"),
+    );
     format!(
-        "{name}: {} (CPUs of node {}, memory on node {} against node {}, {runs} runs each{cache}); \
-         recorded in {}",
+        "{name}: {}{mpki} (CPUs of node {}, memory on node {} against node {}, {runs} runs \
+         each{cache}); recorded in {}",
         m.result.describe(),
         m.local_node,
         m.local_node,
@@ -397,6 +423,23 @@ fn machine(topo: &Topology) -> String {
 mod tests {
     use super::*;
     use crate::topology;
+
+    /// MPKI is summed misses over summed instructions of the local runs, and none
+    /// unless every local run was counted (a VM counts none).
+    #[test]
+    fn mpki_comes_from_every_local_run_or_none() {
+        let c = |misses, instructions| {
+            Some(CounterSample {
+                instructions,
+                cycles: 0,
+                llc_misses: misses,
+            })
+        };
+        let v = mpki_of(&[c(10, 1000), c(30, 3000)]).expect("counted");
+        assert!((v - 10.0).abs() < 1e-12, "{v}");
+        assert_eq!(mpki_of(&[c(10, 1000), None]), None);
+        assert_eq!(mpki_of(&[]), None);
+    }
 
     #[test]
     fn one_memory_node_is_refused_in_one_line() {

@@ -300,6 +300,15 @@ pub fn render(programs: &[StoredProgram]) -> String {
         for q in Quantity::ALL {
             row.push(match (q, &p.measured) {
                 (Quantity::NumaPenalty, Some(m)) if ranks_first(p, m) => measured_cell(m),
+                // Counted by `profile measure`, it ranks before a learned MPKI.
+                (
+                    Quantity::Mpki,
+                    Some(Measurement {
+                        mpki: Some(v),
+                        measured_at,
+                        ..
+                    }),
+                ) => format!("{v:.3} (measured {})", store::date_of(*measured_at)),
                 _ => cell(p.get(q)),
             });
         }

@@ -1376,12 +1376,14 @@ scenario_measure() {
   done
   wait "$mpid"; rc=$?
   [ "$rc" = 0 ] || { echo "FAIL measure: profile measure exited $rc: $(tail -n 3 "$err" | tr '\n' ' ')"; return; }
-  say "result: $(tr -d '\n ' <"$out" | grep -Eo '"(numa_penalty|spread|uncertain|cache_slowdown)":[^,]*' | tr '\n' ' ')"
+  say "result: $(tr -d '\n ' <"$out" | grep -Eo '"(numa_penalty|spread|uncertain|cache_slowdown|mpki)":[^,]*' | tr '\n' ' ')"
   # Runs in the order their children appeared: local, remote, beside the LLC stream
   # (memory local), twice.
   order=$(awk '!seen[$1]++ { print $1 }' "$samples" | tr '\n' ' ')
   [ "$(echo $order | wc -w)" = 6 ] || why="$why saw $(echo $order | wc -w) runs, not 6 ($order);"
   tr -d '\n ' <"$out" | grep -Eq '"cache_slowdown":-?[0-9]' || why="$why no cache_slowdown in --json;"
+  # TCG has no PMU: MPKI is null there, a number where the guest has counters.
+  tr -d '\n ' <"$out" | grep -Eq '"mpki":(null|[0-9])' || why="$why no mpki in --json;"
   # The co-runner goes with each pressured run.
   ps -o pid,args 2>/dev/null | grep -q '[w]orkload stream --seconds 86400' &&
     why="$why the LLC co-runner outlived the session;"

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use numasched_model::topology::NodeId;
 
+use crate::observe::counters::{CounterSample, CounterSource, PerfCounters};
 use crate::observe::numa_maps;
 
 /// How often a running child's memory is looked at.
@@ -42,6 +43,8 @@ pub struct Run {
     /// Its resident bytes per node at the last look while it ran (empty if it ended
     /// before the first).
     pub node_bytes: BTreeMap<NodeId, u64>,
+    /// Its instructions and LLC misses, all threads, where the machine has counters.
+    pub counts: Option<CounterSample>,
 }
 
 fn mask(ids: &[u32]) -> Vec<libc::c_ulong> {
@@ -100,7 +103,12 @@ pub fn spawn(argv: &[String], place: &Placement, helper: bool) -> std::io::Resul
 pub fn run(argv: &[String], place: &Placement, proc_root: &Path) -> std::io::Result<Run> {
     let start = Instant::now();
     let mut child = spawn(argv, place, false)?;
-    let maps = proc_root.join(child.id().to_string()).join("numa_maps");
+    let pid = child.id();
+    let maps = proc_root.join(pid.to_string()).join("numa_maps");
+    // Counted from just after exec: the child has no threads yet, and every one it
+    // makes is counted (inherit). Where there are no counters (a VM) this is None.
+    let mut counters = PerfCounters::new();
+    let counting = counters.attach(pid, 0, &[pid]).is_ok();
     // Read on a thread: a child that fills the pipe would otherwise block forever.
     let stderr = child.stderr.take().map(|mut e| {
         std::thread::spawn(move || {
@@ -146,11 +154,17 @@ pub fn run(argv: &[String], place: &Placement, proc_root: &Path) -> std::io::Res
         }
     };
     let stderr_tail = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    // A counter keeps its final value once its task has exited.
+    let counts = counting
+        .then(|| counters.delta(pid).ok())
+        .flatten()
+        .filter(|c| c.instructions > 0);
     Ok(Run {
         seconds: end.duration_since(start).as_secs_f64(),
         status,
         stderr_tail,
         node_bytes,
+        counts,
     })
 }
 

@@ -69,6 +69,8 @@ pub struct Evidence {
     pub profile_np: Option<f64>,
     /// Measured by `profile measure`, and whether its runs agreed to ±20%.
     pub bench_np: Option<f64>,
+    /// MPKI counted by `profile measure` over its local runs, where counters exist.
+    pub bench_mpki: Option<f64>,
     pub bench_uncertain: bool,
 }
 
@@ -85,6 +87,7 @@ pub fn resolve(e: &Evidence) -> Character {
     let ok_mpki = |v: Option<f64>| v.filter(|m| m.is_finite() && *m >= 0.0);
     let ok_np = |v: Option<f64>| v.filter(|np| np.is_finite() && *np >= 1.0);
     let mpki = ok_mpki(e.measured_mpki)
+        .or(ok_mpki(e.bench_mpki))
         .or(ok_mpki(e.learned_mpki))
         .or(ok_mpki(e.profile_mpki));
     let bench = |uncertain: bool| e.bench_np.filter(|_| e.bench_uncertain == uncertain);

@@ -178,6 +178,7 @@ impl StoredProgram {
             profile_mpki: v(&self.mpki, Origin::Given),
             profile_np: v(&self.numa_penalty, Origin::Given),
             bench_np: self.measured.as_ref().map(|m| m.result.numa_penalty),
+            bench_mpki: self.measured.as_ref().and_then(|m| m.mpki),
             bench_uncertain: self.measured.as_ref().is_some_and(|m| m.result.uncertain),
             ..numasched_model::character::Evidence::default()
         }

@@ -25,6 +25,10 @@ pub struct Measurement {
     /// Runs beside the LLC co-runner (empty unless `--llc-pressure`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pressured_s: Vec<f64>,
+    /// LLC misses per kilo-instruction over the local runs, where the machine has
+    /// hardware counters.
+    #[serde(default)]
+    pub mpki: Option<f64>,
     /// The machine it ran on (host name and topology in one line).
     pub machine: String,
     /// The command line measured.
@@ -72,8 +76,8 @@ impl Store {
             .execute(
                 "INSERT OR REPLACE INTO measurements (program, numa_penalty, spread, uncertain, \
                  cache_slowdown, local_node, remote_node, local_s, remote_s, pressured_s, \
-                 machine, command, measured_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 machine, command, measured_at, mpki) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
                 params![
                     program,
                     r.numa_penalty,
@@ -87,7 +91,8 @@ impl Store {
                     seconds_json(&m.pressured_s),
                     m.machine,
                     m.command,
-                    m.measured_at
+                    m.measured_at,
+                    m.mpki
                 ],
             )
             .map_err(|e| classify(&self.path, e))?;
@@ -109,12 +114,13 @@ impl Store {
             String,
             String,
             i64,
+            Option<f64>,
         );
         let row: Option<Row> = self
             .conn
             .query_row(
                 "SELECT numa_penalty, spread, uncertain, cache_slowdown, local_node, remote_node, \
-                 local_s, remote_s, pressured_s, machine, command, measured_at \
+                 local_s, remote_s, pressured_s, machine, command, measured_at, mpki \
                  FROM measurements WHERE program = ?1",
                 [program],
                 |r| {
@@ -131,12 +137,14 @@ impl Store {
                         r.get(9)?,
                         r.get(10)?,
                         r.get(11)?,
+                        r.get(12)?,
                     ))
                 },
             )
             .optional()
             .map_err(|e| classify(&self.path, e))?;
-        let Some((np, spread, uncertain, cache, ln, rn, ls, rs, ps, machine, command, at)) = row
+        let Some((np, spread, uncertain, cache, ln, rn, ls, rs, ps, machine, command, at, mpki)) =
+            row
         else {
             return Ok(None);
         };
@@ -163,6 +171,7 @@ impl Store {
             machine,
             command,
             measured_at: at,
+            mpki: mpki.filter(|v| v.is_finite() && *v >= 0.0),
         }))
     }
 }

@@ -6,7 +6,7 @@ use rusqlite::Connection;
 /// Layout version, kept in `PRAGMA user_version`. Bump it with a migration in
 /// [`migrate`] whenever the tables change; a file from a newer numasched is refused
 /// rather than misread.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// Brings a store from `from` to [`SCHEMA_VERSION`], in one transaction.
 pub(super) fn migrate(conn: &mut Connection, from: i32) -> rusqlite::Result<()> {
@@ -56,6 +56,11 @@ pub(super) fn migrate(conn: &mut Connection, from: i32) -> rusqlite::Result<()> 
                  measured_at    INTEGER NOT NULL
              ) WITHOUT ROWID;",
         )?;
+    }
+    if from < 3 {
+        // MPKI counted over the local runs, where the machine has counters (NULL
+        // where it has none).
+        tx.execute_batch("ALTER TABLE measurements ADD COLUMN mpki REAL;")?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()

@@ -503,6 +503,7 @@ fn session(np: f64, spread: f64, at: i64) -> Measurement {
         machine: "host: 2 nodes, 8 CPUs, 2 LLCs".into(),
         command: "job --night".into(),
         measured_at: at,
+        mpki: None,
     }
 }
 
@@ -552,4 +553,44 @@ fn a_version_1_store_gains_the_measurements_table_and_keeps_its_facts() {
     );
     s.put_measurement("mcf", &session(1.3, 0.01, 2)).unwrap();
     assert!(s.get("mcf").unwrap().unwrap().measured.is_some());
+}
+
+/// A version 2 store (measurements without MPKI) is brought up to date: its session
+/// reads back with no MPKI, and a new one keeps the MPKI counted, which then ranks
+/// before a learned MPKI and after one counted on this run.
+#[test]
+fn a_version_2_store_gains_mpki_and_a_counted_mpki_ranks_before_learned() {
+    let dir = temp();
+    let path = dir.path().join("p.db");
+    {
+        let mut s = Store::open(&path).unwrap();
+        s.put_measurement("job", &session(1.3, 0.01, 2)).unwrap();
+    }
+    {
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch("ALTER TABLE measurements DROP COLUMN mpki; PRAGMA user_version = 2;")
+            .unwrap();
+    }
+    let mut s = Store::open(&path).unwrap();
+    let old = s.measurement("job").unwrap().expect("kept");
+    assert_eq!(old.mpki, None);
+    assert_eq!(old.result.numa_penalty, 1.3);
+    let counted = Measurement {
+        mpki: Some(12.5),
+        ..session(1.4, 0.01, 3)
+    };
+    s.put_measurement("job", &counted).unwrap();
+    assert_eq!(s.measurement("job").unwrap().expect("new").mpki, Some(12.5));
+    let e = s.get("job").unwrap().expect("listed").evidence();
+    assert_eq!(e.bench_mpki, Some(12.5));
+    let c = numasched_model::character::resolve(&numasched_model::character::Evidence {
+        learned_mpki: Some(3.0),
+        ..e
+    });
+    assert_eq!(c.mpki, 12.5);
+    let c = numasched_model::character::resolve(&numasched_model::character::Evidence {
+        measured_mpki: Some(7.0),
+        ..e
+    });
+    assert_eq!(c.mpki, 7.0);
 }
