@@ -46,6 +46,18 @@ pub enum RecoveryError {
     InUse { path: PathBuf },
     #[error("{}: not trusted as the journal: {why}; it was left untouched — check who wrote it, then remove it", path.display())]
     Untrusted { path: PathBuf, why: String },
+    /// A clean stop could not remove the journal; `emptied` says whether it was
+    /// emptied instead (then the next start has nothing to restore).
+    #[error("{}: cannot remove the journal: {err}; {}", path.display(), if *emptied {
+        "emptied it instead, so the next start restores nothing"
+    } else {
+        "the next start would restore the affinities it names again: remove it by hand"
+    })]
+    NotRemoved {
+        path: PathBuf,
+        err: std::io::Error,
+        emptied: bool,
+    },
 }
 
 /// An exclusive lock on `<journal>.lock`, held while the daemon runs: two daemons
@@ -293,15 +305,28 @@ impl JournalFile {
         Ok(())
     }
 
-    /// A clean stop: nothing left to undo.
+    /// A clean stop: nothing left to undo. A journal that cannot be removed (its
+    /// directory made read-only or immutable meanwhile) is emptied in place: left as it
+    /// was, the next start would restore what it names over whatever the processes'
+    /// owners set since.
     pub fn remove(&mut self) -> Result<(), RecoveryError> {
         self.written = None;
         self.check()?;
         match fs::remove_file(&self.path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RecoveryError::Write {
-                path: self.path.clone(),
-                err: e,
-            }),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                let emptied = OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&self.path)
+                    .and_then(|f| f.sync_all())
+                    .is_ok();
+                Err(RecoveryError::NotRemoved {
+                    path: self.path.clone(),
+                    err: e,
+                    emptied,
+                })
+            }
             _ => Ok(()),
         }
     }
@@ -646,5 +671,45 @@ mod tests {
             assert!(e.to_string().contains("a character device"), "{e}");
         }
         assert!(Path::new("/dev/null").exists());
+    }
+
+    /// A journal a clean stop cannot remove (here its directory is made immutable) is
+    /// emptied, and the next start finds nothing to restore (issue 41: it was
+    /// recovered again, over whatever the owners had set since). Skipped where the
+    /// file system or the caller cannot set the immutable flag.
+    #[test]
+    fn a_journal_that_cannot_be_removed_is_emptied_and_not_recovered_again() {
+        struct Immutable<'a>(&'a Path);
+        impl Drop for Immutable<'_> {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("chattr")
+                    .arg("-i")
+                    .arg(self.0)
+                    .status();
+            }
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut file = JournalFile::new(&dir.path().join("journal.json"));
+        file.save(&journal_of(100, 7, &[2])).expect("save");
+        let set = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status();
+        if !set.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: chattr +i is not available here");
+            return;
+        }
+        let guard = Immutable(dir.path());
+        let e = file.remove().expect_err("the directory is immutable");
+        assert!(
+            matches!(e, RecoveryError::NotRemoved { emptied: true, .. }),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("emptied it instead"), "{e}");
+        drop(guard);
+        assert_eq!(fs::read(file.path()).expect("still there"), b"");
+        let loaded = JournalFile::new(file.path()).load().expect("load");
+        assert!(loaded.as_ref().is_none_or(|j| j.is_empty()), "{loaded:?}");
     }
 }
