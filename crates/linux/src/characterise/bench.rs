@@ -105,8 +105,9 @@ pub fn run(argv: &[String], place: &Placement, proc_root: &Path) -> std::io::Res
     let mut child = spawn(argv, place, false)?;
     let pid = child.id();
     let maps = proc_root.join(pid.to_string()).join("numa_maps");
-    // Counted from just after exec: the child has no threads yet, and every one it
-    // makes is counted (inherit). Where there are no counters (a VM) this is None.
+    // Counted from the moment spawn returns, just after exec: a thread the program
+    // starts in its first microseconds could be missed, every later one is counted
+    // (inherit). Where there are no counters (a VM) the counts are None.
     let mut counters = PerfCounters::new();
     let counting = counters.attach(pid, 0, &[pid]).is_ok();
     // Read on a thread: a child that fills the pipe would otherwise block forever.
