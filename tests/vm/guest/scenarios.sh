@@ -117,6 +117,46 @@ start_stream() {
   echo $!
 }
 
+# "0 812 1 300": free memory of each node, MiB.
+free_by_node() {
+  for n in $NODES; do
+    awk -v n="$n" '/MemFree/ { printf "%s %d ", n, $4 / 1024 }' "/sys/devices/system/node/node$n/meminfo"
+  done
+}
+
+# Pids of every numad running, the one a case started or any other.
+numad_pids() {
+  for d in /proc/[0-9]*; do
+    [ "$(cat "$d/comm" 2>/dev/null)" = numad ] && echo "${d#/proc/}"
+  done
+}
+
+# Stops numad and waits until none is left: asks it to exit, then TERM, then KILL.
+# Every numad, not only the pid its pid file gave: one whose pid file was not there in
+# time (a slow guest) would run on into the next case and act on its load. And gone,
+# not only signalled: a numad inside a migrate_pages of 320 MiB (seconds under TCG)
+# takes the signal only when that returns. (Once, the next load did not get its memory
+# within 60 s, right after a numad that had moved the previous load twice.)
+stop_numad() {
+  local left i=0
+  numad -i 0 >/dev/null 2>&1
+  sleep 1
+  while left=$(numad_pids) && [ -n "$left" ]; do
+    if [ $i -ge 40 ]; then kill -9 $left 2>/dev/null; sleep 0.5; return 0; fi
+    kill $left 2>/dev/null
+    sleep 0.25; i=$((i + 1))
+  done
+}
+
+# Before a case: a numad left from an earlier one would manage this case's load too.
+no_numad_left() {
+  local left
+  left=$(numad_pids)
+  [ -z "$left" ] && return 0
+  say "numad (pid $(echo $left)) was still running from an earlier case: stopped first"
+  stop_numad
+}
+
 start_cpu() {
   $2 nscpu workload cpu --seconds "$1" --report-interval 5 >>/tmp/loads.log 2>&1 &
   echo $!
@@ -611,6 +651,7 @@ run_case() {
     frac=0 nodes cpus sum=0 samples=0 prog0 sys0
   eval "home=\$CPUS_$MIGRATE_HOME"
   if [ "$mgr" = autonuma ]; then balancing 1; else balancing 0; fi
+  no_numad_left
   trail "$mgr: starting loads"
   for c in $home; do hogs="$hogs $(start_cpu 300 "/usr/bin/taskset -c $c")"; done
   rm -f /tmp/case-load.log
@@ -678,9 +719,9 @@ run_case() {
   after=$(pages_by_node "$pid" | tr '\n' ' ')
   CASE_MOVED=$(echo "$before|$after" | awk -F'|' '{ n = split($1, b, " "); split($2, a, " ")
       for (i = 1; i < n; i += 2) { d = a[i + 1] - b[i + 1]; if (d > 0) m += d } print m + 0 }')
-  CASE_PID=$pid CASE_FRAC=$frac CASE_NODES=$nodes CASE_CPUS=$(affinity "$pid") CASE_SETTLE=${settle:--}
+  CASE_PID=$pid CASE_FRAC=$frac CASE_NODES=$nodes CASE_CPUS=$(affinity "$pid") CASE_SETTLE=${settle:--} CASE_FREE=$(free_by_node)
   CASE_MEAN=$(awk -v s="$sum" -v n="$samples" 'BEGIN { printf "%.3f", n ? s / n : 0 }')
-  CASE_BEFORE=$before CASE_AFTER=$after CASE_CPU_S="-" CASE_USER_S="-" CASE_ERR="" CASE_REASON=""
+  CASE_BEFORE=$before CASE_AFTER=$after CASE_CPU_S="-" CASE_USER_S="-" CASE_ERR="" CASE_REASON="" CASE_PAGE_LINES="" CASE_LAST_PAGES="" CASE_LAST_AFFINITY=""
   CASE_WALL=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }')
   # The daemon walks the whole address space it planned to move, also after the pages
   # that mattered are there: give it up to 30 s more to say the move is done.
@@ -704,19 +745,15 @@ run_case() {
       # stopped: an epoch's lines are written when its apply pass ends).
       CASE_REASON=$(grep -E "pid $pid (affinity|pages)" "$DAEMON_LOG" | sed 's/^.*INFO //' |
         tail -n 3 | tr '\n' ';')
-      CASE_PAGES_DONE=$(grep -c "pid $pid pages .*: done" "$DAEMON_LOG") ;;
+      CASE_PAGES_DONE=$(grep -c "pid $pid pages .*: done" "$DAEMON_LOG")
+      # For a failure's one line (the host's summary shows only that): how often the
+      # daemon spoke of its pages, and its last word on them and on its CPUs.
+      CASE_PAGE_LINES=$(grep -c "pid $pid pages" "$DAEMON_LOG")
+      CASE_LAST_PAGES=$(grep "pid $pid pages" "$DAEMON_LOG" | tail -n 1 | sed 's/^.*INFO //')
+      CASE_LAST_AFFINITY=$(grep "pid $pid affinity" "$DAEMON_LOG" | tail -n 1 | sed 's/^.*INFO //') ;;
     numad)
       [ -n "$mpid" ] && CASE_CPU_S=$(cpu_seconds "$mpid") CASE_USER_S=$(cpu_seconds "$mpid" user)
-      numad -i 0 >/dev/null 2>&1   # asks the running numad to exit
-      sleep 1; [ -n "$mpid" ] && kill "$mpid" 2>/dev/null
-      # Gone before the next case: a numad still inside a migrate_pages of 320 MiB
-      # (seconds under TCG) takes the signal only when that returns, and could act on
-      # the next case's load meanwhile. (Once, the next load did not get its memory
-      # within 60 s, right after a numad that had moved the previous load twice.)
-      if [ -n "$mpid" ]; then
-        i=0; while [ -d "/proc/$mpid" ] && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
-        kill -9 "$mpid" 2>/dev/null
-      fi ;;
+      stop_numad ;;
   esac
   trail "$mgr: stopping the loads"
   stop_pids $pid $hogs
@@ -769,7 +806,7 @@ scenario_migrate() {
   elif [ "$CASE_MOVED" -gt 0 ] && awk -v f="$CASE_FRAC" 'BEGIN { exit !(f >= 0.9) }'; then
     echo "PASS migrate"
   elif [ "$CASE_MOVED" -gt 0 ]; then
-    echo "FAIL migrate: $CASE_MOVED pages moved but only $CASE_FRAC of the load's pages are local after ${CASE_WALL}s"
+    echo "FAIL migrate: $CASE_MOVED pages moved but only $CASE_FRAC of the load's pages are local after ${CASE_WALL}s on [$CASE_CPUS]; the daemon logged ${CASE_PAGE_LINES:-0} page lines, the last: ${CASE_LAST_PAGES:-none}; its last affinity line: ${CASE_LAST_AFFINITY:-none}; free MiB per node: $CASE_FREE"
   elif echo " $CASE_NODES " | grep -q " $MIGRATE_HOME "; then
     echo "SKIP migrate: the policy kept the load on its home node $MIGRATE_HOME (sharing a pinned CPU), nothing to migrate ($CASE_REASON)"
   else
@@ -866,6 +903,7 @@ blind_case() {
   local mgr=$1 mib=$2 pids="" pid i t0 t settle="" on_home=0 samples=0 all_home nodes mpid="" c
   eval "home=\$CPUS_$MIGRATE_HOME"
   if [ "$mgr" = autonuma ]; then balancing 1; else balancing 0; fi
+  no_numad_left
   for i in 1 2; do
     pid=$(LOAD_LOG=/tmp/blind-load.log; nsblind workload stream --touch-node "$MIGRATE_HOME" --size "${mib}M" \
       --seconds 300 --report-interval 5 >>/tmp/blind-load.log 2>&1 & echo $!)
@@ -920,11 +958,7 @@ blind_case() {
       BLIND_REASON=$(grep -E "pid $(echo $pids | cut -d" " -f1) affinity" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 1) ;;
     numad)
       [ -n "$mpid" ] && BLIND_CPU_S=$(cpu_seconds "$mpid")
-      numad -i 0 >/dev/null 2>&1; sleep 1; [ -n "$mpid" ] && kill "$mpid" 2>/dev/null
-      if [ -n "$mpid" ]; then
-        i=0; while [ -d "/proc/$mpid" ] && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
-        kill -9 "$mpid" 2>/dev/null
-      fi ;;
+      stop_numad ;;
   esac
   stop_pids $pids
   balancing "$BALANCING_AT_BOOT"

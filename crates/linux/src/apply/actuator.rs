@@ -1836,6 +1836,37 @@ mod tests {
     }
 
     #[test]
+    fn a_move_advances_every_epoch_even_when_its_checks_outlast_the_step() {
+        use crate::apply::migrate::CHUNK_BYTES;
+        // Each /proc read takes 60 ms (a loaded guest): a step's identity and
+        // Mems_allowed checks alone outlast its 0.1 s. It must still move a chunk an
+        // epoch; it used to move nothing, epoch after epoch.
+        let mut a = migrating(8);
+        a.kernel().set_read_cost(0.06);
+        a.apply_at(&move_to_0(8), &snap(&[100]), 0.0);
+        let moved = |a: &Actuator<FakeKernel>| a.migrations().get(100).map(|m| m.moved_bytes);
+        let mut before = moved(&a).expect("in progress");
+        let mut t = 1.0;
+        while let Some(now) = moved(&a) {
+            assert!(now >= before, "{now} < {before}");
+            a.kernel().tick(0.9);
+            a.continue_migrations(t);
+            match moved(&a) {
+                Some(after) => assert!(after >= now + CHUNK_BYTES, "epoch {t}: {now} -> {after}"),
+                None => break,
+            }
+            before = now;
+            t += 1.0;
+            assert!(t < 20.0, "8 MB not moved in 20 epochs");
+        }
+        let left = a
+            .kernel()
+            .with_proc(100, |p| p.memory.get(&1).copied().unwrap_or(0))
+            .unwrap_or(0);
+        assert_eq!(left, 0, "all of it moved");
+    }
+
+    #[test]
     fn moves_go_on_in_an_epoch_that_re_plans_without_a_second_step() {
         let mut a = migrating(64);
         a.kernel().set_move_cost(0.0002); // 51 ms a MiB

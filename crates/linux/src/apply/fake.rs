@@ -114,6 +114,9 @@ struct State {
     clock: f64,
     /// Seconds per page moved, added to the clock.
     move_cost: f64,
+    /// Seconds each read of a process's identity or `Mems_allowed` adds to the clock
+    /// (a /proc read in a guest whose vCPU the host just descheduled).
+    read_cost: f64,
     /// A `move_pages` call still "running": its answer, when it finishes on the fake
     /// clock, and how long it takes.
     moving: Option<(Result<Vec<i32>, KernelError>, f64, f64)>,
@@ -259,6 +262,11 @@ impl FakeKernel {
         self.state.borrow_mut().move_cost = seconds_per_page;
     }
 
+    /// Seconds each identity or `Mems_allowed` read costs on the fake clock.
+    pub fn set_read_cost(&self, seconds: f64) {
+        self.state.borrow_mut().read_cost = seconds;
+    }
+
     /// Moves the fake clock on.
     pub fn tick(&self, seconds: f64) {
         self.state.borrow_mut().clock += seconds;
@@ -311,6 +319,11 @@ impl FakeKernel {
     /// Mutating calls so far.
     pub fn calls(&self) -> Vec<Call> {
         self.state.borrow().calls.clone()
+    }
+
+    fn charge_read(&self) {
+        let mut st = self.state.borrow_mut();
+        st.clock += st.read_cost;
     }
 
     /// Fires the faults due before `op` on `pid`; returns the error to fail with.
@@ -381,6 +394,7 @@ impl Kernel for FakeKernel {
 
     fn identity(&self, pid: u32) -> Result<Identity, KernelError> {
         self.before(Op::Identity, pid, None)?;
+        self.charge_read();
         let st = self.state.borrow();
         let p = st
             .procs
@@ -537,6 +551,7 @@ impl Kernel for FakeKernel {
 
     fn mems_allowed(&self, pid: u32) -> Result<Vec<NodeId>, KernelError> {
         self.before(Op::ReadMems, pid, None)?;
+        self.charge_read();
         let st = self.state.borrow();
         let p = st
             .procs

@@ -14,7 +14,9 @@
 //! Each call goes through [`Kernel::start_move_pages`], which on Linux runs it on the
 //! [`mover`](super::mover) thread: a call still running at the step's deadline is left
 //! to finish there and answered in a later epoch, so one slow call (seconds, under
-//! load) never holds the loop. No other call starts while one is in flight.
+//! load) never holds the loop. No other call starts while one is in flight, and each
+//! step starts at least one (when none is in flight and the rate allows), even if its
+//! checks took the whole step: a migration always advances.
 
 use std::collections::BTreeMap;
 
@@ -185,6 +187,7 @@ impl Migrations {
             }
         }
         let mut lines = Vec::new();
+        let mut started = false;
         let pids: Vec<u32> = self.active.keys().copied().collect();
         for pid in pids {
             let Some(m) = self.active.get_mut(&pid) else {
@@ -203,6 +206,7 @@ impl Migrations {
                     deadline,
                     longest_s: &mut self.longest_call_s,
                     in_flight: &mut self.in_flight,
+                    started: &mut started,
                 };
                 advance(m, &mut call, mine)
             };
@@ -271,6 +275,8 @@ struct Call<'a, K: Kernel + ?Sized> {
     deadline: f64,
     longest_s: &'a mut f64,
     in_flight: &'a mut Option<InFlight>,
+    /// A call was started in this step.
+    started: &'a mut bool,
 }
 
 /// One epoch of one migration; `None` when it must go on next epoch. `answer` is the
@@ -319,12 +325,18 @@ fn advance<K: Kernel + ?Sized>(
         }
     }
     while !m.done() {
-        if kernel.now() >= call.deadline || call.bucket.available() < CHUNK_BYTES as f64 {
+        // Past the deadline, a step still starts one call if none has started yet:
+        // starting costs the loop nothing (the call runs on the mover thread), and
+        // without it a step whose checks alone outlast it (slow /proc reads in a
+        // loaded guest) would never move a page, epoch after epoch.
+        let late = kernel.now() >= call.deadline && *call.started;
+        if late || call.bucket.available() < CHUNK_BYTES as f64 {
             return None;
         }
         let page = m.regions.first().map_or(4096, |r| r.2);
         let addrs = m.next_chunk();
         let targets = vec![m.to; addrs.len()];
+        *call.started = true;
         match kernel.start_move_pages(m.pid, addrs, targets, call.deadline) {
             Moving::Running => {
                 *call.in_flight = Some(InFlight { pid: m.pid, page });
