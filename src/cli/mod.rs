@@ -13,6 +13,7 @@ pub mod manage;
 pub mod measure;
 pub mod plan;
 pub mod profile;
+pub mod progress;
 pub mod run;
 pub mod sim;
 pub mod status;

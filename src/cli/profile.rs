@@ -7,6 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
+use super::progress::Progress;
 use crate::characterise::store::{
     self, GivenProfile, Known, Measurement, Origin, Quantity, Store, StoredProgram,
 };
@@ -84,6 +85,9 @@ const COMM_BYTES: usize = 15;
 /// kept: `profile export` feeds `eval`, where any name is fine. Escaped names (`\x1b`,
 /// as `status` shows a control character) can be longer than what they stand for, so
 /// they are let be.
+/// Warnings about profile names an import prints before counting the rest.
+const MAX_WARNINGS: usize = 10;
+
 fn comm_warning(name: &str) -> Option<String> {
     if name.chars().any(char::is_control) {
         return Some(format!(
@@ -105,6 +109,45 @@ fn comm_warning(name: &str) -> Option<String> {
         name.len(),
         &name[..cut]
     ))
+}
+
+/// `profile import`, in one transaction.
+fn import(file: &std::path::Path, path: &std::path::Path) -> anyhow::Result<()> {
+    // Read and checked first: a file that cannot be imported creates nothing.
+    let mut progress = Progress::start();
+    let parsed = store::ProfileFile::read(file)?;
+    let total = parsed.set.len();
+    let mut store = open_to_write(path)?;
+    let mut replaced = 0;
+    for (i, p) in parsed.set.iter().enumerate() {
+        progress.report(|| format!("import: {i} of {total} profiles compared"));
+        if store.get(&p.name)?.is_some_and(|s| s.any_given()) {
+            replaced += 1;
+        }
+    }
+    let n = store.import_parsed(&parsed, now(), &mut |i| {
+        progress.report(|| format!("import: {i} of {total} profiles written"))
+    })?;
+    eprintln!(
+        "imported {n} profiles from {} ({replaced} of them replaced numbers given before)",
+        file.display()
+    );
+    // A few, then a count: a file of 100,000 long names is not 100,000 lines.
+    let warnings: Vec<String> = parsed
+        .set
+        .iter()
+        .filter_map(|p| comm_warning(&p.name))
+        .collect();
+    for w in warnings.iter().take(MAX_WARNINGS) {
+        eprintln!("numasched: warning: {w}");
+    }
+    if warnings.len() > MAX_WARNINGS {
+        eprintln!(
+            "numasched: warning: and {} more profiles whose names no running process has",
+            warnings.len() - MAX_WARNINGS
+        );
+    }
+    Ok(())
 }
 
 /// The store for a command that changes it: opened with the copy a healthy store
@@ -166,27 +209,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
                 print!("{}", render(&programs));
             }
         }
-        ProfileCommand::Import { file } => {
-            // Read and checked first: a file that cannot be imported creates nothing.
-            let parsed = store::ProfileFile::read(&file)?;
-            let mut store = open_to_write(&path)?;
-            let mut replaced = 0;
-            for p in parsed.set.iter() {
-                if store.get(&p.name)?.is_some_and(|s| s.any_given()) {
-                    replaced += 1;
-                }
-            }
-            let n = store.import_parsed(&parsed, now())?;
-            eprintln!(
-                "imported {n} profiles from {} ({replaced} of them replaced numbers given before)",
-                file.display()
-            );
-            for p in parsed.set.iter() {
-                if let Some(w) = comm_warning(&p.name) {
-                    eprintln!("numasched: warning: {w}");
-                }
-            }
-        }
+        ProfileCommand::Import { file } => import(&file, &path)?,
         ProfileCommand::Builtin { load: false, .. } => print!("{}", render_builtin()),
         ProfileCommand::Builtin {
             load: true,
@@ -206,7 +229,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<()> {
                 }
             }
             let set = crate::sim::ProfileSet::new(load);
-            let n = store.import(&set, &|_| true, now())?;
+            let n = store.import(&set, &|_| true, now(), &mut |_| {})?;
             eprintln!("loaded {n} built-in profiles into {}", path.display());
             if !kept.is_empty() {
                 eprintln!(

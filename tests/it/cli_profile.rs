@@ -408,3 +408,44 @@ fn a_name_over_255_bytes_is_refused_by_set_and_import_in_one_line() {
     assert!(err.contains("more than the 255"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// Issue 41: a file over the limit is one line naming it and creates nothing; a large
+/// file under it imports twice (the second replacing the first: each program was
+/// looked up with a scan of the whole store, which took minutes), and its warnings
+/// about names no process has are a few lines and a count, not one per profile.
+#[test]
+fn a_large_import_is_bounded_and_its_warnings_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let file = |n: usize| {
+        let entries: Vec<String> = (0..n)
+            .map(|i| format!(r#"{{"name":"a-long-program-name-{i}","mpki":1}}"#))
+            .collect();
+        let path = dir.path().join(format!("{n}.json"));
+        std::fs::write(&path, format!(r#"{{"profiles":[{}]}}"#, entries.join(","))).unwrap();
+        path
+    };
+    let over = file(100_001);
+    let (code, _, err) = numasched(&["profile", "import", s(&over), "--db", s(&db)]);
+    assert_eq!(code, 1);
+    assert!(err.contains("more than 100000 profiles"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!db.exists(), "a refused file creates no store");
+
+    let many = file(20_000);
+    for round in 0..2 {
+        let (code, _, err) = numasched(&["profile", "import", s(&many), "--db", s(&db)]);
+        assert_eq!(code, 0, "{err}");
+        let replaced = if round == 0 { 0 } else { 20_000 };
+        assert!(
+            err.contains(&format!(
+                "imported 20000 profiles from {} ({replaced} of them",
+                s(&many)
+            )),
+            "{err}"
+        );
+        let warnings = err.lines().filter(|l| l.contains("warning:")).count();
+        assert_eq!(warnings, 11, "ten and a count: {err}");
+        assert!(err.contains("and 19990 more profiles"), "{err}");
+    }
+}

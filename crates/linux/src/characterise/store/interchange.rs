@@ -4,9 +4,11 @@
 //! streaming fraction rather than a cache reuse) and fills in defaults a user never
 //! chose; the conversions here keep both from leaking into the store.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
 
 use numasched_model::profile::{Profile, ProfileError, ProfileSet};
 
@@ -18,7 +20,7 @@ use super::{GivenProfile, Known, Store, StoreError, StoredProgram};
 pub struct ProfileFile {
     pub set: ProfileSet,
     /// Programs whose entry states `streaming_fraction` (their cache reuse is given).
-    pub stating_reuse: Vec<String>,
+    pub stating_reuse: BTreeSet<String>,
 }
 
 impl ProfileFile {
@@ -34,7 +36,7 @@ impl ProfileFile {
         })?;
         let toml = is_toml(file);
         let set = ProfileSet::parse(&text, toml, file)?;
-        let stating_reuse = names_stating(&text, toml, "streaming_fraction");
+        let stating_reuse = names_stating_reuse(&text, toml);
         Ok(ProfileFile { set, stating_reuse })
     }
 }
@@ -49,8 +51,10 @@ impl Store {
         set: &ProfileSet,
         stated_reuse: &dyn Fn(&str) -> bool,
         now: i64,
+        progress: &mut dyn FnMut(usize),
     ) -> Result<usize, StoreError> {
-        let profiles = set.iter().map(|p| {
+        let profiles = set.iter().enumerate().map(|(i, p)| {
+            progress(i);
             let given = GivenProfile {
                 mpki: Some(p.mpki),
                 numa_penalty: p.numa_penalty,
@@ -67,13 +71,19 @@ impl Store {
     /// and imports it. Errors name the file and the field.
     pub fn import_file(&mut self, file: &Path, now: i64) -> Result<usize, StoreError> {
         let parsed = ProfileFile::read(file)?;
-        self.import_parsed(&parsed, now)
+        self.import_parsed(&parsed, now, &mut |_| {})
     }
 
-    /// Imports a file already read (see [`ProfileFile::read`]).
-    pub fn import_parsed(&mut self, file: &ProfileFile, now: i64) -> Result<usize, StoreError> {
+    /// Imports a file already read (see [`ProfileFile::read`]); `progress` is told the
+    /// index of each profile as it is written.
+    pub fn import_parsed(
+        &mut self,
+        file: &ProfileFile,
+        now: i64,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<usize, StoreError> {
         let stated = &file.stating_reuse;
-        self.import(&file.set, &|name| stated.iter().any(|n| n == name), now)
+        self.import(&file.set, &|name| stated.contains(name), now, progress)
     }
 
     /// Every program with an MPKI (the profile format requires one), for
@@ -157,49 +167,30 @@ pub fn is_toml(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
 }
 
-/// Names of the profiles in an already-validated file that state `key` themselves.
-/// Parsing cannot tell: serde fills in the default.
-fn names_stating(text: &str, toml: bool, key: &str) -> Vec<String> {
-    let entries: Vec<(Option<String>, bool)> = if toml {
-        let Ok(doc) = text.parse::<toml::Table>() else {
-            return Vec::new();
-        };
-        doc.get("profiles")
-            .and_then(|v| v.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|p| p.as_table())
-                    .map(|t| {
-                        (
-                            t.get("name").and_then(|n| n.as_str()).map(String::from),
-                            t.contains_key(key),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+/// Names of the profiles in an already-validated file that state a streaming fraction
+/// themselves. Parsing cannot tell: serde fills in the default. Read typed, so this
+/// second pass over a large file holds names, not a tree of every value in it.
+fn names_stating_reuse(text: &str, toml: bool) -> BTreeSet<String> {
+    #[derive(Deserialize)]
+    struct File {
+        #[serde(default)]
+        profiles: Vec<Entry>,
+    }
+    #[derive(Deserialize)]
+    struct Entry {
+        name: Option<String>,
+        streaming_fraction: Option<IgnoredAny>,
+    }
+    let file: Option<File> = if toml {
+        toml::from_str(text).ok()
     } else {
-        let Ok(doc) = serde_json::from_str::<serde_json::Value>(text) else {
-            return Vec::new();
-        };
-        doc.get("profiles")
-            .and_then(|v| v.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|p| p.as_object())
-                    .map(|o| {
-                        (
-                            o.get("name").and_then(|n| n.as_str()).map(String::from),
-                            o.contains_key(key),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+        serde_json::from_str(text).ok()
     };
-    entries
+    file.map(|f| f.profiles)
+        .unwrap_or_default()
         .into_iter()
-        .filter_map(|(n, has)| n.filter(|_| has))
+        .filter(|e| e.streaming_fraction.is_some())
+        .filter_map(|e| e.name)
         .collect()
 }
 
