@@ -4,6 +4,7 @@
 
 use crate::model::CpuSet;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -13,10 +14,12 @@ use crate::model::{Placement, Plan, Snapshot};
 use crate::policy::alloc::{self, Occupancy};
 use crate::policy::{linux::Linux, Policy};
 use crate::sim::eval::runner::{effective, with_current, Runner, ORACLE, ROTATION};
-use crate::sim::eval::{from_model, suites, workloads};
+use crate::sim::eval::{from_model, measured::TimeModel, suites, workloads};
 use crate::sim::{self, ProfileSet};
 use crate::topology::{cpulist, CpuId, NodeId, Topology};
 use numasched_model::plural::count;
+
+use super::progress::Progress;
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
@@ -227,7 +230,6 @@ pub fn load_profiles(path: Option<&PathBuf>) -> anyhow::Result<ProfileSet> {
     })
 }
 
-/// The index of node id `id`, or which ids there are.
 /// The flags checked against each other and the machine before anything is simulated;
 /// each program's home as a node index.
 fn checked_homes(
@@ -235,6 +237,14 @@ fn checked_homes(
     topo: &Topology,
     profiles: &ProfileSet,
 ) -> anyhow::Result<Vec<usize>> {
+    if args.programs.len() > workloads::MAX_PROGRAMS {
+        bail!(
+            "--programs: {} programs, more than the {} a scenario may have (as a workload \
+             of `eval --workloads`)",
+            args.programs.len(),
+            workloads::MAX_PROGRAMS
+        );
+    }
     if args.homes.len() != args.programs.len() {
         bail!(
             "--homes names {} for {}",
@@ -340,11 +350,19 @@ fn by_policy(
              cannot show it; `numasched eval --suite membus` scores it"
         );
     }
-    let mut runner = Runner::new(from_model::time_model(
-        params.clone(),
-        profiles.clone(),
-        None,
-    ));
+    // The oracle's search evaluates the model up to 20,000 times (64 programs on two
+    // nodes took 14 s on a 2-core VM): past 2 s, a line says how far it is.
+    let model = from_model::time_model(params.clone(), profiles.clone(), None);
+    let progress = Mutex::new((Progress::start(), 0u64));
+    let counted: Arc<TimeModel> = Arc::new(move |s: &Snapshot, p: &Plan| {
+        if let Ok(mut g) = progress.lock() {
+            g.1 += 1;
+            let n = g.1;
+            g.0.report(|| format!("sim: {n} placements evaluated"));
+        }
+        model(s, p)
+    });
+    let mut runner = Runner::new(counted);
     runner.pin = pin;
     // `sim` shows the oracle's placement too, so the list of what it knows says so.
     let pol = runner.policy(name).map_err(|e| {

@@ -727,6 +727,22 @@ fn lists_of_the_wrong_length_are_one_line_errors() {
         1,
         &["--cores", "names 3 CPUs for 2 programs"],
     );
+    // Issue 41: more programs than a workload may have is refused before any search
+    // (200 took the oracle 39 s with no word of progress).
+    let programs = vec!["mcf"; 65].join(",");
+    let homes = vec!["0"; 65].join(",");
+    fails(
+        &sim_args(&[
+            "--programs",
+            &programs,
+            "--homes",
+            &homes,
+            "--policy",
+            "oracle",
+        ]),
+        1,
+        &["--programs", "65 programs, more than the 64"],
+    );
 }
 
 #[test]
