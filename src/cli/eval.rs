@@ -51,9 +51,9 @@ pub struct EvalArgs {
     #[arg(long, value_name = "S", allow_hyphen_values = true,
           value_parser = clap::builder::RangedI64ValueParser::<u64>::new().range(0..))]
     pub seed: Option<u64>,
-    /// random: how many cases to draw [default: 20].
+    /// random: how many cases to draw, at most 1000 [default: 20].
     #[arg(long, value_name = "N", allow_hyphen_values = true,
-          value_parser = clap::builder::RangedI64ValueParser::<usize>::new().range(1..=100_000))]
+          value_parser = clap::builder::RangedI64ValueParser::<usize>::new().range(1..=workloads::MAX_WORKLOADS as i64))]
     pub cases: Option<usize>,
     /// random: characterisation error the policies see, per cent (MPKI and bandwidth
     /// ±P%, NUMA penalty error, cache reuse unknown); the model scores the true programs

@@ -41,6 +41,10 @@ pub const MAX_PROGRAMS: usize = 64;
 pub const MAX_THREADS: u32 = 1024;
 /// Longest workload name: it is a column of the terminal table and of the CSV.
 pub const MAX_NAME: usize = 32;
+/// Most `[[workload]]` tables in one file, as many cases as `eval --cases` may draw:
+/// each runs every policy, so this bounds a run's time (30 random cases took 40 s on
+/// a 2-core VM; 1,000 take about 20 minutes).
+pub const MAX_WORKLOADS: usize = 1000;
 
 /// One line: the file, where in it (line and key, when known), what is wrong.
 #[derive(Debug, thiserror::Error)]
@@ -173,6 +177,17 @@ impl Workloads {
                 "no [[workload]] table: nothing to evaluate",
             ));
         }
+        if file.workload.len() > MAX_WORKLOADS {
+            return Err(error(
+                path,
+                None,
+                "workload",
+                format!(
+                    "{} [[workload]] tables, more than the {MAX_WORKLOADS} a file may have",
+                    file.workload.len()
+                ),
+            ));
+        }
         let policies = match &file.policies {
             Some(list) => Some(check_policies(list.get_ref()).map_err(|(i, what)| {
                 let field = i.map_or("policies".to_string(), |i| format!("policies[{i}]"));
@@ -191,10 +206,11 @@ impl Workloads {
             None => None,
         };
         let mut workloads: Vec<Workload> = Vec::with_capacity(file.workload.len());
+        let mut named: std::collections::HashMap<String, usize> = Default::default();
         for (i, w) in file.workload.into_iter().enumerate() {
             let key = |k: &str| format!("workload[{i}].{k}");
             let name = w.name.get_ref();
-            if let Some(first) = workloads.iter().position(|o| &o.name == name) {
+            if let Some(first) = named.insert(name.clone(), i) {
                 let what = format!("'{name}' is already the name of workload[{first}]");
                 return Err(at(w.name.span(), &key("name"), what));
             }
@@ -556,6 +572,29 @@ mod tests {
         assert_eq!(w.profiles, Some(PathBuf::from("/etc/mine.toml")));
         let e = w.profiles_error("gone").to_string();
         assert_eq!(e, "/etc/mixes.toml: line 1: profiles: gone");
+    }
+
+    /// Issue 41: a file of more workloads than a run is bounded by is one line naming
+    /// the limit; the limit itself is read (names checked for repeats in one pass).
+    #[test]
+    fn more_workloads_than_the_limit_are_refused_naming_it() {
+        let file = |n: usize| {
+            let mut text = String::from("machine = \"nehalem-e5520\"\n");
+            for i in 0..n {
+                text.push_str(&format!(
+                    "[[workload]]\nname = \"w{i}\"\nprograms = [\"mcf\"]\nhomes = [0]\n"
+                ));
+            }
+            text
+        };
+        let e = parse(&file(MAX_WORKLOADS + 1)).unwrap_err().to_string();
+        assert!(
+            e.contains("1001 [[workload]] tables, more than the 1000"),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+        let w = parse(&file(MAX_WORKLOADS)).expect("the limit itself is fine");
+        assert_eq!(w.workloads.len(), MAX_WORKLOADS);
     }
 
     /// Every mistake is one line with the file, the line and the key.
