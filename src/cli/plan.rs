@@ -58,6 +58,17 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     // with the built-in program profiles (unknown programs use their own MPKI and
     // penalty from the snapshot).
     let inner = if name == "oracle" {
+        // Its search costs time with every process (2,000 took 76 s on a 2-core VM):
+        // as many as `sim` and a workload take.
+        let most = crate::sim::eval::workloads::MAX_PROGRAMS;
+        if snapshot.processes.len() > most {
+            anyhow::bail!(
+                "--policy oracle: {}: {} processes, more than the {most} the oracle searches \
+                 over (as `sim --programs`)",
+                path.display(),
+                snapshot.processes.len()
+            );
+        }
         let params = sim::params_for(&snapshot.topology);
         Runner::new(from_model::time_model(params, ProfileSet::builtin(), None)).oracle()
     } else {

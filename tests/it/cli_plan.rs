@@ -398,3 +398,51 @@ fn snapshot_names_are_shown_escaped_not_sent_to_the_terminal() {
     assert!(!out.contains('\u{1b}'), "raw escape in: {out}");
     assert!(out.contains("evil"), "{out}");
 }
+
+/// Issue 41: a snapshot over the process limit is one line, refused while it is read
+/// (it used to be read whole, twice, and then a tree of it: 222 MB for 100,001); the
+/// oracle takes no more processes than its search is bounded for.
+#[test]
+fn a_snapshot_over_the_limits_is_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let example: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string("examples/snapshots/locality-no-counters.json").unwrap(),
+    )
+    .unwrap();
+    let topology = example["topology"].to_string();
+    let file = |n: usize| {
+        let procs: Vec<String> = (0..n)
+            .map(|i| {
+                format!(
+                    r#"{{"pid":{},"program":"p","threads":1,"cpu_demand":1.0,"current_cpus":[{}]}}"#,
+                    10 + i,
+                    i % 8
+                )
+            })
+            .collect();
+        let path = dir.path().join(format!("{n}.json"));
+        std::fs::write(
+            &path,
+            format!(
+                r#"{{"topology":{topology},"processes":[{}]}}"#,
+                procs.join(",")
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let over = file(50_001);
+    let (code, _, err) = numasched(&["plan", "--snapshot", over.to_str().unwrap()]);
+    assert_one_line_error(code, &err, &["50001.json", "more than 50000 processes"]);
+    let many = file(65);
+    let (code, _, err) = numasched(&[
+        "plan",
+        "--snapshot",
+        many.to_str().unwrap(),
+        "--policy",
+        "oracle",
+    ]);
+    assert_one_line_error(code, &err, &["65 processes, more than the 64"]);
+    let (code, _, err) = numasched(&["plan", "--snapshot", many.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+}

@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bounded;
 pub mod character;
 pub mod cpuset;
 pub mod files;

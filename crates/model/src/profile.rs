@@ -334,30 +334,12 @@ struct ProfileFile {
 
 /// The profiles of a file, refused at the first beyond [`MAX_PROFILES`].
 fn at_most_max_profiles<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Profile>, D::Error> {
-    struct Bounded;
-    impl<'de> serde::de::Visitor<'de> for Bounded {
-        type Value = Vec<Profile>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            write!(f, "a list of at most {MAX_PROFILES} profiles")
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX_PROFILES));
-            while let Some(p) = seq.next_element()? {
-                if out.len() == MAX_PROFILES {
-                    return Err(serde::de::Error::custom(format!(
-                        "more than {MAX_PROFILES} profiles, the most one file may hold \
-                         (split it and import each part)"
-                    )));
-                }
-                out.push(p);
-            }
-            Ok(out)
-        }
-    }
-    d.deserialize_seq(Bounded)
+    crate::bounded::at_most(
+        d,
+        MAX_PROFILES,
+        "profiles",
+        " (split it and import each part)",
+    )
 }
 
 impl ProfileSet {

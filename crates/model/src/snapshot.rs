@@ -16,7 +16,7 @@ use crate::topology::{CpuId, NodeId, Topology};
 #[serde(deny_unknown_fields)]
 pub struct Snapshot {
     pub topology: Topology,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "at_most_max_processes")]
     pub processes: Vec<Process>,
     /// CPUs' worth of work each CPU ran over the last epoch for what the snapshot does
     /// not hold: unmanaged processes, interrupts, the kernel. A CPU busy with someone
@@ -224,12 +224,26 @@ struct PlanOutput {
 /// Whether `text` is a JSON object with both a `plan` and a `snapshot`, as `plan
 /// --json` writes.
 fn is_plan_output(text: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(text)
-        .is_ok_and(|v| v.get("plan").is_some() && v.get("snapshot").is_some())
+    // Typed, with the values skipped: no tree of the file is built to tell.
+    #[derive(Deserialize)]
+    struct Probe {
+        plan: Option<serde::de::IgnoredAny>,
+        snapshot: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_str::<Probe>(text).is_ok_and(|p| p.plan.is_some() && p.snapshot.is_some())
 }
 
-/// Largest snapshot file read: a machine with 100,000 processes writes about 50 MB.
-pub const MAX_SNAPSHOT_BYTES: u64 = 256 << 20;
+/// Largest snapshot file read: 50,000 processes, as `plan --json` writes them, are
+/// about 15 MB.
+pub const MAX_SNAPSHOT_BYTES: u64 = 64 << 20;
+
+/// Most processes a snapshot file may hold, checked while it is read: what bounds the
+/// memory and time of planning it (see docs/operations.md for the figures).
+pub const MAX_SNAPSHOT_PROCESSES: usize = 50_000;
+
+fn at_most_max_processes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Process>, D::Error> {
+    crate::bounded::at_most(d, MAX_SNAPSHOT_PROCESSES, "processes", "")
+}
 
 impl Snapshot {
     pub fn load(path: &Path) -> Result<Snapshot, SnapshotError> {
@@ -250,14 +264,13 @@ impl Snapshot {
             path: origin.to_path_buf(),
             err,
         };
-        let (snap, prefix) = match serde_json::from_str::<Snapshot>(text) {
-            Ok(s) => (s, ""),
-            Err(err) => match serde_json::from_str::<PlanOutput>(text) {
-                Ok(out) => (out.snapshot, "snapshot."),
-                // Plan output whose snapshot is wrong: its own error, at its own line.
-                Err(inner) if is_plan_output(text) => return Err(json(inner)),
-                Err(_) => return Err(json(err)),
-            },
+        // Which of the two it is, first: trying one and then the other read a large
+        // file twice (and a tree of all of it, 222 MB for one over the process limit).
+        let (snap, prefix) = if is_plan_output(text) {
+            let out = serde_json::from_str::<PlanOutput>(text).map_err(json)?;
+            (out.snapshot, "snapshot.")
+        } else {
+            (serde_json::from_str::<Snapshot>(text).map_err(json)?, "")
         };
         snap.validate()
             .map_err(|(field, what)| SnapshotError::Field {
