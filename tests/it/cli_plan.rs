@@ -446,3 +446,25 @@ fn a_snapshot_over_the_limits_is_one_line() {
     let (code, _, err) = numasched(&["plan", "--snapshot", many.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// What `plan --snapshot F --json` writes is a plan without its snapshot: fed back, it
+/// is one line saying so and what replays, not "unknown field `policy`".
+#[test]
+fn a_bare_plan_given_as_a_snapshot_says_what_to_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = numasched(&[
+        "plan",
+        "--snapshot",
+        "examples/snapshots/locality-no-counters.json",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let bare = dir.path().join("plan.json");
+    std::fs::write(&bare, out).unwrap();
+    let (code, _, err) = numasched(&["plan", "--snapshot", bare.to_str().unwrap()]);
+    assert_one_line_error(
+        code,
+        &err,
+        &["plan.json: a plan", "not a snapshot", "live `plan --json`"],
+    );
+}

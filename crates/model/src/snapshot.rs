@@ -205,6 +205,12 @@ pub enum SnapshotError {
         field: String,
         what: String,
     },
+    /// A plan without the snapshot it was made for: nothing to plan again from.
+    #[error(
+        "{path}: a plan, as `plan --snapshot FILE --json` writes it, not a snapshot: plan \
+         FILE itself again, or what a live `plan --json` wrote (that carries its snapshot)"
+    )]
+    BarePlan { path: PathBuf },
 }
 
 /// serde quotes an unknown key as written, newlines and all; errors are one line.
@@ -221,16 +227,34 @@ struct PlanOutput {
     _plan: serde::de::IgnoredAny,
 }
 
-/// Whether `text` is a JSON object with both a `plan` and a `snapshot`, as `plan
-/// --json` writes.
-fn is_plan_output(text: &str) -> bool {
+/// What a JSON document holds, told from its top-level keys.
+#[derive(Debug, PartialEq)]
+enum Kind {
+    /// A `plan` and its `snapshot`, as a live `plan --json` writes.
+    PlanOutput,
+    /// A plan alone (`policy`, `placements`), as `plan --snapshot F --json` writes.
+    BarePlan,
+    /// Anything else: read as a snapshot, which says what is wrong with it.
+    Snapshot,
+}
+
+fn kind(text: &str) -> Kind {
     // Typed, with the values skipped: no tree of the file is built to tell.
     #[derive(Deserialize)]
     struct Probe {
         plan: Option<serde::de::IgnoredAny>,
         snapshot: Option<serde::de::IgnoredAny>,
+        policy: Option<serde::de::IgnoredAny>,
+        placements: Option<serde::de::IgnoredAny>,
+        topology: Option<serde::de::IgnoredAny>,
     }
-    serde_json::from_str::<Probe>(text).is_ok_and(|p| p.plan.is_some() && p.snapshot.is_some())
+    match serde_json::from_str::<Probe>(text) {
+        Ok(p) if p.plan.is_some() && p.snapshot.is_some() => Kind::PlanOutput,
+        Ok(p) if p.policy.is_some() && p.placements.is_some() && p.topology.is_none() => {
+            Kind::BarePlan
+        }
+        _ => Kind::Snapshot,
+    }
 }
 
 /// Largest snapshot file read: 50,000 processes, as `plan --json` writes them, are
@@ -266,11 +290,17 @@ impl Snapshot {
         };
         // Which of the two it is, first: trying one and then the other read a large
         // file twice (and a tree of all of it, 222 MB for one over the process limit).
-        let (snap, prefix) = if is_plan_output(text) {
-            let out = serde_json::from_str::<PlanOutput>(text).map_err(json)?;
-            (out.snapshot, "snapshot.")
-        } else {
-            (serde_json::from_str::<Snapshot>(text).map_err(json)?, "")
+        let (snap, prefix) = match kind(text) {
+            Kind::PlanOutput => {
+                let out = serde_json::from_str::<PlanOutput>(text).map_err(json)?;
+                (out.snapshot, "snapshot.")
+            }
+            Kind::BarePlan => {
+                return Err(SnapshotError::BarePlan {
+                    path: origin.to_path_buf(),
+                })
+            }
+            Kind::Snapshot => (serde_json::from_str::<Snapshot>(text).map_err(json)?, ""),
         };
         snap.validate()
             .map_err(|(field, what)| SnapshotError::Field {
