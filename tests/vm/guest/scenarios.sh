@@ -129,6 +129,7 @@ numad_pids() {
   for d in /proc/[0-9]*; do
     [ "$(cat "$d/comm" 2>/dev/null)" = numad ] && echo "${d#/proc/}"
   done
+  return 0
 }
 
 # Stops numad and waits until none is left: asks it to exit, then TERM, then KILL.
@@ -141,7 +142,9 @@ stop_numad() {
   local left i=0
   numad -i 0 >/dev/null 2>&1
   sleep 1
-  while left=$(numad_pids) && [ -n "$left" ]; do
+  while :; do
+    left=$(numad_pids)
+    [ -z "$left" ] && return 0
     if [ $i -ge 40 ]; then kill -9 $left 2>/dev/null; sleep 0.5; return 0; fi
     kill $left 2>/dev/null
     sleep 0.25; i=$((i + 1))
