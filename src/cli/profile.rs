@@ -81,13 +81,13 @@ pub struct SetArgs {
 /// process by that name, so a longer one is never matched.
 const COMM_BYTES: usize = 15;
 
+/// Warnings about profile names an import prints before counting the rest.
+const MAX_WARNINGS: usize = 10;
+
 /// Why a stored name will match no running process, if it cannot. The profile is still
 /// kept: `profile export` feeds `eval`, where any name is fine. Escaped names (`\x1b`,
 /// as `status` shows a control character) can be longer than what they stand for, so
 /// they are let be.
-/// Warnings about profile names an import prints before counting the rest.
-const MAX_WARNINGS: usize = 10;
-
 fn comm_warning(name: &str) -> Option<String> {
     if name.chars().any(char::is_control) {
         return Some(format!(
