@@ -17,8 +17,8 @@ gzip -9n "$assets"/man/*.1
 "$bin" completions bash >"$assets/completions/numasched.bash"
 "$bin" completions zsh >"$assets/completions/_numasched"
 "$bin" completions fish >"$assets/completions/numasched.fish"
-# The binary was just built; cargo deb strips its debug info (the release profile
-# keeps it for profiling) and packages it.
+# The binary was just built without debug info (the release profile drops it);
+# cargo deb packages it.
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
 deb="target/debian/numasched_${version}-1_$(dpkg --print-architecture).deb"
 rm -f "$deb"

@@ -20,6 +20,10 @@ check() { # name, command...
 }
 version=$(dpkg-deb -f "$deb" Version)
 check "installs" dpkg -i "$deb"
+# What an operator downloads and keeps on every node: no debug info, under 20 MB.
+check "binary has no debug info" sh -c '! readelf -S /usr/bin/numasched | grep -q "\.debug_info"'
+check "installed size under 20 MB" sh -c '[ "$(dpkg-query -W -f="\${Installed-Size}" numasched)" -lt 20480 ]'
+check "maintainer has an address" sh -c 'dpkg-query -W -f="\${Maintainer}" numasched | grep -q "<.*@.*>"'
 check "binary on PATH says its version" sh -c "numasched --version | grep -q \"numasched ${version%-*}\""
 check "config is a conffile" sh -c "dpkg-query -W -f='\${Conffiles}' numasched | grep -q /etc/numasched/numasched.toml"
 check "shipped config passes config check" numasched config check /etc/numasched/numasched.toml

@@ -3,7 +3,7 @@
 //!
 //! Install, e.g.: `numasched completions bash > /usr/share/bash-completion/completions/numasched`.
 
-use clap::{Args, CommandFactory};
+use clap::Args;
 use clap_complete::Shell;
 
 #[derive(Debug, Args)]
@@ -20,7 +20,7 @@ pub fn run(args: CompletionsArgs) -> anyhow::Result<()> {
 
 /// The completion script for `shell`.
 pub fn script(shell: Shell) -> String {
-    let mut cmd = super::Cli::command();
+    let mut cmd = super::command();
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "numasched", &mut out);
     String::from_utf8_lossy(&out).into_owned()

@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::policy::Policy;
 use crate::sim::eval::report::{self, Results};
-use crate::sim::eval::suites::{ProgramFacts, Suite};
+use crate::sim::eval::suites::{seed_label, ProgramFacts, Suite};
 use crate::sim::eval::workloads::{self, Workloads};
 use crate::sim::eval::{from_model, html, runner, suites};
 use crate::sim::ProfileSet;
@@ -26,8 +26,9 @@ use super::topo;
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("what").args(["suite", "workloads"]).required(true).multiple(true)))]
 pub struct EvalArgs {
-    /// Suite: nmass, nmass-migrate, membus, cmload, random (held-out cases drawn
-    /// from --seed) or random-migrate (the same cases, pages may move too).
+    /// Suite: nmass, nmass-migrate, membus, cmload, random (cases drawn from --seed;
+    /// seeds 1–80 are training seeds, others held out) or random-migrate (the same
+    /// cases, pages may move too).
     #[arg(long, value_name = "S")]
     pub suite: Option<String>,
     /// Run your own mixes instead of a suite: a TOML file with `machine`, optional
@@ -184,6 +185,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             " (per case: --verbose, or table.txt with --out)"
         }
     )?;
+    if let Some(seed) = suite.seed {
+        writeln!(human, "{}", seed_label(seed))?;
+    }
     // On a machine with one node and one LLC every placement shares the same cache
     // and memory: say so, rather than leave ten identical columns unexplained.
     if !suite.cases.is_empty()
@@ -245,11 +249,14 @@ impl Written<'_> {
             write(&dir.join("results.json"), &json)?;
             write(&dir.join("results.csv"), &report::csv(rows))?;
             write(&dir.join("table.txt"), table)?;
-            let notes = format!(
+            let mut notes = format!(
                 "Simulated with numasched's performance model (docs/model.md); {} entries, \
                  computed in {elapsed:.1} s.",
                 rows.len()
             );
+            if let Some(seed) = suite.seed {
+                notes.push_str(&format!(" Cases from --seed {seed}: {}.", seed_label(seed)));
+            }
             let page = dir.join("report.html");
             write(&page, &html::page(suite.name, &suite.machine, rows, &notes))?;
             writeln!(

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use anyhow::Context;
-use clap::{Args, Command, CommandFactory};
+use clap::{Args, Command};
 use clap_mangen::Man;
 
 #[derive(Debug, Args)]
@@ -465,7 +465,7 @@ terminal or in eval's summary (https://no-color.org).\n",
 /// The root command, built so that subcommands carry their full names
 /// (`numasched-daemon`), which become their pages' titles and file names.
 fn built() -> Command {
-    let mut cmd = super::Cli::command().disable_help_subcommand(true);
+    let mut cmd = super::command().disable_help_subcommand(true);
     cmd.build();
     cmd
 }

@@ -1,7 +1,7 @@
 //! The `numasched` command line. Each subcommand lives in its own module; this one only
 //! parses and dispatches, and turns every error into one line on stderr.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub mod advise;
 pub mod completions;
@@ -67,11 +67,19 @@ pub use crate::flags::{node_id, pid};
 
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let cli = match command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
         Ok(c) => c,
-        Err(e) => {
+        Err(e) if !e.use_stderr() => {
+            // --help and --version: clap's own text, whole.
             let _ = e.print();
-            return if e.use_stderr() { 2 } else { 0 };
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("{}", one_line(&e.render().to_string()));
+            return 2;
         }
     };
     match run(cli) {
@@ -84,6 +92,42 @@ pub fn main() -> i32 {
             1
         }
     }
+}
+
+/// The command line with what only the running binary knows filled in: `sim --help`
+/// lists the machines and programs it can name. Used for parsing, man pages and
+/// completions alike, so all three say the same.
+pub fn command() -> clap::Command {
+    let programs: Vec<String> = crate::sim::ProfileSet::builtin()
+        .iter()
+        .map(|p| p.name.clone())
+        .collect();
+    let machines = crate::topology::presets::NAMES.join(", ");
+    Cli::command().mut_subcommand("sim", |c| {
+        c.after_help(format!(
+            "Machines: {machines}, a spec Nn:Ll:Cc:Tt (nodes, LLCs per node, cores per LLC, \
+             threads per core; e.g. 2n:1l:4c:1t), or `this`.\nPrograms (built in): {}.",
+            programs.join(", ")
+        ))
+    })
+}
+
+/// A usage error as one line, like every other error numasched prints: clap's first
+/// paragraph (what is wrong) with its tip, without the usage and "--help" lines.
+fn one_line(rendered: &str) -> String {
+    let mut paragraphs = rendered.split("\n\n");
+    let mut line = paragraphs
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for tip in paragraphs.flat_map(str::lines).map(str::trim) {
+        if let Some(t) = tip.strip_prefix("tip: ") {
+            line.push_str(&format!(" ({t})"));
+        }
+    }
+    line
 }
 
 fn run(cli: Cli) -> anyhow::Result<i32> {

@@ -132,6 +132,19 @@ fn live(args: &PlanArgs) -> anyhow::Result<()> {
         )
     };
     print_plan(&snapshot, &plan, &source);
+    if plan.placements.is_empty() {
+        // An empty table alone reads as a fault; say which thresholds left it empty.
+        let rss = if opts.select.min_rss > 0 {
+            format!(" and --min-rss {} bytes", opts.select.min_rss)
+        } else {
+            String::new()
+        };
+        println!(
+            "no process selected: none uses --min-cpu {} CPUs{rss} and passes the \
+             include/exclude rules (a lower --min-cpu plans lighter ones)",
+            opts.select.min_cpu
+        );
+    }
     if !uncharacterised.is_empty() {
         let pids: Vec<String> = uncharacterised.iter().map(u32::to_string).collect();
         println!(

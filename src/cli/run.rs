@@ -35,7 +35,8 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-/// Returns the command's exit code (128 + signal if a signal ended it, as shells do).
+/// Returns the command's exit code (128 + signal if a signal ended it, 127 if it was not
+/// found and 126 if it could not be started, as shells do).
 pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let opts = args.manage.options()?;
     logging::init(opts.log_format, if args.verbose { "info" } else { "warn" });
@@ -47,10 +48,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     // started.
     paths::refuse_bad(&opts, args.socket.as_deref())?;
     let listeners = Listeners::bind(args.socket.as_deref(), opts.metrics)?;
-    let mut child = Command::new(program)
-        .args(rest)
-        .spawn()
-        .with_context(|| format!("cannot start {program:?}"))?;
+    let mut child = match Command::new(program).args(rest).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            // As a shell does: 127 for a command not found, 126 for one not executable,
+            // so scripts tell numasched's failure from the command's.
+            eprintln!("numasched: cannot start {program:?}: {e}");
+            return Ok(match e.kind() {
+                std::io::ErrorKind::NotFound => 127,
+                _ => 126,
+            });
+        }
+    };
     service::survive_failed_writes();
     let built = match assemble::assemble(
         &opts,

@@ -262,6 +262,44 @@ fn run_is_quiet_unless_asked() {
     assert!(err.contains("numasched run starting"), "{err}");
 }
 
+/// A command `run` cannot start exits as a shell's would (127 not found, 126 not
+/// executable), with one line, so a script tells it from the command's own failure.
+#[test]
+fn run_exits_127_for_a_missing_command_and_126_for_one_not_executable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let j = dir.path().join("j.json").display().to_string();
+    let plain = dir.path().join("plain.txt");
+    std::fs::write(&plain, "not a program\n").expect("write");
+    let p = plain.display().to_string();
+    for (cmd, want) in [("/nonexistent/numasched-test", 127), (p.as_str(), 126)] {
+        let (code, out, err) = numasched(&["run", "--no-db", "--journal", &j, "--", cmd]);
+        assert_eq!(code, want, "{cmd}: {err}");
+        assert!(out.is_empty(), "{out}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.starts_with("numasched: cannot start "), "{err}");
+    }
+}
+
+/// A bad flag is one line, as every other error: what is wrong, with clap's tip if it
+/// has one, without its usage block.
+#[test]
+fn usage_errors_are_one_line() {
+    for (args, needle) in [
+        (
+            vec!["daemon", "--interval", "-1s", "--dry-run"],
+            "--interval",
+        ),
+        (vec!["daemon", "--once"], "unexpected argument '--once'"),
+        (vec!["sim", "--machine", "2n:1l:2c:1t"], "--programs"),
+    ] {
+        let (code, out, err) = numasched(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "{out}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("error: ") && err.contains(needle), "{err}");
+    }
+}
+
 /// Logs on a terminal are coloured unless `NO_COLOR` is set to anything but the empty
 /// string (https://no-color.org). The terminal is `script`'s pty; without `script`
 /// the test says so and passes.

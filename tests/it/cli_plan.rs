@@ -468,3 +468,16 @@ fn a_bare_plan_given_as_a_snapshot_says_what_to_replay() {
         &["plan.json: a plan", "not a snapshot", "live `plan --json`"],
     );
 }
+
+/// A live plan whose thresholds leave nothing says so and which thresholds, rather
+/// than print an empty table (nothing on this machine uses 1,000 CPUs).
+#[test]
+fn a_live_plan_that_selects_nothing_says_why() {
+    let (code, out, err) = numasched(&["plan", "--no-db", "--min-cpu", "1000"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("on 0 processes"), "{out}");
+    assert!(
+        out.contains("no process selected: none uses --min-cpu 1000 CPUs"),
+        "{out}"
+    );
+}

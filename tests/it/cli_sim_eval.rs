@@ -864,7 +864,7 @@ fn clap_usage_errors_exit_2_without_panicking() {
     }
 }
 
-/// The held-out suite is drawn from its seed, the same on every run, and
+/// The random suite is drawn from its seed, the same on every run, and
 /// reports the kernel's NUMA balancing next to Linux.
 #[test]
 fn random_suite_is_deterministic_per_seed() {
@@ -887,6 +887,11 @@ fn random_suite_is_deterministic_per_seed() {
         assert_eq!(code, 0, "{err}");
         assert!(
             out.contains(&format!("suite {suite} on 2n:2l:2c:2t")),
+            "{out}"
+        );
+        // Never "held out" on a training seed (the label itself: suites.rs).
+        assert!(
+            out.contains(&format!("seed {seed} is a training seed")),
             "{out}"
         );
         std::fs::read_to_string(&path).expect("json written")
@@ -1505,4 +1510,22 @@ fn no_policy_scores_above_the_oracle() {
     for r in &rows {
         assert!(f64_field(r, "fraction_of_oracle") <= 1.0 + 1e-9, "{r}");
     }
+}
+
+/// `sim --help` names what `--machine` and `--programs` take: every preset and every
+/// built-in program, read from the same lists the parser uses.
+#[test]
+fn sim_help_lists_every_machine_and_program() {
+    let (code, out, err) = numasched(&["sim", "--help"]);
+    assert_eq!(code, 0, "{err}");
+    for m in numasched::topology::presets::NAMES {
+        assert!(out.contains(m), "{m}: {out}");
+    }
+    for p in numasched::sim::ProfileSet::builtin().iter() {
+        assert!(out.contains(&p.name), "{}: {out}", p.name);
+    }
+    assert!(
+        out.contains("stream") && out.contains("2n:1l:4c:1t"),
+        "{out}"
+    );
 }

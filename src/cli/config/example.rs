@@ -7,7 +7,6 @@
 //! flag of the same name, which exists for every key. The tests parse the output back
 //! with `FileConfig::parse`, so a rendering the daemon would read differently fails.
 
-use clap::CommandFactory;
 use std::fmt::Write as _;
 
 use crate::daemon::config::{Glob, LogFormat, Options, Selection, DEFAULT_CONFIG};
@@ -140,7 +139,7 @@ pub fn entries(opts: &Options) -> Vec<(&'static str, toml::Value)> {
 /// command line's "repeatable" (the file takes a list), plus the accepted values.
 pub fn help_of(key: &str) -> Option<String> {
     let long = key.replace('_', "-");
-    let cli = super::super::Cli::command();
+    let cli = super::super::command();
     let daemon = cli.find_subcommand("daemon")?;
     let arg = daemon
         .get_arguments()

@@ -2,9 +2,9 @@
 //!
 //! `nmass` is the evaluation of Majo & Gross (ISMM 2011) on their Nehalem machine;
 //! `membus` the bus study of Tudu et al. on the Xeon E5345; `cmload` the scaling study
-//! of Kang et al. (2 to 64 processes, half compute-bound, half streaming). `random` is
-//! the held-out evaluation: cases drawn from a seed on machines and mixes no
-//! policy was designed on, optionally with characterisation noise.
+//! of Kang et al. (2 to 64 processes, half compute-bound, half streaming). `random`
+//! draws cases from a seed on machines and mixes no policy was designed on, optionally
+//! with characterisation noise; seeds outside [`TRAINING_SEEDS`] are the held-out ones.
 
 use numasched_model::topology::{self, Topology};
 use numasched_model::{Process, Snapshot};
@@ -33,6 +33,32 @@ pub struct Suite {
     pub cases: Vec<Case>,
     /// Whether policies may move pages (at a modelled cost).
     pub migration: bool,
+    /// The seed a `random` suite's cases were drawn from.
+    pub seed: Option<u64>,
+}
+
+/// Seeds of `random` that were read while `auto`'s mechanisms were fixed
+/// (docs/evaluation.md says which and why): results on them are training results, and
+/// only other seeds may be called held out.
+pub const TRAINING_SEEDS: std::ops::RangeInclusive<u64> = 1..=80;
+
+/// Whether results on `seed` are held out, in words for reports.
+pub fn seed_label(seed: u64) -> String {
+    if TRAINING_SEEDS.contains(&seed) {
+        format!(
+            "seed {seed} is a training seed ({}–{} were read while auto was fixed): \
+             not a held-out result",
+            TRAINING_SEEDS.start(),
+            TRAINING_SEEDS.end()
+        )
+    } else {
+        format!(
+            "seed {seed} is outside the training seeds {}–{}: held out, unless it was \
+             read after these results",
+            TRAINING_SEEDS.start(),
+            TRAINING_SEEDS.end()
+        )
+    }
 }
 
 pub const NAMES: &[&str] = &[
@@ -192,6 +218,7 @@ fn nmass(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
         policies: names(NMASS_POLICIES),
         cases,
         migration: false,
+        seed: None,
     })
 }
 
@@ -217,6 +244,7 @@ fn membus(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
             )?,
         ],
         migration: false,
+        seed: None,
     })
 }
 
@@ -269,10 +297,11 @@ fn cmload(topo: Topology, lookup: Lookup) -> Result<Suite, String> {
         policies: names(&["linux", "autonuma", "cmload", "auto", "oracle"]),
         cases,
         migration: false,
+        seed: None,
     })
 }
 
-/// Policies of the held-out suite: the two baselines, the published algorithm, ours and
+/// Policies of the random suite: the two baselines, the published algorithm, ours and
 /// the oracle (the slow current-placement policies are left to `--policies`).
 pub const RANDOM_POLICIES: &[&str] = &["linux", "autonuma", "nmass", "auto", "oracle"];
 
@@ -383,7 +412,7 @@ impl Rng {
     }
 }
 
-/// The held-out suite: `opts.cases` cases drawn from `opts.seed`, each on a machine of
+/// The random suite: `opts.cases` cases drawn from `opts.seed`, each on a machine of
 /// [`RANDOM_MACHINES`] (or on `machine`), with 4 to min(2 × CPUs,
 /// [`RANDOM_MAX_PROCESSES`]) processes of [`RANDOM_PROGRAMS`] (`stream` and `compute`
 /// with 1 to 8 threads, never more threads than 2 × CPUs in all) and memory homes drawn
@@ -467,6 +496,7 @@ pub fn random(
         }),
         cases,
         migration: opts.migration,
+        seed: Some(opts.seed),
     })
 }
 
@@ -584,6 +614,22 @@ pub fn set_threads(c: &mut Case, threads: &[u32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A report may call a seed held out only outside the training seeds.
+    #[test]
+    fn only_seeds_outside_the_training_range_are_called_held_out() {
+        for (seed, held_out) in [
+            (1, false),
+            (60, false),
+            (80, false),
+            (81, true),
+            (101, true),
+        ] {
+            let label = seed_label(seed);
+            assert_eq!(label.contains("held out"), held_out, "{seed}: {label}");
+            assert_eq!(label.contains("is a training seed"), !held_out, "{label}");
+        }
+    }
 
     fn facts(_: &Topology, _: &str) -> Option<ProgramFacts> {
         Some(ProgramFacts {

@@ -304,6 +304,7 @@ impl Workloads {
             policies,
             cases,
             migration: self.migration,
+            seed: None,
         })
     }
 }
