@@ -16,6 +16,7 @@ mod cli_workload;
 mod daemon_engine;
 mod daemon_metrics;
 mod daemon_privileges;
+mod docs_links;
 mod eval_findings;
 mod fidelity;
 mod layering;

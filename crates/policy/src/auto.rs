@@ -20,11 +20,11 @@
 //! `np − 1` measures, and at THRESHOLD the queueing costs it about one remote hop (κ = 1);
 //! two programs that both reuse the cache also evict each other's working sets, which
 //! costs more than bandwidth alone (κc = 2). κ follows from that reading; κc was chosen
-//! by sweeping {0, 1, 2, 3, 4, 6} on the simulator's `nmass` suite (see the README), so
+//! by sweeping {0, 1, 2, 3, 4, 6} on the simulator's `nmass` suite (docs/evaluation.md), so
 //! treat it as calibrated, not derived. Cores shared by SMT are outside that sum: a
 //! single move also counts what leaving a shared core saves, both threads' slowdown at
 //! about 60% speed each ([`SMT_SLOWDOWN`], a physical figure, not fitted). Nothing was
-//! fitted on the held-out `random` suite; the README says which of its seeds were read
+//! fitted on the held-out `random` suite; docs/evaluation.md says which of its seeds were read
 //! while fixing the search and which were not.
 //!
 //! With it, compute-bound programs are not sent away for a sliver of balance, streaming
