@@ -6,7 +6,7 @@ use numasched_model::plural::count;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Paragraph, Row, Table};
+use ratatui::widgets::{Block, Borders, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
 use crate::daemon::status::NodeView;
@@ -84,6 +84,9 @@ pub struct UiState {
     pub paused: bool,
     /// Rows scrolled off the top of the process table.
     pub scroll: usize,
+    /// The row whose reason is shown whole under the table (the table scrolls to keep
+    /// it in view).
+    pub selected: usize,
 }
 
 impl Default for UiState {
@@ -95,6 +98,7 @@ impl Default for UiState {
             editing: None,
             paused: false,
             scroll: 0,
+            selected: 0,
         }
     }
 }
@@ -112,12 +116,12 @@ impl UiState {
                 Key::Enter => {
                     self.filter = text.trim().to_string();
                     self.editing = None;
-                    self.scroll = 0;
+                    self.to_top();
                 }
                 Key::Esc => {
                     self.filter.clear();
                     self.editing = None;
-                    self.scroll = 0;
+                    self.to_top();
                 }
                 _ => {}
             }
@@ -128,25 +132,30 @@ impl UiState {
             // second Esc meant to clear it must not end the session.
             Key::Esc if !self.filter.is_empty() => {
                 self.filter.clear();
-                self.scroll = 0;
+                self.to_top();
             }
             Key::Char('q') | Key::Esc => return Outcome::Quit,
             Key::Char('s') => {
                 self.sort = self.sort.next();
-                self.scroll = 0;
+                self.to_top();
             }
             Key::Char('r') => self.reverse = !self.reverse,
             Key::Char('/') => self.editing = Some(String::new()),
             Key::Char('p') => self.paused = !self.paused,
-            Key::Up => self.scroll = self.scroll.saturating_sub(1),
-            Key::Down => self.scroll += 1,
-            Key::PageUp => self.scroll = self.scroll.saturating_sub(PAGE),
-            Key::PageDown => self.scroll += PAGE,
-            Key::Home => self.scroll = 0,
-            Key::End => self.scroll = usize::MAX,
+            Key::Up => self.selected = self.selected.saturating_sub(1),
+            Key::Down => self.selected = self.selected.saturating_add(1),
+            Key::PageUp => self.selected = self.selected.saturating_sub(PAGE),
+            Key::PageDown => self.selected = self.selected.saturating_add(PAGE),
+            Key::Home => self.to_top(),
+            Key::End => self.selected = usize::MAX,
             _ => {}
         }
         Outcome::Continue
+    }
+
+    fn to_top(&mut self) {
+        self.scroll = 0;
+        self.selected = 0;
     }
 
     /// Whether the order is descending after `r`.
@@ -366,7 +375,7 @@ fn footer_line(ui: &UiState) -> Line<'static> {
         ));
     }
     let mut s = format!(
-        "q quit  s sort  r reverse  / filter  p pause  arrows scroll | sort: {} ({})",
+        "q quit  s sort  r reverse  / filter  p pause  arrows select | sort: {} ({})",
         ui.sort.name(),
         if ui.descending() { "desc" } else { "asc" }
     );
@@ -422,10 +431,18 @@ pub fn render(frame: &mut Frame<'_>, screen: &Screen<'_>, ui: &mut UiState) {
     let nodes: &[NodeView] = screen.status.map_or(&[], |s| &s.nodes_view);
     let procs: &[ProcessView] = screen.status.map_or(&[], |s| &s.processes);
     let node_height = nodes.len().max(1) as u16 + 3;
-    let [head, node_area, proc_area, foot] = Layout::vertical([
+    // The reason pane only where the table keeps a row (borders, header, one row).
+    let left = frame.area().height.saturating_sub(2 + node_height + 1);
+    let why_height = if left >= WHY_HEIGHT + 4 {
+        WHY_HEIGHT
+    } else {
+        0
+    };
+    let [head, node_area, proc_area, why_area, foot] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Length(node_height),
         Constraint::Fill(1),
+        Constraint::Length(why_height),
         Constraint::Length(1),
     ])
     .areas(frame.area());
@@ -446,6 +463,12 @@ pub fn render(frame: &mut Frame<'_>, screen: &Screen<'_>, ui: &mut UiState) {
 
     let shown = rows(procs, ui);
     let visible = proc_area.height.saturating_sub(3) as usize;
+    ui.selected = ui.selected.min(shown.len().saturating_sub(1));
+    if ui.selected < ui.scroll {
+        ui.scroll = ui.selected;
+    } else if visible > 0 && ui.selected >= ui.scroll + visible {
+        ui.scroll = ui.selected + 1 - visible;
+    }
     ui.scroll = ui.scroll.min(shown.len().saturating_sub(visible.max(1)));
     let title = format!(
         " processes: {} of {} shown{} ",
@@ -466,8 +489,16 @@ pub fn render(frame: &mut Frame<'_>, screen: &Screen<'_>, ui: &mut UiState) {
     let proc_widths = column_widths(&PROCESS_WIDTHS, proc_area);
     let proc_rows: Vec<Row> = shown
         .iter()
+        .enumerate()
         .skip(ui.scroll)
-        .map(|p| Row::new(clipped(process_cells(p), &proc_widths)))
+        .map(|(i, p)| {
+            let row = Row::new(clipped(process_cells(p), &proc_widths));
+            if i == ui.selected && why_height > 0 {
+                row.style(Style::new().add_modifier(Modifier::REVERSED))
+            } else {
+                row
+            }
+        })
         .collect();
     frame.render_widget(
         Table::new(proc_rows, PROCESS_WIDTHS)
@@ -476,8 +507,29 @@ pub fn render(frame: &mut Frame<'_>, screen: &Screen<'_>, ui: &mut UiState) {
         proc_area,
     );
 
+    // The reason column is what is left of the width, a few words at 120 columns:
+    // the selected row's reason whole, wrapped, so ↑/↓ read any process's in full.
+    let why = shown.get(ui.selected).map_or_else(Vec::new, |p| {
+        vec![Line::from(format!(
+            "{} {}: {}",
+            p.pid,
+            p.program,
+            process_cells(p)[11]
+        ))]
+    });
+    frame.render_widget(
+        Paragraph::new(why).wrap(Wrap { trim: true }).block(
+            Block::new()
+                .borders(Borders::TOP)
+                .title(" why (selected row; ↑/↓) "),
+        ),
+        why_area,
+    );
     frame.render_widget(Paragraph::new(footer_line(ui)), foot);
 }
+
+/// Lines under the process table for the selected row's reason (a rule, two lines).
+const WHY_HEIGHT: u16 = 3;
 
 /// The frame as plain text lines (for tests and captures).
 pub fn buffer_lines(buf: &ratatui::buffer::Buffer) -> Vec<String> {
@@ -676,6 +728,45 @@ mod tests {
         let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
         t.draw(|f| render(f, screen, ui)).expect("draw");
         buffer_lines(t.backend().buffer())
+    }
+
+    /// At 120 columns the reason column holds a few words; the pane under the table
+    /// shows the selected row's whole reason, and ↓ selects the next row.
+    #[test]
+    fn a_reason_cut_in_its_column_is_whole_under_the_table() {
+        let mut s = status();
+        let long = "home node 0 full (2 CPUs of others' work), nearest node with room is 1 \
+                    (np 1.40, 1st of 3 by penalty)";
+        for p in std::sync::Arc::make_mut(&mut s.processes) {
+            p.reason = format!("{long} [{}]", p.pid);
+        }
+        let screen = Screen {
+            status: Some(&s),
+            mode: "standalone (--standalone)",
+            error: None,
+        };
+        let mut ui = UiState::default();
+        let text = draw(&screen, &mut ui, 120, 24);
+        let all = text.join(" ");
+        let joined = all.split_whitespace().collect::<Vec<_>>().join(" ");
+        // Sorted by CPU, lbm (pid 7) is first.
+        assert!(
+            joined.contains(&format!("7 lbm: {long} [7]")),
+            "{}",
+            text.join("\n")
+        );
+        ui.handle(Key::Down);
+        let text = draw(&screen, &mut ui, 120, 24);
+        let joined = text
+            .join(" ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            joined.contains(&format!("100 mcf: {long} [100]")),
+            "{}",
+            text.join("\n")
+        );
     }
 
     #[test]
