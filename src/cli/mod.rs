@@ -103,13 +103,23 @@ pub fn command() -> clap::Command {
         .map(|p| p.name.clone())
         .collect();
     let machines = crate::topology::presets::NAMES.join(", ");
-    Cli::command().mut_subcommand("sim", |c| {
-        c.after_help(format!(
-            "Machines: {machines}, a spec Nn:Ll:Cc:Tt (nodes, LLCs per node, cores per LLC, \
+    Cli::command()
+        .mut_subcommand("run", |c| {
+            c.mut_arg("journal", |a| {
+                a.help(
+                    "Journal of original affinities, restored after a crash [default: \
+                     run-PID.json in $XDG_RUNTIME_DIR/numasched, or /run/numasched-runs \
+                     for root: one per run, and the next run undoes what a killed one left]",
+                )
+            })
+        })
+        .mut_subcommand("sim", |c| {
+            c.after_help(format!(
+                "Machines: {machines}, a spec Nn:Ll:Cc:Tt (nodes, LLCs per node, cores per LLC, \
              threads per core; e.g. 2n:1l:4c:1t), or `this`.\nPrograms (built in): {}.",
-            programs.join(", ")
-        ))
-    })
+                programs.join(", ")
+            ))
+        })
 }
 
 /// A usage error as one line, like every other error numasched prints: clap's first

@@ -12,7 +12,7 @@ use clap::Args;
 use super::manage::ManageArgs;
 use crate::daemon::assemble::{self, Use};
 use crate::daemon::service::{self, Ended, Listeners, Until};
-use crate::daemon::{logging, paths};
+use crate::daemon::{logging, paths, run_journals};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -38,7 +38,12 @@ pub struct RunArgs {
 /// Returns the command's exit code (128 + signal if a signal ended it, 127 if it was not
 /// found and 126 if it could not be started, as shells do).
 pub fn run(args: RunArgs) -> anyhow::Result<i32> {
-    let opts = args.manage.options()?;
+    let mut opts = args.manage.options()?;
+    // Its own journal, not the service's (a config file's `journal` is the service's):
+    // a run beside the daemon or another run shares nothing with them.
+    if args.manage.journal.is_none() {
+        opts.journal = run_journals::path_for(&run_journals::dir(), std::process::id());
+    }
     logging::init(opts.log_format, if args.verbose { "info" } else { "warn" });
     let (program, rest) = args
         .command

@@ -11,6 +11,7 @@ use super::config::Options;
 use super::engine::{Engine, EngineConfig, Stages};
 use super::jobs::Jobs;
 use super::recovery::{self, JournalFile, JournalLock};
+use super::run_journals;
 use super::select::Selector;
 use super::status::DaemonStatus;
 use super::trigger::TriggerParams;
@@ -320,12 +321,31 @@ fn journal_file<K: Kernel>(opts: &Options, kernel: &K) -> anyhow::Result<Option<
         kernel,
         "kept in the journal and tried again at the stop",
     )?;
+    if run_journals::is_run_journal(&opts.journal) {
+        recover_other_runs(&opts.journal, kernel);
+    }
     // Written once here so an unwritable journal stops the start; it holds what the
     // recovery could not restore, which must not be lost to the write.
     if let Err(e) = taken.file.save(&taken.left) {
         anyhow::bail!("{e}; {UNSAFE_HINT}");
     }
     Ok(Some(taken))
+}
+
+/// Undoes what runs killed before their clean stop left in their journals beside
+/// `own`. A journal whose lock is held is a live run's, and is left to it; what the
+/// kernel refuses to restore stays in that journal for the next run.
+fn recover_other_runs<K: Kernel>(own: &std::path::Path, kernel: &K) {
+    for path in run_journals::others(own) {
+        match take_journal(&path, kernel, "left in its journal for the next run") {
+            // Dropped at once: recovered, its lock released and removed.
+            Ok(_) => {}
+            Err(e)
+                if e.downcast_ref::<recovery::RecoveryError>()
+                    .is_some_and(|r| matches!(r, recovery::RecoveryError::InUse { .. })) => {}
+            Err(e) => warn!("{e:#}; an earlier run's journal, left as it is"),
+        }
+    }
 }
 
 const UNSAFE_HINT: &str =

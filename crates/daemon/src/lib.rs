@@ -36,6 +36,7 @@ pub mod pins;
 pub mod privileges;
 pub mod queued;
 pub mod recovery;
+pub mod run_journals;
 pub mod select;
 pub mod service;
 pub mod socket;

@@ -116,12 +116,12 @@ impl UiState {
                 Key::Enter => {
                     self.filter = text.trim().to_string();
                     self.editing = None;
-                    self.to_top();
+                    self.back_to_first_row();
                 }
                 Key::Esc => {
                     self.filter.clear();
                     self.editing = None;
-                    self.to_top();
+                    self.back_to_first_row();
                 }
                 _ => {}
             }
@@ -132,12 +132,12 @@ impl UiState {
             // second Esc meant to clear it must not end the session.
             Key::Esc if !self.filter.is_empty() => {
                 self.filter.clear();
-                self.to_top();
+                self.back_to_first_row();
             }
             Key::Char('q') | Key::Esc => return Outcome::Quit,
             Key::Char('s') => {
                 self.sort = self.sort.next();
-                self.to_top();
+                self.back_to_first_row();
             }
             Key::Char('r') => self.reverse = !self.reverse,
             Key::Char('/') => self.editing = Some(String::new()),
@@ -146,14 +146,14 @@ impl UiState {
             Key::Down => self.selected = self.selected.saturating_add(1),
             Key::PageUp => self.selected = self.selected.saturating_sub(PAGE),
             Key::PageDown => self.selected = self.selected.saturating_add(PAGE),
-            Key::Home => self.to_top(),
+            Key::Home => self.back_to_first_row(),
             Key::End => self.selected = usize::MAX,
             _ => {}
         }
         Outcome::Continue
     }
 
-    fn to_top(&mut self) {
+    fn back_to_first_row(&mut self) {
         self.scroll = 0;
         self.selected = 0;
     }
