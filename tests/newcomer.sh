@@ -24,8 +24,11 @@ done
 
 git clone -q "$repo" "$tmp/src" || { bad "git clone"; echo "$pass passed, $fail failed"; exit 1; }
 cd "$tmp/src" || exit 1
-# One build for both commands (both use the release profile).
-export CARGO_TARGET_DIR="$tmp/target"
+# One build for both commands (both use the release profile), in the checkout's own
+# target directory: the clone's crates are built afresh (cargo keys them by their
+# path), the registry dependencies already built there are reused, so CI builds them
+# once, not twice.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 if cargo install --locked --path . --root "$tmp/root" >"$tmp/install.log" 2>&1; then
   ok "cargo install --locked --path . (into a temporary root)"
 else

@@ -351,6 +351,10 @@ main() {
     grep -E '^(PASS|FAIL|SKIP) ' "$out/$name.log" 2>/dev/null | sed "s/^/  [$name] /" || true
   done
   for p in "${problems[@]+"${problems[@]}"}"; do echo "  ERROR: $p"; done
+  log "seconds per scenario (guest uptime)"
+  for name in $topos; do
+    printf '  %-8s %s\n' "$name" "$(awk '/^TIME / { printf "%s %s  ", $2, $3 }' "$out/$name.log" 2>/dev/null)"
+  done
   log "VM suite wall time: $(awk -v a="$suite_t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')s"
   local total="$pass passed, $fail failed"
   [ "$skip" = 0 ] || total="$total, $skip skipped"
