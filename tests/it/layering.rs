@@ -73,7 +73,6 @@ const CRATE_DEPS: &[(&str, &[&str])] = &[
         &[
             "numasched-model",
             "numasched-policy",
-            "plotters",
             "serde",
             "serde_json",
             "serde_path_to_error",

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::charts::{colour, esc, grouped_bars, span, Axis, Group, Series};
+use super::charts::{colour, esc, grouped_bars, span, spreads, Axis, Fill, Group, Series, Spread};
 use super::report::{machine_per_case, policies, program_extremes, summaries, Summary};
 use super::runner::{Row, LINUX, ORACLE};
 
@@ -14,11 +14,10 @@ const STYLE: &str = "body{font-family:sans-serif;margin:16px 24px;max-width:1400
     table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;\
     text-align:right;white-space:nowrap}th{background:#f4f4f4;white-space:normal;\
     text-align:center}td.entry{text-align:left;white-space:normal;\
-    overflow-wrap:anywhere}.note{font-size:90%;color:#444}.chart{overflow-x:auto}\
-    .legend{position:sticky;top:0;background:#fff;padding:6px 0;\
-    border-bottom:1px solid #ddd;z-index:1}.sw{display:inline-block;width:12px;\
-    height:12px;margin:0 4px 0 12px;vertical-align:middle}dt{font-weight:bold}\
-    dd{margin:0 0 6px 16px}";
+    overflow-wrap:anywhere}td.name{text-align:left}.frac{color:#555}.note{font-size:90%;color:#444}\
+    .chart{margin:4px 0 18px}.chart svg{display:block;max-width:100%;height:auto}\
+    .sw{display:inline-block;width:12px;height:12px;margin:0 4px 0 0;\
+    vertical-align:middle}dt{font-weight:bold}dd{margin:0 0 6px 16px}";
 
 /// What each built-in suite is, for the report's opening.
 fn about(suite: &str) -> &'static str {
@@ -49,10 +48,11 @@ fn about(suite: &str) -> &'static str {
              all on node 0."
         }
         "random" => {
-            "Held-out cases drawn from a seed: machines from every preset and spec \
-             strings with SMT, several LLCs per node and up to 8 nodes; 4 to 16 processes \
-             (single- and multi-threaded, sometimes more than CPUs); memory homes biased \
-             toward one node. No policy was designed on them."
+            "Cases drawn from a seed: machines from every preset and spec strings with \
+             SMT, several LLCs per node and up to 8 nodes; 4 to 16 processes (single- and \
+             multi-threaded, sometimes more than CPUs); memory homes biased toward one \
+             node. The note at the end says whether this seed is a training seed or a \
+             held-out one."
         }
         "random-migrate" => {
             "The random suite's cases with page migration allowed, costed as in \
@@ -107,8 +107,11 @@ pub fn page(suite: &str, machine: &str, rows: &[Row], notes: &str) -> String {
     );
     let pols: Vec<String> = policies(rows).into_iter().filter(|p| p != LINUX).collect();
     summary_table(&mut out, rows);
-    out.push_str(&legend(&pols));
-    improvement_charts(&mut out, rows, &pols);
+    if case_per_workload(suite, rows) {
+        case_summary(&mut out, rows);
+    } else {
+        improvement_charts(&mut out, rows, &pols);
+    }
     speed_charts(&mut out, rows);
     extremes_charts(&mut out, rows, &pols);
     oracle_chart(&mut out, rows);
@@ -242,6 +245,142 @@ fn improvement_charts(out: &mut String, rows: &[Row], pols: &[String]) {
     }
 }
 
+/// Whether each workload is a case of its own, on one map: the random suites, or a
+/// workloads file of many. Then one chart summarises the cases and a table gives each,
+/// rather than a small chart per case.
+fn case_per_workload(suite: &str, rows: &[Row]) -> bool {
+    if suite.starts_with("random") {
+        return true;
+    }
+    let mut entries: Vec<(&str, &str, &str)> = Vec::new();
+    for r in rows {
+        let e = (r.suite.as_str(), r.workload.as_str(), r.map.as_str());
+        if !entries.contains(&e) {
+            entries.push(e);
+        }
+    }
+    let one_map_each = entries
+        .iter()
+        .enumerate()
+        .all(|(i, e)| !entries[..i].iter().any(|f| (f.0, f.1) == (e.0, e.1)));
+    one_map_each && entries.len() > 6
+}
+
+/// Where an axis of fractions of the oracle starts: just below the lowest, on a step of
+/// 0.05, so that differences near 1 show.
+fn oracle_base(values: impl IntoIterator<Item = f64>) -> f64 {
+    let lowest = values.into_iter().fold(1.0f64, f64::min);
+    (((lowest - 0.02) * 20.0).floor() / 20.0).min(0.95)
+}
+
+/// One chart over all the cases (per policy: mean, range and every case, of the
+/// improvement over Linux and of the fraction of the oracle), then a table of them.
+fn case_summary(out: &mut String, rows: &[Row]) {
+    let all = policies(rows);
+    let entries: Vec<&Row> = rows.iter().filter(|r| r.policy == all[0]).collect();
+    // Where a workload has several maps, a case is named by both.
+    let with_map = entries.iter().enumerate().any(|(i, e)| {
+        entries[..i]
+            .iter()
+            .any(|f| (&f.suite, &f.workload) == (&e.suite, &e.workload))
+    });
+    let name = |r: &Row| match with_map {
+        true => format!("{}/{}", r.workload, r.map),
+        false => r.workload.clone(),
+    };
+    let spread_of = |pick: &dyn Fn(&Row) -> f64| -> Vec<Spread> {
+        all.iter()
+            .map(|p| Spread {
+                label: p.clone(),
+                colour: colour(p),
+                points: rows
+                    .iter()
+                    .filter(|r| &r.policy == p)
+                    .map(|r| (name(r), pick(r)))
+                    .collect(),
+            })
+            .collect()
+    };
+    let improvement = spread_of(&|r| 100.0 * r.improvement_vs_linux);
+    let fraction = spread_of(&|r| r.fraction_of_oracle);
+    let base = oracle_base(rows.iter().map(|r| r.fraction_of_oracle));
+    let title = format!("performance / oracle (axis from {base:.2})");
+    let axes = [
+        improvement_axis(&span(
+            improvement
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.1)),
+            0.0,
+            1.0,
+        )),
+        Axis {
+            title: &title,
+            range: span([1.0], base, 0.05),
+            base,
+            format: &|v| format!("{v:.2}"),
+        },
+    ];
+    let _ = write!(
+        out,
+        "<h2>Improvement over Linux and fraction of the oracle over the {n} cases</h2>\
+         <p>A column per policy, in its colour: the bar reaches the mean over the cases, \
+         the line runs from the lowest to the highest, and each dot is one case (hover \
+         on it for the case and its value). The table under the chart gives every \
+         case.</p><div class=\"chart\">{}</div>",
+        spreads(&[(&axes[0], &improvement), (&axes[1], &fraction)]),
+        n = entries.len()
+    );
+    case_table(out, rows, &entries, &name);
+}
+
+/// A row per case: its name, machine (where cases ran on different machines), programs
+/// and map, then a column per policy with its improvement over Linux and, under it, its
+/// fraction of the oracle (one column per policy, so the table fits however many).
+fn case_table(out: &mut String, rows: &[Row], entries: &[&Row], name: &dyn Fn(&Row) -> String) {
+    let all = policies(rows);
+    let per_case = machine_per_case(rows);
+    let _ = write!(
+        out,
+        "<h3>Every case</h3><p>In each policy's column: its improvement over Linux, and \
+         under it its fraction of the oracle.</p><table class=\"cases\"><tr><th>case</th>{}\
+         <th>programs</th><th>map</th>",
+        if per_case { "<th>machine</th>" } else { "" },
+    );
+    for p in &all {
+        let _ = write!(out, "<th>{}{}</th>", swatch(p), esc(p));
+    }
+    out.push_str("</tr>");
+    for e in entries {
+        let _ = write!(out, "<tr><td class=\"name\">{}</td>", esc(&name(e)));
+        if per_case {
+            let _ = write!(out, "<td class=\"name\">{}</td>", esc(&e.machine));
+        }
+        let _ = write!(
+            out,
+            "<td class=\"entry\">{}</td><td class=\"name\">{}</td>",
+            esc(&program_list(&e.programs, &e.threads)),
+            esc(&e.map)
+        );
+        for p in &all {
+            let r = rows.iter().find(|r| {
+                &r.policy == p && r.suite == e.suite && r.workload == e.workload && r.map == e.map
+            });
+            match r {
+                Some(r) => write!(
+                    out,
+                    "<td>{:+.2}%<br><span class=\"frac\">{:.3}</span></td>",
+                    100.0 * r.improvement_vs_linux,
+                    r.fraction_of_oracle
+                ),
+                None => write!(out, "<td></td>"),
+            }
+            .ok();
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>");
+}
+
 /// Each program's speed (solo time / time, averaged over the entries it is in) under
 /// every policy, then each policy's performance and unfairness.
 fn speed_charts(out: &mut String, rows: &[Row]) {
@@ -279,7 +418,6 @@ fn speed_charts(out: &mut String, rows: &[Row]) {
          time, 1 = as fast as alone) under every policy, Linux included, averaged over \
          the entries it appears in.</p>",
     );
-    out.push_str(&legend(&all));
     chart(
         out,
         &groups,
@@ -333,7 +471,8 @@ type Extremes = Vec<(String, f64, f64)>;
 fn extremes_charts(out: &mut String, rows: &[Row], pols: &[String]) {
     out.push_str(
         "<h2>Per program: best and worst improvement over Linux</h2>\
-         <p>Over all entries a program appears in; all charts share one scale.</p>",
+         <p>Over all entries a program appears in; all charts share one scale. Each \
+         policy in its colour: the best solid, the worst hatched.</p>",
     );
     let per: Vec<(&String, Extremes)> = pols
         .iter()
@@ -347,9 +486,12 @@ fn extremes_charts(out: &mut String, rows: &[Row], pols: &[String]) {
         0.0,
         1.0,
     );
-    out.push_str(&legend(&["best".to_string(), "worst".to_string()]));
-    let series = [Series::new("best"), Series::new("worst")];
     for (p, ex) in per {
+        // The policy's colour: its best solid, its worst hatched.
+        let series = [
+            Series::styled(&format!("{p} best"), colour(p), Fill::Solid),
+            Series::styled(&format!("{p} worst"), colour(p), Fill::Hatched),
+        ];
         let groups: Vec<Group> = ex
             .iter()
             .map(|(name, best, worst)| {
@@ -362,12 +504,16 @@ fn extremes_charts(out: &mut String, rows: &[Row], pols: &[String]) {
 }
 
 fn oracle_chart(out: &mut String, rows: &[Row]) {
-    out.push_str("<h2>Fraction of the oracle</h2>");
+    out.push_str(
+        "<h2>Fraction of the oracle</h2><p>Each policy in its colour: the mean over the \
+         entries solid, the lowest hatched.</p>",
+    );
     let groups: Vec<Group> = summaries(rows)
         .into_iter()
         .filter(|s| s.policy != ORACLE)
-        .map(|s| {
-            Group::new(
+        .map(|s| Group {
+            colour: Some(colour(&s.policy)),
+            ..Group::new(
                 &s.policy,
                 vec![
                     Some(s.mean_fraction_of_oracle),
@@ -376,19 +522,21 @@ fn oracle_chart(out: &mut String, rows: &[Row]) {
             )
         })
         .collect();
-    out.push_str(&legend(&["mean".to_string(), "minimum".to_string()]));
     // Fractions live near 1: the axis starts just below the lowest, a step of 0.05,
     // so differences show; the axis title says so.
-    let lowest = groups
-        .iter()
-        .flat_map(|g| g.values.iter().flatten().copied())
-        .fold(1.0f64, f64::min);
-    let base = (((lowest - 0.02) * 20.0).floor() / 20.0).min(0.95);
+    let base = oracle_base(
+        groups
+            .iter()
+            .flat_map(|g| g.values.iter().flatten().copied()),
+    );
     let title = format!("performance / oracle (axis from {base:.2})");
     chart(
         out,
         &groups,
-        &[Series::new("mean"), Series::new("minimum")],
+        &[
+            Series::styled("mean", colour(ORACLE), Fill::Solid),
+            Series::styled("minimum", colour(ORACLE), Fill::Hatched),
+        ],
         &Axis {
             title: &title,
             range: span([1.0], base, 0.05),
@@ -472,16 +620,6 @@ fn swatch(name: &str) -> String {
         "<span class=\"sw\" style=\"background:#{:02x}{:02x}{:02x}\"></span>",
         c.0, c.1, c.2
     )
-}
-
-/// The colours of `names`, kept in view while the charts scroll past.
-fn legend(names: &[String]) -> String {
-    let mut out = String::from("<div class=\"legend\">");
-    for n in names {
-        let _ = write!(out, "{}{}", swatch(n), esc(n));
-    }
-    out.push_str("</div>");
-    out
 }
 
 #[cfg(test)]
@@ -581,7 +719,8 @@ mod tests {
             .iter()
             .flat_map(|(w, m)| [row(w, m, "linux"), row(w, m, "auto")])
             .collect();
-        let html = page("random", "machines drawn per case", &rows, "n");
+        // A few cases, as a workloads file gives: a chart per case, under its heading.
+        let html = page("workloads", "machines drawn per case", &rows, "n");
         assert!(
             html.contains("<h3>r0 on epyc-7742-2s (stream×8 mcf)</h3>"),
             "{html}"
@@ -590,7 +729,22 @@ mod tests {
             html.contains("<h3>r1 on 2n:2l:2c:2t (stream×8 mcf)</h3>"),
             "{html}"
         );
-        // The same machine for every case: named in the title, not in each heading.
+        // A random suite: one chart over the cases, and a row per case in the table.
+        let html = page("random", "machines drawn per case", &rows, "n");
+        assert!(!html.contains("<h3>r0"), "{html}");
+        assert!(
+            html.contains(
+                "<td class=\"name\">r0</td><td class=\"name\">epyc-7742-2s</td>\
+                 <td class=\"entry\">stream×8 mcf</td>"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("<td class=\"name\">r1</td><td class=\"name\">2n:2l:2c:2t</td>"),
+            "{html}"
+        );
+        // The same machine for every case: named in the title, not in each heading or
+        // row.
         let same: Vec<Row> = rows
             .iter()
             .map(|r| Row {
@@ -598,7 +752,12 @@ mod tests {
                 ..r.clone()
             })
             .collect();
-        let html = page("random", "nehalem-e5520", &same, "n");
+        let html = page("workloads", "nehalem-e5520", &same, "n");
         assert!(html.contains("<h3>r0 (stream×8 mcf)</h3>"), "{html}");
+        let html = page("random", "nehalem-e5520", &same, "n");
+        assert!(
+            html.contains("<td class=\"name\">r0</td><td class=\"entry\">stream×8 mcf</td>"),
+            "{html}"
+        );
     }
 }
