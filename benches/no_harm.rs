@@ -91,6 +91,14 @@ const CASES: &[Case] = &[
         script: r#"$W workload cpu --seconds $S --json >$O/a"#,
     },
     Case {
+        // Every CPU busy with others' work, one CPU's pinned and the other's free to
+        // move: no CPU stands out, and a hard pin beside the pinned one would halve the
+        // load where the kernel shares both CPUs three ways.
+        name: "1 cpu load beside a taskset -c 0 one and a free one",
+        beside: r#"taskset -c 0 $W workload cpu --seconds $S --json >$O/z & $W workload cpu --seconds $S --json >$O/y & wait"#,
+        script: r#"$W workload cpu --seconds $S --json >$O/a"#,
+    },
+    Case {
         // Hard pinning confines the busy shell (about 5 s in, when its young process's
         // room ends under `run`); its child starts inside that set.
         name: "2-thread child of a busy shell (6 s)",
@@ -239,7 +247,7 @@ fn main() {
         machine()
     );
     println!(
-        "{:<38} {:>9} {:>7} {:>7} | {:>9} {:>9} {:>9} | {:>9} {:>7}",
+        "{:<52} {:>9} {:>7} {:>7} | {:>9} {:>9} {:>9} | {:>9} {:>7}",
         "case", "unmanaged", "llc", "cpu", "fast/slow", "llc", "cpu", "worst llc", "cpu"
     );
     let mut json = Vec::new();
@@ -288,7 +296,7 @@ fn main() {
         };
         worst_load = worst_load.min(worst_of(1)).min(worst_of(2));
         println!(
-            "{:<38} {:>8.0}M {:>7.3} {:>7.3} | {:>9.2} {:>9.2} {:>9.2} | {:>9.3} {:>7.3}",
+            "{:<52} {:>8.0}M {:>7.3} {:>7.3} | {:>9.2} {:>9.2} {:>9.2} | {:>9.3} {:>7.3}",
             case.name,
             total[0] / 1e6,
             ratio(1),
