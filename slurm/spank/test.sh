@@ -10,7 +10,8 @@
 # debug level); (f) an sbatch job with "#SBATCH --numasched=manage" reports
 # step "batch"; (g) a daemon that never answers costs one 200 ms timeout per
 # step, not per task; (h) a bad plugstack.conf argument is logged by
-# slurmstepd and the job still runs.
+# slurmstepd and the job still runs; (i) the option set by Slurm's variable
+# for it; (j) a site default=manage; (k) allow_opt_out=no refuses off.
 #
 # Exit 0 = pass; otherwise the last line on stderr is "SPANK FAIL: <reason>".
 # KEEP=1 keeps the cluster directory (logs) even on success.
@@ -247,5 +248,57 @@ grep -m1 "error: *numasched: bad plugstack.conf argument 'sokcet=/typo'" "$SLURM
     fail "(h) bad argument not logged as an error in slurmd.log"
 write_plugstack
 slurmd_alive || fail "(h) slurmd died"
+
+# ---------------------------------------------------------------- (i)
+hr "(i) the option by environment: SLURM_SPANK__SLURM_SPANK_OPTION_numasched_numasched"
+# Slurm's own name for a SPANK option's variable (spank_process_env_options:
+# SLURM_SPANK_ + _SLURM_SPANK_OPTION_ + plugin name + _ + option name).
+out=$(SLURM_SPANK__SLURM_SPANK_OPTION_numasched_numasched=advise timeout 60 srun -n1 bash -c 'echo "NUMASCHED=${NUMASCHED:-unset}"' 2>&1) ||
+    fail "(i) srun with the option's variable failed: $out"
+echo "$out"
+[[ $out == NUMASCHED=advise ]] || fail "(i) expected NUMASCHED=advise from the environment, got: $out"
+out=$(SLURM_SPANK__SLURM_SPANK_OPTION_numasched_numasched=bogus timeout 60 srun -n1 true 2>&1) &&
+    fail "(i) a bad value by environment was accepted"
+echo "$out"
+
+# ---------------------------------------------------------------- (j)
+hr "(j) plugstack.conf default=manage: a job that says nothing is managed"
+off=$(wc -l <"$FAKE_LOG")
+write_plugstack " default=manage"
+out=$(timeout 60 srun -n1 bash -c 'echo "pid=$$ job=$SLURM_JOB_ID NUMASCHED=${NUMASCHED:-unset}"' 2>&1) ||
+    fail "(j) srun failed: $out"
+echo "$out"
+grep -q 'NUMASCHED=manage$' <<<"$out" || fail "(j) expected NUMASCHED=manage by the site's default, got: $out"
+jid=$(sed -n 's/.* job=\([0-9]*\) .*/\1/p' <<<"$out")
+pid=$(sed -n 's/^pid=\([0-9]*\) .*/\1/p' <<<"$out")
+check_events "$off" "$jid" 0 manage "$pid" || fail "(j) daemon events for job $jid do not say manage"
+out=$(timeout 60 srun -n1 --numasched=off bash -c 'echo "NUMASCHED=${NUMASCHED:-unset}"' 2>&1) ||
+    fail "(j) srun --numasched=off failed where opting out is allowed: $out"
+[[ $out == NUMASCHED=off ]] || fail "(j) the user's off did not stand against the default: $out"
+out=$(NUMASCHED=advise timeout 60 srun -n1 bash -c 'echo "NUMASCHED=${NUMASCHED:-unset}"' 2>&1) ||
+    fail "(j) srun with NUMASCHED=advise exported failed: $out"
+[[ $out == NUMASCHED=advise ]] || fail "(j) the environment's advise did not stand against the default: $out"
+
+# ---------------------------------------------------------------- (k)
+hr "(k) plugstack.conf allow_opt_out=no: --numasched=off refused at submit, others run"
+write_plugstack " default=advise allow_opt_out=no"
+out=$(timeout 60 srun -n1 --numasched=off true 2>&1) && fail "(k) srun --numasched=off succeeded: $out"
+echo "$out"
+grep -q 'allow_opt_out=no' <<<"$out" || fail "(k) the refusal does not say why: $(tr '\n' ' ' <<<"$out")"
+out=$(timeout 60 sbatch --numasched=off --wrap true 2>&1) && fail "(k) sbatch --numasched=off succeeded: $out"
+out=$(SLURM_SPANK__SLURM_SPANK_OPTION_numasched_numasched=off timeout 60 srun -n1 true 2>&1) &&
+    fail "(k) opting out by environment succeeded: $out"
+out=$(timeout 60 srun -n1 bash -c 'echo "NUMASCHED=${NUMASCHED:-unset}"' 2>&1) || fail "(k) srun failed: $out"
+[[ $out == NUMASCHED=advise ]] || fail "(k) expected the site's default advise, got: $out"
+# Exported by hand, past srun's check: slurmstepd overrules it and says why.
+out=$(NUMASCHED=off timeout 60 srun -n1 bash -c 'echo "NUMASCHED=${NUMASCHED:-unset}"' 2>&1) ||
+    fail "(k) srun with NUMASCHED=off exported failed: $out"
+echo "$out"
+grep -q '^NUMASCHED=advise$' <<<"$out" || fail "(k) NUMASCHED=off exported was not overruled: $out"
+grep -q 'allow_opt_out=no' <<<"$out" || fail "(k) the job's output does not say why it was overruled: $out"
+out=$(timeout 60 srun -n1 --numasched=manage bash -c 'echo "NUMASCHED=${NUMASCHED:-unset}"' 2>&1) || fail "(k) srun --numasched=manage failed: $out"
+[[ $out == NUMASCHED=manage ]] || fail "(k) expected the user's manage, got: $out"
+write_plugstack
+slurmd_alive || fail "(k) slurmd died"
 
 hr "SPANK PASS (plugin build $BUILD_MS ms)"

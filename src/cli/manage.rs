@@ -9,8 +9,8 @@ use clap::Args;
 
 use crate::daemon::assemble::LiveRoots;
 use crate::daemon::config::{
-    self, parse_bytes, parse_duration, parse_non_negative, parse_pin, parse_policy, parse_positive,
-    FileConfig, Glob, LogFormat, Options,
+    self, parse_bytes, parse_duration, parse_non_negative, parse_outsiders, parse_pin,
+    parse_policy, parse_positive, FileConfig, Glob, LogFormat, Options, Outsiders,
 };
 
 /// What `daemon` and `run` take beyond [`SelectArgs`].
@@ -47,6 +47,11 @@ pub struct ManageArgs {
     /// Log format on stderr [default: text].
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormatArg>,
+    /// On a Slurm node, how processes outside every job are kept off the jobs' CPUs:
+    /// hard, always while a CPU no job holds is left; soft, only where the CPUs left
+    /// hold all of its busy threads [default: hard].
+    #[arg(long, value_name = "RULE", value_parser = parse_outsiders)]
+    pub slurm_outsiders: Option<Outsiders>,
     /// Journal of original affinities, restored after a crash
     /// [default: /var/lib/numasched/journal.json].
     #[arg(
@@ -141,6 +146,7 @@ impl ManageArgs {
         set!(o.min_replan_interval, self.min_replan_interval);
         set!(o.release_after, self.release_after);
         set!(o.journal, self.journal);
+        set!(o.slurm_outsiders, self.slurm_outsiders);
         if let Some(config::MetricsAddr(a)) = self.metrics {
             o.metrics = a;
         }

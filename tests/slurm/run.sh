@@ -139,8 +139,10 @@ wait_jobs_gone() {
 # Samples every task for up to $1 seconds; calls check_task PID CPUSET per task and
 # sample, and done_when (if it succeeds, stop early). Fails on the first bad sample.
 watch() {
-    local secs=$1 t pid cg
-    for ((t = 0; t < secs * 5; t++)); do
+    # By the clock, not by rounds: on a loaded node one round of listing the tasks
+    # took seconds, and 60 rounds of them minutes.
+    local end=$((SECONDS + $1)) pid cg
+    while ((SECONDS < end)); do
         while read -r pid cg; do
             [[ -n $pid ]] || continue
             check_task "$pid" "$cg" || return 1
@@ -233,9 +235,11 @@ wait "$SRUN"
 
 # --- 3. two concurrent jobs --------------------------------------------------------------
 echo "== two concurrent jobs"
-srun -n1 -c1 --cpu-bind=none "$DIR/jobload" workload cpu --seconds 6 >/dev/null 2>&1 &
+# 12 s each, watched for as long: on a loaded node (load 12) Slurm took most of 5 s to
+# start both, and the watch ended before they ran side by side.
+srun -n1 -c1 --cpu-bind=none "$DIR/jobload" workload cpu --seconds 12 >/dev/null 2>&1 &
 A=$!
-srun -n1 -c1 --cpu-bind=none "$DIR/jobload" workload cpu --seconds 6 >/dev/null 2>&1 &
+srun -n1 -c1 --cpu-bind=none "$DIR/jobload" workload cpu --seconds 12 >/dev/null 2>&1 &
 B=$!
 outside="" both=0 steps=0
 check_task() {
@@ -253,7 +257,7 @@ done_when() {
     fi
     ((both >= 10 && steps >= 2))
 }
-watch 5
+watch 12
 if [[ -n $outside ]]; then
     bad "two jobs: $outside"
 elif ((both == 0)); then

@@ -231,10 +231,10 @@ pub fn assemble(
             actuator,
             tree,
             journal_file,
-            jobs: Some(Jobs::new(SlurmReader::new(
-                &roots.proc,
-                &roots.sys.join("fs/cgroup"),
-            ))),
+            jobs: Some(
+                Jobs::new(SlurmReader::new(&roots.proc, &roots.sys.join("fs/cgroup")))
+                    .with_outsiders(opts.slurm_outsiders),
+            ),
         },
     );
     let engine = match usage {

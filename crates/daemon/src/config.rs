@@ -58,6 +58,8 @@ pub struct Options {
     pub log_format: LogFormat,
     /// Where to serve Prometheus metrics over HTTP (`GET /metrics`); `None`: off.
     pub metrics: Option<SocketAddr>,
+    /// How processes outside every Slurm job are kept off the jobs' CPUs.
+    pub slurm_outsiders: Outsiders,
 }
 
 /// Which processes are managed. Identity rules (names, pids, cgroups) are checked every
@@ -85,6 +87,51 @@ pub enum LogFormat {
     #[default]
     Text,
     Json,
+}
+
+/// How a process outside every Slurm job is kept off the CPUs jobs hold (see
+/// `crate::jobs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outsiders {
+    /// Always, while any CPU is left that no job holds, however busy it is: what
+    /// Slurm's core specialisation promises a job.
+    #[default]
+    Hard,
+    /// Only where the CPUs left can hold all of its busy threads; one they cannot is
+    /// left to the kernel, which may run it on the jobs' CPUs.
+    Soft,
+}
+
+/// `--slurm-outsiders`'s words.
+pub const OUTSIDERS: &[&str] = &["hard", "soft"];
+
+impl std::str::FromStr for Outsiders {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Outsiders, String> {
+        match s {
+            "hard" => Ok(Outsiders::Hard),
+            "soft" => Ok(Outsiders::Soft),
+            _ => Err(format!(
+                "unknown outsiders rule '{s}' (known: {})",
+                OUTSIDERS.join(", ")
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Outsiders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Outsiders::Hard => "hard",
+            Outsiders::Soft => "soft",
+        })
+    }
+}
+
+/// `--slurm-outsiders`'s value: `hard` or `soft`.
+pub fn parse_outsiders(s: &str) -> Result<Outsiders, String> {
+    s.parse()
 }
 
 /// `--log-format`'s words.
@@ -128,6 +175,7 @@ impl Default for Options {
             release_after: 30,
             log_format: LogFormat::Text,
             metrics: None,
+            slurm_outsiders: Outsiders::Hard,
         }
     }
 }
@@ -197,6 +245,7 @@ pub struct FileConfig {
     pub release_after: Option<u32>,
     pub log_format: Option<Word<LogFormat>>,
     pub metrics: Option<MetricsAddr>,
+    pub slurm_outsiders: Option<Word<Outsiders>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -296,6 +345,7 @@ impl FileConfig {
             release_after: self.release_after.unwrap_or(d.release_after),
             log_format: self.log_format.map_or(d.log_format, |w| w.0),
             metrics: self.metrics.map_or(d.metrics, |m| m.0),
+            slurm_outsiders: self.slurm_outsiders.map_or(d.slurm_outsiders, |w| w.0),
         }
     }
 }
@@ -334,6 +384,10 @@ impl Words for policy::PolicyKind {
 
 impl Words for LogFormat {
     const WORDS: &'static [&'static str] = LOG_FORMATS;
+}
+
+impl Words for Outsiders {
+    const WORDS: &'static [&'static str] = OUTSIDERS;
 }
 
 impl<'de, T> Deserialize<'de> for Word<T>

@@ -6,13 +6,20 @@
 //! each epoch's snapshot before planning, so every policy obeys them without knowing
 //! about Slurm:
 //! - a job's task may only be planned inside its step's allocation (CPUs and memory);
-//! - a process outside every job is kept off the CPUs allocated to jobs when the CPUs
-//!   left can hold it, so numasched never crowds a job with work Slurm did not put
-//!   there. One they cannot hold is released and left to the kernel until the jobs
-//!   change or a few epochs have passed (then it sits out one pass unplanned, to be
-//!   measured): pinned anywhere, it would crowd a job (the policy does not see the load
-//!   of job tasks numasched does not manage), and squeezed onto the free CPUs it would
-//!   run slower than unmanaged;
+//! - a process outside every job is kept off the CPUs allocated to jobs, so numasched
+//!   never crowds a job with work Slurm did not put there. By default
+//!   ([`Outsiders::Hard`]) it is kept off them whatever its demand while any CPU no
+//!   job holds is left: the line Slurm's core specialisation draws, and the one an HPC
+//!   site expects (a measured demand is what let a busy outsider onto a job's CPU on
+//!   a loaded node). With [`Outsiders::Soft`] only where the CPUs left can hold all
+//!   its busy threads; one they cannot hold is released and left to the kernel until
+//!   the jobs change or a few epochs have passed (then it sits out one pass unplanned,
+//!   to be measured): pinned anywhere, it would crowd a job (the policy does not see
+//!   the load of job tasks numasched does not manage), and squeezed onto the free CPUs
+//!   it would run slower than unmanaged. Where jobs hold every CPU it may use, it is
+//!   left to the kernel either way. Under the hard line an outsider is admitted once
+//!   it runs more than an idle process ([`Jobs::fences`]): on a loaded node a busy
+//!   one's share falls under the admission threshold;
 //! - the job decides how it is treated (`NUMASCHED=off|advise|manage`, see
 //!   [`numasched_linux::observe::slurm`]): `off` is never managed (and is restored at once if it
 //!   was), `advise` is planned and shown but never applied.
@@ -31,6 +38,8 @@ use numasched_linux::observe::slurm::{Allocation, JobMode, JobStep, SlurmReader,
 use numasched_model::topology::NodeId;
 use numasched_model::CpuSet;
 use numasched_model::{ProcessKey, Snapshot};
+
+pub use crate::config::Outsiders;
 
 /// Scan passes after which a process not looked up is forgotten: longer than the scan
 /// leaves an idle process unread.
@@ -136,6 +145,7 @@ struct Known {
 pub struct Jobs {
     reader: SlurmReader,
     known: Mutex<Known>,
+    outsiders: Outsiders,
 }
 
 /// A job step as `status`, `top` and the metrics show it.
@@ -246,6 +256,15 @@ impl Jobs {
         Jobs {
             reader,
             known: Mutex::new(Known::default()),
+            outsiders: Outsiders::default(),
+        }
+    }
+
+    /// The same, keeping outsiders off the jobs' CPUs by `rule`.
+    pub fn with_outsiders(self, rule: Outsiders) -> Jobs {
+        Jobs {
+            outsiders: rule,
+            ..self
         }
     }
 
@@ -369,6 +388,27 @@ impl Jobs {
 
     /// Whether `key` is an outsider left to the kernel beside the jobs (see
     /// [`Confined::park`]); the scan filter keeps it out until the jobs change.
+    /// Whether `key`, looked up by [`Jobs::mode`], is outside every job while jobs hold
+    /// CPUs here, under the hard line: then it is admitted as soon as it uses more than
+    /// an idle process does, whatever the admission threshold. At load 10 on two CPUs
+    /// a busy outsider ran 0.17 CPUs, under `--min-cpu`, and so was never kept off a
+    /// job's CPU.
+    pub fn fences(&self, key: ProcessKey) -> bool {
+        let k = lock(&self.known);
+        self.outsiders == Outsiders::Hard
+            && !k.parked_beside.is_empty()
+            && matches!(k.members.get(&key), Some((None, _, _)))
+    }
+
+    /// Whether an outsider that keeps `slots` CPUs busy is kept on `free`, the CPUs
+    /// it may use that no job holds (see the module doc).
+    fn keeps_off(&self, free: &CpuSet, slots: usize) -> bool {
+        match self.outsiders {
+            Outsiders::Hard => !free.is_empty(),
+            Outsiders::Soft => free.len() >= slots,
+        }
+    }
+
     pub fn parked(&self, key: ProcessKey) -> bool {
         let k = lock(&self.known);
         k.parked
@@ -431,12 +471,13 @@ impl Jobs {
         for p in &mut snapshot.processes {
             let allowed = p.allowed_cpus.clone().unwrap_or_else(|| machine.clone());
             let Some(m) = members.get(&p.key()) else {
-                // Outside every job: off the jobs' CPUs, if what is left holds it. (A
-                // busy outsider squeezed onto fewer CPUs than it keeps busy would run
-                // slower than unmanaged; then it shares, as it would without numasched.)
+                // Outside every job: off the jobs' CPUs while any is left (hard), or
+                // if what is left holds it (soft: a busy outsider squeezed onto fewer
+                // CPUs than it keeps busy would run slower than unmanaged; then it
+                // shares, as it would without numasched).
                 let free = allowed.difference(&taken);
                 if free.len() < allowed.len() {
-                    if free.len() >= p.slots() {
+                    if self.keeps_off(&free, p.slots()) {
                         p.allowed_cpus = Some(free);
                         unfit.fits(p.key());
                     } else {
@@ -549,6 +590,15 @@ mod tests {
         }
         let jobs = Jobs::new(SlurmReader::new(&proc, Path::new(&cg)));
         Fake { _dir: dir, jobs }
+    }
+
+    /// [`fake`] with today's softer rule for outsiders ([`Outsiders::Soft`]).
+    fn fake_soft(procs: &[(u32, Option<&str>, &str)], cpusets: &[(&str, &str, &str)]) -> Fake {
+        let f = fake(procs, cpusets);
+        Fake {
+            jobs: f.jobs.with_outsiders(Outsiders::Soft),
+            _dir: f._dir,
+        }
     }
 
     fn key(pid: u32) -> ProcessKey {
@@ -728,6 +778,45 @@ mod tests {
         assert!(f.jobs.told(bad).is_err());
     }
 
+    /// The hard line (the default): a busy outsider is kept off the jobs' CPUs while
+    /// any CPU no job holds is left, however many CPUs it keeps busy, pass after pass.
+    #[test]
+    fn by_default_an_outsider_is_kept_off_the_jobs_cpus_whatever_its_demand() {
+        let f = fake(
+            &[(80, Some(&format!("{JOB1}/task_0")), ""), (81, None, "")],
+            &[(JOB1, "0-6", "0-1")],
+        );
+        for _ in 0..=UNFIT_PASSES + 1 {
+            f.jobs.begin_pass();
+            f.jobs.mode(key(80), "t");
+            f.jobs.mode(key(81), "t");
+            let mut s = snapshot(&[81]);
+            s.processes[0].cpu_demand = 2.0;
+            s.processes[0].threads = 4;
+            let c = f.jobs.confine(&mut s);
+            assert!(c.park.is_empty(), "never left to the kernel");
+            assert_eq!(s.processes[0].allowed_cpus, Some(vec![7].into()));
+            assert!(!f.jobs.parked(key(81)));
+            // Admitted whatever the threshold, as an outsider; a job's task is not.
+            assert!(f.jobs.fences(key(81)) && !f.jobs.fences(key(80)));
+        }
+        let soft = fake_soft(
+            &[(80, Some(&format!("{JOB1}/task_0")), ""), (81, None, "")],
+            &[(JOB1, "0-6", "0-1")],
+        );
+        soft.jobs.begin_pass();
+        soft.jobs.mode(key(81), "t");
+        soft.jobs.mode(key(80), "t");
+        soft.jobs.confine(&mut snapshot(&[81]));
+        assert!(!soft.jobs.fences(key(81)), "soft: the thresholds decide");
+        // No job on the node: nothing to fence.
+        let none = fake(&[(81, None, "")], &[]);
+        none.jobs.begin_pass();
+        none.jobs.mode(key(81), "t");
+        none.jobs.confine(&mut snapshot(&[81]));
+        assert!(!none.jobs.fences(key(81)));
+    }
+
     #[test]
     fn an_outsider_the_free_cpus_cannot_hold_is_left_to_the_kernel() {
         // 81 keeps 3 CPUs busy, 82 two.
@@ -743,7 +832,7 @@ mod tests {
             s
         }
         // Jobs hold 6 of 8 CPUs; a 3-CPU outsider would be throttled on the other 2.
-        let f = fake(
+        let f = fake_soft(
             &[
                 (80, Some(&format!("{JOB1}/task_0")), ""),
                 (81, None, ""),
@@ -798,7 +887,7 @@ mod tests {
     /// pass out of the plan measures it, and then it is kept off the jobs' CPUs.
     #[test]
     fn a_parked_outsider_that_calmed_down_is_kept_off_the_jobs_cpus_after_one_pass() {
-        let f = fake(
+        let f = fake_soft(
             &[(80, Some(&format!("{JOB1}/task_0")), ""), (81, None, "")],
             &[(JOB1, "0-5", "0-1")],
         );

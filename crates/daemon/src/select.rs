@@ -20,6 +20,7 @@ use super::jobs::Jobs;
 use numasched_linux::observe::slurm::JobMode;
 use numasched_linux::observe::{Candidate, Filter};
 use numasched_model::ProcessKey;
+use numasched_policy::granularity::IDLE_DEMAND;
 
 /// The set of managed processes, shared between the daemon and the scan filter.
 pub type Managed = Arc<Mutex<HashSet<ProcessKey>>>;
@@ -198,10 +199,13 @@ pub fn filter(
         match selector.verdict(c, in_tree) {
             Verdict::Out => false,
             Verdict::Admit => true,
-            Verdict::Quiet => managed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .contains(&key),
+            Verdict::Quiet => {
+                managed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .contains(&key)
+                    || (c.cpu_demand >= IDLE_DEMAND && jobs.as_ref().is_some_and(|j| j.fences(key)))
+            }
         }
     })
 }

@@ -1,8 +1,15 @@
 //! The plugin's arguments from its plugstack.conf line, e.g.
-//! `optional /usr/lib/.../libnumasched_spank.so socket=/run/numasched/numasched.sock`.
+//! `optional /usr/lib/.../libnumasched_spank.so socket=/run/numasched/numasched.sock default=manage allow_opt_out=no`.
+//!
+//! The site's word on a job's mode lives here, beside the socket, because
+//! plugstack.conf is the one file every node and every submit host reads
+//! alike: `default=` is the mode of a job whose user said nothing, and
+//! `allow_opt_out=no` refuses a user's `--numasched=off`.
 
 use std::fmt;
 use std::path::PathBuf;
+
+use crate::proto::Mode;
 
 /// Where the numasched daemon listens unless plugstack.conf says otherwise;
 /// must match the daemon's own default control socket.
@@ -13,12 +20,19 @@ pub const DEFAULT_SOCKET: &str = "/run/numasched/numasched.sock";
 pub struct Config {
     /// The daemon's unix stream control socket.
     pub socket: PathBuf,
+    /// The mode of a job whose user gave no `--numasched`; `None` leaves it to
+    /// the daemon's own settings (no `NUMASCHED=` is set).
+    pub default: Option<Mode>,
+    /// Whether a user may say `--numasched=off`.
+    pub allow_opt_out: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             socket: PathBuf::from(DEFAULT_SOCKET),
+            default: None,
+            allow_opt_out: true,
         }
     }
 }
@@ -33,7 +47,8 @@ impl fmt::Display for BadArg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "bad plugstack.conf argument '{}': the only argument is socket=/absolute/path",
+            "bad plugstack.conf argument '{}': the arguments are socket=/absolute/path, \
+             default=off|advise|manage and allow_opt_out=yes|no",
             self.0.escape_debug()
         )
     }
@@ -41,21 +56,52 @@ impl fmt::Display for BadArg {
 
 impl std::error::Error for BadArg {}
 
+/// What a user's `--numasched` value (or its absence) comes to under a site's
+/// settings, and what the user is told when it is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The mode the job runs with (`None`: the daemon's own settings).
+    Use(Option<Mode>),
+    /// The value is not allowed here; the text says why, for the user.
+    Refuse(String),
+}
+
 impl Config {
-    /// Parse `key=value` words; the last `socket=` wins, like a command line.
-    /// The path must be absolute because slurmstepd's working directory is
-    /// the user's, which differs from job to job.
+    /// Parse `key=value` words; the last of a key wins, like a command line.
+    /// The socket path must be absolute because slurmstepd's working directory
+    /// is the user's, which differs from job to job.
     pub fn parse<'a, I: IntoIterator<Item = &'a str>>(args: I) -> Result<Config, BadArg> {
         let mut cfg = Config::default();
         for arg in args {
+            let bad = || BadArg(arg.to_owned());
             match arg.split_once('=') {
                 Some(("socket", path)) if path.starts_with('/') => {
                     cfg.socket = PathBuf::from(path);
                 }
-                _ => return Err(BadArg(arg.to_owned())),
+                Some(("default", mode)) => cfg.default = Some(mode.parse().map_err(|_| bad())?),
+                Some(("allow_opt_out", "yes")) => cfg.allow_opt_out = true,
+                Some(("allow_opt_out", "no")) => cfg.allow_opt_out = false,
+                _ => return Err(bad()),
             }
         }
         Ok(cfg)
+    }
+
+    /// The job's mode from the user's `--numasched` value, if any, else a valid
+    /// `NUMASCHED` the job's environment already carries (the way to say it
+    /// without the plugin): the user's word where the site allows it, else the
+    /// site's default.
+    pub fn decide(&self, option: Option<Mode>, env: Option<&str>) -> Decision {
+        match option.or_else(|| env.and_then(|v| v.parse().ok())) {
+            Some(Mode::Off) if !self.allow_opt_out => Decision::Refuse(format!(
+                "opting out of numasched (off) is not allowed on this cluster \
+                 (plugstack.conf: allow_opt_out=no); jobs run with {}",
+                self.default
+                    .map_or("the daemon's own settings", Mode::as_str)
+            )),
+            Some(mode) => Decision::Use(Some(mode)),
+            None => Decision::Use(self.default),
+        }
     }
 }
 
@@ -70,14 +116,78 @@ mod tests {
             Config::parse(["socket=/tmp/x.sock"]).unwrap().socket,
             PathBuf::from("/tmp/x.sock")
         );
+        let site = Config::parse(["default=manage", "allow_opt_out=no", "default=advise"]).unwrap();
+        assert_eq!(site.default, Some(Mode::Advise), "the last one wins");
+        assert!(!site.allow_opt_out);
     }
 
     #[test]
     fn rejects_typos_and_relative_paths() {
-        for bad in ["sokcet=/x", "socket", "socket=", "socket=rel.sock", "=/x"] {
+        for bad in [
+            "sokcet=/x",
+            "socket",
+            "socket=",
+            "socket=rel.sock",
+            "=/x",
+            "default=Manage",
+            "default=",
+            "allow_opt_out=false",
+            "allow-opt-out=no",
+        ] {
             let err = Config::parse([bad]).unwrap_err();
             assert_eq!(err, BadArg(bad.to_owned()));
-            assert!(err.to_string().contains("socket="));
+            assert!(err.to_string().contains("socket="), "{err}");
+            assert!(err.to_string().contains("allow_opt_out=yes|no"), "{err}");
         }
+    }
+
+    #[test]
+    fn the_site_decides_what_a_silent_user_gets_and_whether_off_is_allowed() {
+        let open = Config::default();
+        assert_eq!(open.decide(None, None), Decision::Use(None));
+        assert_eq!(
+            open.decide(Some(Mode::Off), None),
+            Decision::Use(Some(Mode::Off))
+        );
+        let site = Config::parse(["default=manage", "allow_opt_out=no"]).unwrap();
+        assert_eq!(site.decide(None, None), Decision::Use(Some(Mode::Manage)));
+        assert_eq!(
+            site.decide(Some(Mode::Advise), None),
+            Decision::Use(Some(Mode::Advise))
+        );
+        let Decision::Refuse(why) = site.decide(Some(Mode::Off), None) else {
+            panic!("off allowed");
+        };
+        assert!(
+            why.contains("allow_opt_out=no") && why.contains("manage"),
+            "{why}"
+        );
+        // Said in the environment instead: the same rules, the option first.
+        assert!(matches!(
+            site.decide(None, Some("off")),
+            Decision::Refuse(_)
+        ));
+        assert_eq!(
+            site.decide(None, Some("advise")),
+            Decision::Use(Some(Mode::Advise))
+        );
+        assert_eq!(
+            site.decide(Some(Mode::Manage), Some("off")),
+            Decision::Use(Some(Mode::Manage))
+        );
+        assert_eq!(
+            site.decide(None, Some("Off")),
+            Decision::Use(Some(Mode::Manage))
+        );
+        // Opting out allowed: the user's off stands against a default.
+        let lax = Config::parse(["default=manage"]).unwrap();
+        assert_eq!(
+            lax.decide(Some(Mode::Off), None),
+            Decision::Use(Some(Mode::Off))
+        );
+        assert_eq!(
+            lax.decide(None, Some("off")),
+            Decision::Use(Some(Mode::Off))
+        );
     }
 }

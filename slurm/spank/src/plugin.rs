@@ -8,7 +8,7 @@
 //! Left out of unit-test builds: the test executable has no Slurm process
 //! to resolve the `spank_*` functions these callbacks call.
 
-use crate::config::Config;
+use crate::config::{Config, Decision};
 use crate::notify;
 use crate::proto::{Event, Mode, TaskEvent};
 use crate::slurm::{self, Context, Handle, Level, Spank, SpankOption};
@@ -58,12 +58,27 @@ fn mode_code(mode: Option<Mode>) -> u8 {
     }
 }
 
-fn current_mode() -> Option<Mode> {
+/// The user's `--numasched` value, if any.
+fn user_mode() -> Option<Mode> {
     match MODE.load(Ordering::Relaxed) {
         1 => Some(Mode::Off),
         2 => Some(Mode::Advise),
         3 => Some(Mode::Manage),
         _ => None,
+    }
+}
+
+/// The task's mode under the site's settings (plugstack.conf's `default=` and
+/// `allow_opt_out=`), and why the user's word was overruled if it was. srun and
+/// sbatch refuse an opt-out the site forbids; one that arrives anyway (a submit
+/// host whose plugstack.conf differs, `NUMASCHED=off` exported by hand) is
+/// overruled here, in slurmstepd.
+fn task_mode(handle: &Handle) -> (Option<Mode>, Option<String>) {
+    let cfg = config().unwrap_or_default();
+    let env = handle.getenv(c"NUMASCHED");
+    match cfg.decide(user_mode(), env.as_deref()) {
+        Decision::Use(mode) => (mode, None),
+        Decision::Refuse(why) => (cfg.default, Some(why)),
     }
 }
 
@@ -89,9 +104,11 @@ fn guard(callback: &str, on_panic: c_int, body: impl FnOnce() -> c_int) -> c_int
 }
 
 /// Callback for `--numasched`. Refusing a bad value here (remote == 0: srun,
-/// sbatch, salloc, also for `#SBATCH` lines and SLURM_SPANK_* variables) makes
+/// sbatch, salloc, also for `#SBATCH` lines and Slurm's variable for the option,
+/// `SLURM_SPANK__SLURM_SPANK_OPTION_numasched_numasched`) makes
 /// the command print "Invalid --numasched argument" and exit before anything
-/// is submitted. In slurmstepd (remote == 1) an invalid value could only
+/// is submitted; so does an `off` the site forbids (`allow_opt_out=no`). In
+/// slurmstepd (remote == 1) an invalid value could only
 /// arrive by bypassing that check; it is logged and ignored, so the job runs
 /// unmanaged rather than failing over a scheduling hint.
 unsafe extern "C" fn option_cb(_val: c_int, optarg: *const c_char, remote: c_int) -> c_int {
@@ -105,6 +122,20 @@ unsafe extern "C" fn option_cb(_val: c_int, optarg: *const c_char, remote: c_int
                 .into_owned()
         };
         match value.parse::<Mode>() {
+            // The site's word first, where the user can still change the command.
+            Ok(mode) if remote == 0 => {
+                match config().unwrap_or_default().decide(Some(mode), None) {
+                    Decision::Use(_) => {
+                        MODE.store(mode_code(Some(mode)), Ordering::Relaxed);
+                        0
+                    }
+                    Decision::Refuse(why) => {
+                        MODE.store(0, Ordering::Relaxed);
+                        slurm::log(Level::Error, &why);
+                        -1
+                    }
+                }
+            }
             Ok(mode) => {
                 MODE.store(mode_code(Some(mode)), Ordering::Relaxed);
                 0
@@ -152,16 +183,17 @@ pub unsafe extern "C" fn slurm_spank_init(
             }
         }
         // slurmd parses them once at start-up, so a typo is in slurmd's log
-        // right away; slurmstepd because it is the one that sends. srun and
-        // sbatch never use them and should not show an admin's typo to users.
-        if matches!(ctx, Context::Remote | Context::Slurmd) {
-            // SAFETY: argc/argv as Slurm passed them to this callback.
-            let args = unsafe { slurm::plugin_args(argc, argv) };
-            match Config::parse(args.iter().map(String::as_str)) {
-                Ok(cfg) => set_config(Some(cfg)),
-                Err(e) => {
+        // right away; slurmstepd because it is the one that sends; srun, sbatch
+        // and salloc for `allow_opt_out`, silently: they should not show an
+        // admin's typo to users (slurmd has logged it).
+        // SAFETY: argc/argv as Slurm passed them to this callback.
+        let args = unsafe { slurm::plugin_args(argc, argv) };
+        match Config::parse(args.iter().map(String::as_str)) {
+            Ok(cfg) => set_config(Some(cfg)),
+            Err(e) => {
+                set_config(None);
+                if matches!(ctx, Context::Remote | Context::Slurmd) {
                     slurm::log(Level::Error, &e.to_string());
-                    set_config(None);
                     rc = -1;
                 }
             }
@@ -182,8 +214,13 @@ pub unsafe extern "C" fn slurm_spank_task_init(
     _argv: *const *const c_char,
 ) -> c_int {
     guard("slurm_spank_task_init", 0, || {
-        if let Some(mode) = current_mode() {
-            if let Err(e) = Handle::new(spank).setenv(c"NUMASCHED", mode.as_cstr(), true) {
+        let handle = Handle::new(spank);
+        let (mode, overruled) = task_mode(&handle);
+        if let Some(why) = overruled {
+            slurm::log(Level::Error, &why);
+        }
+        if let Some(mode) = mode {
+            if let Err(e) = handle.setenv(c"NUMASCHED", mode.as_cstr(), true) {
                 // Not fatal: the job still runs, only without the hint.
                 slurm::log(
                     Level::Error,
@@ -278,7 +315,7 @@ fn notify_daemon(handle: Handle, event: Event) {
         job,
         step,
         pid,
-        mode: current_mode(),
+        mode: task_mode(&handle).0,
         cpus: cpus.as_deref(),
     }
     .to_line();

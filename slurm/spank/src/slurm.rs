@@ -54,6 +54,7 @@ extern "C" {
         val: *const c_char,
         overwrite: c_int,
     ) -> c_int;
+    fn spank_getenv(spank: Spank, var: *const c_char, buf: *mut c_char, len: c_int) -> c_int;
     fn spank_strerror(err: c_int) -> *const c_char;
     fn slurm_error(format: *const c_char, ...);
     fn slurm_info(format: *const c_char, ...);
@@ -200,6 +201,20 @@ impl Handle {
         Ok(Some(
             unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned(),
         ))
+    }
+
+    /// `spank_getenv` from the job's environment (remote context); `None` where
+    /// the variable is unset, or unreadable (too long for a mode, not UTF-8).
+    pub fn getenv(&self, name: &CStr) -> Option<String> {
+        let mut buf = [0 as c_char; 64];
+        // SAFETY: valid handle, NUL-terminated name, a buffer of the length given;
+        // Slurm writes at most that many bytes, NUL included.
+        let rc =
+            unsafe { spank_getenv(self.0, name.as_ptr(), buf.as_mut_ptr(), buf.len() as c_int) };
+        check(rc).ok()?;
+        // SAFETY: on success the buffer holds a NUL-terminated string.
+        let value = unsafe { CStr::from_ptr(buf.as_ptr()) };
+        value.to_str().ok().map(str::to_owned)
     }
 
     /// `spank_setenv` on the job's environment (remote context), which

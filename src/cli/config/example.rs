@@ -73,6 +73,7 @@ pub fn entries(opts: &Options) -> Vec<(&'static str, toml::Value)> {
         release_after,
         log_format,
         metrics,
+        slurm_outsiders,
     } = opts;
     let Selection {
         include_comm,
@@ -131,6 +132,7 @@ pub fn entries(opts: &Options) -> Vec<(&'static str, toml::Value)> {
             "metrics",
             s(&metrics.map_or_else(String::new, |a| a.to_string())),
         ),
+        ("slurm_outsiders", s(&slurm_outsiders.to_string())),
     ]
 }
 
@@ -277,6 +279,7 @@ mod tests {
             pin: crate::policy::Pin::Core,
             log_format: LogFormat::Json,
             metrics: Some("[::1]:9477".parse().expect("address")),
+            slurm_outsiders: crate::daemon::config::Outsiders::Soft,
         }
     }
 
