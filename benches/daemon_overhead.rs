@@ -8,6 +8,7 @@
 //!     cargo bench --bench daemon_overhead            # 500 processes, 120 s
 //!     NS_BENCH_PROCS=100 NS_BENCH_SECS=30 cargo bench --bench daemon_overhead
 //!     NS_BENCH_FORKS=10 cargo bench --bench daemon_overhead   # 10 short commands/s
+//!     NS_BENCH_NUMAD=5:15 cargo bench --bench daemon_overhead # numad beside, as root
 //!
 //! It starts N copies of `sleep` under a name of its own, a daemon that selects exactly
 //! those, lets the first epochs place them and waits `NS_BENCH_WARM` seconds more
@@ -19,6 +20,12 @@
 //! /proc every epoch (on a quiet one it reuses the last listing, see
 //! `observe::pids`). Everything it starts is killed at the end, and the daemon
 //! restores every affinity on SIGTERM.
+//!
+//! `NS_BENCH_NUMAD=<min>:<max>` then runs Debian's numad (`numad -i <min>:<max>`, its
+//! scan interval in seconds; its default is 5:15) over the same idle processes, after
+//! the daemon has stopped, and measures its share the same way: what an operator's
+//! existing tool costs on the same machine. It needs root and no numad running; the
+//! log numad writes is removed if it was not there before.
 
 #[path = "live/mod.rs"]
 mod live;
@@ -147,6 +154,66 @@ fn main() {
     }
     println!("  RSS {rss_before} KiB after warm-up, {rss_after} KiB at the end");
     println!("  load average during the run: {}", load.trim());
+    match std::env::var("NS_BENCH_NUMAD") {
+        Ok(interval) => match numad_share(&interval, warm, secs) {
+            Ok((cpu, wall)) => println!(
+                "numad -i {interval} over the same {procs} processes: {cpu:.2} s CPU over \
+                 {wall:.1} s wall = {:.3}% of one core",
+                cpu / wall * 100.0
+            ),
+            Err(e) => println!("numad: not measured: {e}"),
+        },
+        Err(_) => println!("numad: not measured (NS_BENCH_NUMAD=5:15 measures it beside)"),
+    }
+}
+
+/// numad's CPU time over `secs` s of wall time, after `warm` s, started with
+/// `-i interval` and stopped (`numad -i 0`) at the end.
+fn numad_share(interval: &str, warm: u64, secs: u64) -> Result<(f64, f64), String> {
+    let running = Command::new("pgrep").args(["-x", "numad"]).output();
+    if running.is_ok_and(|o| !o.stdout.is_empty()) {
+        return Err("numad is already running".into());
+    }
+    let log = Path::new("/var/log/numad.log");
+    let had_log = log.exists();
+    let pid_file = Path::new("/var/run/numad.pid");
+    let _ = std::fs::remove_file(pid_file);
+    let started = Command::new("numad")
+        .args(["-i", interval])
+        .status()
+        .map_err(|e| format!("cannot run numad: {e}"))?;
+    if !started.success() {
+        return Err(format!("numad -i {interval}: {started}"));
+    }
+    let mut pid = None;
+    for _ in 0..50 {
+        pid = std::fs::read_to_string(pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok());
+        if pid.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pid = pid.ok_or("numad wrote no /var/run/numad.pid")?;
+    std::thread::sleep(Duration::from_secs(warm));
+    let start_cpu = cpu_seconds(pid);
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_secs(secs));
+    let cpu = cpu_seconds(pid) - start_cpu;
+    let wall = start.elapsed().as_secs_f64();
+    let _ = Command::new("numad").args(["-i", "0"]).status();
+    for _ in 0..50 {
+        if !Path::new(&format!("/proc/{pid}/exe")).exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = std::fs::remove_file(pid_file);
+    if !had_log {
+        let _ = std::fs::remove_file(log);
+    }
+    Ok((cpu, wall))
 }
 
 /// Runs `true` about `per_second` times a second in a thread until stopped.
