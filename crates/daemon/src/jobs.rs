@@ -386,11 +386,9 @@ impl Jobs {
         Ok(())
     }
 
-    /// Whether `key` is an outsider left to the kernel beside the jobs (see
-    /// [`Confined::park`]); the scan filter keeps it out until the jobs change.
     /// Whether `key`, looked up by [`Jobs::mode`], is outside every job while jobs hold
     /// CPUs here, under the hard line: then it is admitted as soon as it uses more than
-    /// an idle process does, whatever the admission threshold. At load 10 on two CPUs
+    /// an idle process does, whatever the admission threshold. At load 12 on two CPUs
     /// a busy outsider ran 0.17 CPUs, under `--min-cpu`, and so was never kept off a
     /// job's CPU.
     pub fn fences(&self, key: ProcessKey) -> bool {
@@ -409,6 +407,8 @@ impl Jobs {
         }
     }
 
+    /// Whether `key` is an outsider left to the kernel beside the jobs (see
+    /// [`Confined::park`]); the scan filter keeps it out until the jobs change.
     pub fn parked(&self, key: ProcessKey) -> bool {
         let k = lock(&self.known);
         k.parked
