@@ -21,12 +21,12 @@
 //! cannot move that arrived on a CPU (a managed process may be pinned there beside it).
 
 use numasched_model::plural::count;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use numasched_model::topology::NodeId;
 use numasched_model::CpuSet;
 use numasched_model::Snapshot;
-use numasched_policy::crowded::{excess, llc_all_busy, CROWDED};
+use numasched_policy::crowded::{excess, CROWDED};
 use numasched_policy::granularity::IDLE_DEMAND;
 
 use numasched_model::ProcessKey;
@@ -66,9 +66,6 @@ pub struct Trigger {
     crowded: CpuSet,
     /// CPUs others' work held at the last plan (the snapshot's `others_taken`).
     taken: CpuSet,
-    /// LLCs whose every CPU others' work kept busy at the last plan (see
-    /// [`numasched_policy::crowded::llc_all_busy`]).
-    all_busy: BTreeSet<usize>,
     last_plan: Option<f64>,
 }
 
@@ -118,7 +115,6 @@ impl Trigger {
             .filter(|&c| excess(topo, others, c) >= CROWDED)
             .collect();
         self.taken = snapshot.others_taken.clone();
-        self.all_busy = all_busy_llcs(snapshot);
         let before = std::mem::take(&mut self.at_plan);
         self.at_plan = snapshot
             .processes
@@ -227,7 +223,6 @@ impl Trigger {
         }
         self.crowding(snapshot, &mut harms);
         self.taking(snapshot, &mut out);
-        self.freeing(snapshot, &mut out);
         let left = self.at_plan.len() - seen;
         if !arrived.is_empty() {
             out.insert(0, format!("{} arrived ({})", arrived.len(), pids(&arrived)));
@@ -282,38 +277,6 @@ impl Trigger {
             }
         }
     }
-}
-
-impl Trigger {
-    /// An LLC whose every CPU others' work kept busy at the last plan has a CPU
-    /// free of it now: a hard pin that was widened to the whole LLC there (see
-    /// [`numasched_policy::granularity`]) can be made. Widening is what is safe
-    /// on a sample that misleads (a young process's first epochs are a few clock
-    /// ticks); this is how the pin follows once the work is gone or the sample
-    /// was wrong. An improvement, so it waits for the interval. Work arriving is
-    /// the crowding above: with a hard pin beside it, the other CPU stands out.
-    fn freeing(&self, snapshot: &Snapshot, out: &mut Vec<String>) {
-        let now = all_busy_llcs(snapshot);
-        for llc in self.all_busy.difference(&now) {
-            out.push(format!(
-                "others' work no longer keeps every CPU of LLC {llc} busy"
-            ));
-        }
-    }
-}
-
-/// LLCs whose every CPU others' work keeps busy.
-fn all_busy_llcs(snapshot: &Snapshot) -> BTreeSet<usize> {
-    let (topo, others) = (&snapshot.topology, &snapshot.others_busy);
-    topo.llcs()
-        .iter()
-        .filter(|l| {
-            l.cpus
-                .first()
-                .is_some_and(|&c| llc_all_busy(topo, others, c))
-        })
-        .map(|l| l.index)
-        .collect()
 }
 
 /// CPUs a process can keep busy, counted only up to the CPUs it may run on: "needs 3
@@ -478,28 +441,6 @@ mod tests {
                 now.others_busy
             );
         }
-    }
-
-    /// A hard pin widened to its LLC because others' work kept every CPU of it busy
-    /// (or a young process's few clock ticks read so) is made once a CPU is free of
-    /// it: a re-plan after the interval, once.
-    #[test]
-    fn an_llc_others_no_longer_keep_all_busy_re_plans_after_the_interval() {
-        let mut t = Trigger::default();
-        let mut busy = snap(&[(1, Some(10.0), 0)]);
-        busy.others_busy = [(0, 0.4), (1, 0.3)].into_iter().collect();
-        t.planned(&busy, 100.0);
-        assert_eq!(t.decide(&busy, 101.0, &P, vec![]), Decision::Quiet);
-        let mut freed = busy.clone();
-        freed.others_busy = [(0, 0.25), (1, 0.1)].into_iter().collect();
-        let why = vec!["others' work no longer keeps every CPU of LLC 0 busy".to_string()];
-        assert_eq!(
-            t.decide(&freed, 101.0, &P, vec![]),
-            Decision::Wait(why.clone())
-        );
-        assert_eq!(t.decide(&freed, 106.0, &P, vec![]), Decision::Replan(why));
-        t.planned(&freed, 106.0);
-        assert_eq!(t.decide(&freed, 112.0, &P, vec![]), Decision::Quiet);
     }
 
     #[test]

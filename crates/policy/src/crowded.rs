@@ -16,10 +16,7 @@
 //!   placement holds and that others leave idler by at least [`CROWDED`]: what the
 //!   policy chose (the cache, the node) stays, only the CPU inside it changes;
 //! - a crowded CPU that stays planned (nothing idler is free in its LLC) time-shares,
-//!   like one the plan gives to two processes (see [`crate::granularity`]);
-//! - so does any planned CPU of an LLC whose every CPU others' work keeps busy
-//!   ([`llc_all_busy`]): no CPU stands out there, but a hard pin beside work that is
-//!   pinned loses to the kernel's balancing.
+//!   like one the plan gives to two processes (see [`crate::granularity`]).
 //!
 //! Without a measurement (the simulator, a first scan) nothing changes.
 
@@ -53,21 +50,6 @@ pub fn excess(topo: &Topology, others: &BTreeMap<CpuId, f64>, cpu: CpuId) -> f64
 /// Whether `cpu` is crowded (see [`CROWDED`]).
 pub fn is_crowded(topo: &Topology, others: &BTreeMap<CpuId, f64>, cpu: CpuId) -> bool {
     excess(topo, others, cpu) >= CROWDED
-}
-
-/// Whether others' work keeps every CPU of `cpu`'s LLC busy, each by at least
-/// [`CROWDED`]: no CPU stands out, so none is crowded, yet there is no CPU a hard pin
-/// keeps off others' work either. Whether that work is pinned or free to move cannot
-/// be told from a CPU's busy time; where one CPU's is pinned, a process hard-pinned
-/// beside it shares that CPU for good (half of it) where the kernel, free to balance,
-/// shares them all (two thirds, beside one pinned and one free neighbour).
-pub fn llc_all_busy(topo: &Topology, others: &BTreeMap<CpuId, f64>, cpu: CpuId) -> bool {
-    topo.cpu(cpu).is_some_and(|c| {
-        topo.llcs()[c.llc]
-            .cpus
-            .iter()
-            .all(|&d| others_on(others, d) >= CROWDED)
-    })
 }
 
 /// Others' work on `cpu`, CPUs' worth.

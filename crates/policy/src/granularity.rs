@@ -26,10 +26,8 @@
 //!   where they run ([`sticky`]), and a planned CPU that others' work keeps busy is
 //!   swapped for an idle one of its LLC ([`crowded`]);
 //! - with hard pinning, processes on an LLC where the plan makes some time-share a
-//!   CPU (with each other, or with others' work, or where others' work keeps every
-//!   CPU busy) get the whole LLC instead: pinned 2-to-a-CPU beside one alone on the
-//!   next CPU, three equal loads on two CPUs would run at 100/50/50 where the kernel
-//!   gives each two thirds.
+//!   CPU (with each other, or with others' work) get the whole LLC instead: pinned 2-to-a-CPU beside one alone on the next CPU, three equal loads on
+//!   two CPUs would run at 100/50/50 where the kernel gives each two thirds.
 //!
 //! Pure, like every policy: the daemon, `plan`, the simulator and tests share it.
 
@@ -191,8 +189,7 @@ fn hard(pin: Pin) -> bool {
 }
 
 /// LLCs with a CPU the plan gives to more than one process, or to one while others'
-/// work the kernel cannot move keeps it busy, or where others' work keeps every CPU
-/// busy (see [`crowded`]).
+/// work the kernel cannot move keeps it busy (see [`crowded`]).
 fn time_shared_llcs(
     topo: &Topology,
     plan: &Plan,
@@ -201,10 +198,7 @@ fn time_shared_llcs(
     let mut seen = BTreeSet::new();
     let mut shared = BTreeSet::new();
     for c in plan.placements.iter().flat_map(|pl| pl.cpus.iter()) {
-        if !seen.insert(*c)
-            || crowded::is_crowded(topo, others, *c)
-            || crowded::llc_all_busy(topo, others, *c)
-        {
+        if !seen.insert(*c) || crowded::is_crowded(topo, others, *c) {
             shared.extend(topo.cpu(*c).map(|cpu| cpu.llc));
         }
     }
@@ -520,40 +514,6 @@ mod tests {
                         pl.cpus
                     );
                 }
-            }
-        }
-    }
-
-    /// Every CPU busy with others' work: a `taskset -c 0` neighbour on CPU 0 and one
-    /// free to move, running on CPU 1 at the last sample; the load last seen on CPU 0.
-    /// Neither CPU stands out, but a hard pin where the load ran keeps it beside the
-    /// pinned work, half a CPU for good, where the kernel shares both CPUs three ways.
-    /// A clean-clone CI run met it (another test's work on CPU 1). With one CPU quiet
-    /// the hard pin still pins.
-    #[test]
-    fn a_hard_pin_where_others_keep_every_cpu_busy_shares_the_llc() {
-        let mut load = busy(10, 0.6, 0);
-        load.current_cpus = vec![0].into();
-        let mut both = snap("1n:1l:2c:1t", vec![load]);
-        both.others_busy = [(0, 0.4), (1, 0.4)].into_iter().collect();
-        let mut one = both.clone();
-        one.others_busy = [(0, 0.4), (1, 0.1)].into_iter().collect();
-        for name in crate::NAMES {
-            for pin in [Pin::Cpu, Pin::Core] {
-                let g = Granular::new(by_name(name).expect("policy"), pin);
-                let pl = planned(&g.plan(&both), 10).clone();
-                assert!(
-                    pl.cpus.is_empty() || pl.cpus == vec![0, 1],
-                    "{name} {pin}: every CPU busy, pinned to {} ({})",
-                    pl.cpus,
-                    pl.reason
-                );
-                let cpus = planned(&g.plan(&one), 10).cpus.clone();
-                let pinned = !crate::by_name(name).expect("policy").leaves_to_kernel();
-                assert!(
-                    cpus.is_empty() || cpus == vec![1] || (!pinned && cpus == vec![0, 1]),
-                    "{name} {pin}: CPU 1 quiet, pinned to {cpus}"
-                );
             }
         }
     }
