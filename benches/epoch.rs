@@ -128,7 +128,7 @@ fn snapshot(topology: Topology) -> Snapshot {
     Snapshot {
         topology,
         processes,
-        others_busy: Default::default(),
+        others_pinned: Default::default(),
         others_taken: Default::default(),
     }
 }

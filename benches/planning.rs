@@ -39,7 +39,7 @@ fn snapshot(n: usize) -> Snapshot {
     Snapshot {
         topology,
         processes,
-        others_busy: Default::default(),
+        others_pinned: Default::default(),
         others_taken: Default::default(),
     }
 }

@@ -347,7 +347,7 @@ mod tests {
         Snapshot {
             topology,
             processes,
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         }
     }

@@ -289,7 +289,7 @@ fn snapshot() -> Snapshot {
     Snapshot {
         topology: topology::machine("nehalem-e5520").unwrap(),
         processes: procs,
-        others_busy: Default::default(),
+        others_pinned: Default::default(),
         others_taken: Default::default(),
     }
 }

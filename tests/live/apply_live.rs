@@ -42,7 +42,7 @@ fn snapshot(pids: &[u32], allowed_cpus: Option<CpuSet>) -> Snapshot {
                 p
             })
             .collect(),
-        others_busy: Default::default(),
+        others_pinned: Default::default(),
         others_taken: Default::default(),
     }
 }

@@ -26,34 +26,6 @@ fn thread_count(pid: u32) -> usize {
 }
 
 /// `PPid` of `/proc/<pid>/status`.
-/// `/proc/stat`'s clock ticks per second (USER_HZ, 100 on Linux).
-const TICKS_PER_S: f64 = 100.0;
-
-/// Busy clock ticks of one CPU since boot (all but idle and iowait), from /proc/stat.
-fn cpu_busy_ticks(cpu: u32) -> i64 {
-    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
-    let line = stat
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(&format!("cpu{cpu}")))
-        .expect("the CPU's line");
-    let v: Vec<i64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    v.iter().sum::<i64>() - v.get(3).copied().unwrap_or(0) - v.get(4).copied().unwrap_or(0)
-}
-
-/// A process's user + system clock ticks, all threads, from its stat.
-fn process_ticks(pid: u32) -> i64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let f: Vec<&str> = after.split_whitespace().collect();
-    // Fields 14 and 15 of stat(5); `after` starts at field 3.
-    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
-    tick(11) + tick(12)
-}
-
 fn parent_of(pid: u32) -> Option<u32> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     text.lines()
@@ -61,6 +33,25 @@ fn parent_of(pid: u32) -> Option<u32> {
         .trim()
         .parse()
         .ok()
+}
+
+/// Pins every thread of a neighbour numasched does not manage to CPU 0, as `taskset -c 0`
+/// would; returns that set.
+fn pin_to_cpu0(pid: u32) -> numasched::model::CpuSet {
+    let cpu0 = numasched::model::CpuSet::from(vec![0]);
+    let kernel = numasched::apply::LinuxKernel::new();
+    assert!(wait_secs(2, || thread_count(pid) >= 1));
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
+        let tid: u32 = t
+            .expect("task")
+            .file_name()
+            .to_string_lossy()
+            .parse()
+            .expect("tid");
+        numasched::apply::Kernel::set_affinity(&kernel, pid, tid, &cpu0)
+            .expect("pin the neighbour to CPU 0");
+    }
+    cpu0
 }
 
 /// Whether the daemon has planned `pid` at least once.
@@ -336,9 +327,9 @@ fn run_pinned_hard_a_double_forked_child_does_not_keep_its_parents_one_cpu() {
 /// Hard pinning beside a process numasched does not manage, pinned by hand to CPU 0
 /// (`taskset -c 0`): the managed load must not be pinned to CPU 0 too while CPU 1
 /// idles (a trial measured 0.5× for its whole life), not even for the epoch before
-/// a plan sees CPU 0's load (the no_harm bench read 0.96 from that one epoch). The
-/// kernel runs it on CPU 1, and a hard pin keeps it where it runs
-/// (`policy::sticky`).
+/// a plan sees CPU 0's load (the no_harm bench read 0.96 from that one epoch): the
+/// neighbour's affinity, and what it ran and waited to run, are read from the first
+/// scan, whatever else keeps the machine busy.
 #[test]
 fn pinned_hard_a_load_is_kept_off_a_cpu_an_unmanaged_process_keeps_busy() {
     let Some(_alone) = two_cpus_alone() else {
@@ -346,22 +337,9 @@ fn pinned_hard_a_load_is_kept_off_a_cpu_an_unmanaged_process_keeps_busy() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let hog = load(dir.path(), "nh_hog", &[]);
-    let cpu0 = numasched::model::CpuSet::from(vec![0]);
-    let kernel = numasched::apply::LinuxKernel::new();
-    assert!(wait_secs(2, || thread_count(hog.pid()) >= 1));
-    for t in std::fs::read_dir(format!("/proc/{}/task", hog.pid())).expect("tasks") {
-        let tid: u32 = t
-            .expect("task")
-            .file_name()
-            .to_string_lossy()
-            .parse()
-            .expect("tid");
-        numasched::apply::Kernel::set_affinity(&kernel, hog.pid(), tid, &cpu0)
-            .expect("pin the neighbour to CPU 0");
-    }
+    let cpu0 = pin_to_cpu0(hog.pid());
     let lone = load(dir.path(), "nh_lone", &[]);
     let pid = lone.pid();
-    let before = (cpu_busy_ticks(1), process_ticks(pid), Instant::now());
     let d = Daemon::start(dir.path(), &["--pin", "cpu", "--include-comm", "nh_lone"]);
     // Its first hard pin (once the room a young process is given ends).
     let mut first = None;
@@ -370,19 +348,8 @@ fn pinned_hard_a_load_is_kept_off_a_cpu_an_unmanaged_process_keeps_busy() {
         first = Some(allowed(pid)).filter(|now| now.len() == 1);
         std::thread::sleep(Duration::from_millis(10));
     }
-    // What the test means needs CPU 1 free of others' work: where other work (another
-    // test's, a build's) kept it busy too, both CPUs are crowded and CPU 0 is no worse a
-    // choice. At least CPU 1's busy time less all of the load's own is others' there.
-    let others_on_1 = (cpu_busy_ticks(1) - before.0 - (process_ticks(pid) - before.1)) as f64
-        / TICKS_PER_S
-        / before.2.elapsed().as_secs_f64();
-    if first == Some(vec![0].into()) && others_on_1 >= 0.2 {
-        eprintln!(
-            "skipped: others' work kept CPU 1 busy too ({others_on_1:.2} CPUs): the machine \
-             is not quiet enough for what this test shows"
-        );
-        return;
-    }
+    // Others' work on CPU 1 (another test's, a build's) is free to move: it changes
+    // nothing here (`others_pinned` counts only the neighbour's pinned work).
     assert_eq!(
         first,
         Some(vec![1].into()),
@@ -390,26 +357,63 @@ fn pinned_hard_a_load_is_kept_off_a_cpu_an_unmanaged_process_keeps_busy() {
         d.log()
     );
     d.wait_managed(pid, 3);
-    assert!(
-        wait_secs(5, || planned(&d, pid) && !allowed(pid).contains(0)),
-        "still on {} beside the neighbour on CPU 0 (its threads on {:?})\n{}",
-        allowed(pid),
-        threads(hog.pid()),
-        d.log()
-    );
+    // Never back on CPU 0 alone. (Where others' work free to move keeps CPU 1 busy too,
+    // the load waits there, and its LLC may be shared whole, "for fair shares".)
     let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
         let now = allowed(pid);
-        assert!(
-            !now.contains(0) || now.len() == 2,
-            "back on {now}\n{}",
-            d.log()
-        );
+        assert!(now != cpu0, "back on {now}\n{}", d.log());
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(
         allowed(hog.pid()),
         cpu0,
         "the neighbour's own pin is not numasched's"
+    );
+}
+
+/// Hard pinning where others' work keeps both CPUs busy: a `taskset -c 0` neighbour on
+/// CPU 0 and one free to move. Busy time alone cannot tell them apart (pinned beside the
+/// pinned one, the load left the free one alone on CPU 1, which then looked the busier:
+/// the no_harm bench's case "beside a taskset -c 0 one and a free one" read 0.95 for
+/// the load). Only the pinned one's work counts, so the load is never kept on CPU 0
+/// beyond the epoch or two before a plan.
+#[test]
+fn pinned_hard_a_load_is_not_kept_beside_pinned_work_when_every_cpu_is_busy() {
+    let Some(_alone) = two_cpus_alone() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hog = load(dir.path(), "nhb_hog", &[]);
+    let cpu0 = pin_to_cpu0(hog.pid());
+    let free = load(dir.path(), "nhb_free", &[]);
+    let lone = load(dir.path(), "nhb_lone", &[]);
+    let pid = lone.pid();
+    let d = Daemon::start(dir.path(), &["--pin", "cpu", "--include-comm", "nhb_lone"]);
+    d.wait_managed(pid, 3);
+    // A run of samples on CPU 0 alone, longest and now, over 4 s (200 ms epochs).
+    let (mut longest, mut run) = (Duration::ZERO, None::<Instant>);
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        if allowed(pid) == cpu0 {
+            let since = *run.get_or_insert_with(Instant::now);
+            longest = longest.max(since.elapsed());
+        } else {
+            run = None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        longest < Duration::from_secs(1),
+        "kept on CPU 0 beside the pinned neighbour for {longest:?} (the free one's threads \
+         on {:?})\n{}",
+        threads(free.pid()),
+        d.log()
+    );
+    assert_eq!(allowed(hog.pid()), cpu0, "the neighbour's own pin");
+    assert_eq!(
+        allowed(free.pid()),
+        numasched::model::CpuSet::from(vec![0, 1]),
+        "the free neighbour is not numasched's"
     );
 }

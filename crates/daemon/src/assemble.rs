@@ -102,7 +102,7 @@ impl Built {
         let snapshot = rep.snapshot.unwrap_or_else(|| Snapshot {
             topology: self.engine.topology().clone(),
             processes: Vec::new(),
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         });
         let plan = rep

@@ -635,11 +635,13 @@ impl<K: Kernel> Engine<K> {
             if !managed.contains(&key) {
                 continue;
             }
-            // An outsider the hard line keeps off the jobs' CPUs stays while it runs
-            // more than an idle process (see `Jobs::fences`).
-            let fenced = p.cpu_demand >= numasched_policy::granularity::IDLE_DEMAND
-                && self.jobs.as_ref().is_some_and(|j| j.fences(key));
-            if (p.cpu_demand >= min_cpu && info.rss_bytes >= min_rss) || fenced {
+            // A job's task, or an outsider the hard line keeps off the jobs' CPUs,
+            // stays while it runs more than an idle process (see `Jobs::admits`).
+            let admitted = self
+                .jobs
+                .as_ref()
+                .is_some_and(|j| j.admits(key, p.cpu_demand));
+            if (p.cpu_demand >= min_cpu && info.rss_bytes >= min_rss) || admitted {
                 if let Some(r) = self.records.get_mut(&key) {
                     r.quiet = 0;
                 }

@@ -18,7 +18,7 @@
 //!   the load of job tasks numasched does not manage), and squeezed onto the free CPUs
 //!   it would run slower than unmanaged. Where jobs hold every CPU it may use, it is
 //!   left to the kernel either way. Under the hard line an outsider is admitted once
-//!   it runs more than an idle process ([`Jobs::fences`]): on a loaded node a busy
+//!   it runs more than an idle process ([`Jobs::admits`]): on a loaded node a busy
 //!   one's share falls under the admission threshold;
 //! - the job decides how it is treated (`NUMASCHED=off|advise|manage`, see
 //!   [`numasched_linux::observe::slurm`]): `off` is never managed (and is restored at once if it
@@ -38,6 +38,7 @@ use numasched_linux::observe::slurm::{Allocation, JobMode, JobStep, SlurmReader,
 use numasched_model::topology::NodeId;
 use numasched_model::CpuSet;
 use numasched_model::{ProcessKey, Snapshot};
+use numasched_policy::granularity::IDLE_DEMAND;
 
 pub use crate::config::Outsiders;
 
@@ -386,16 +387,23 @@ impl Jobs {
         Ok(())
     }
 
-    /// Whether `key`, looked up by [`Jobs::mode`], is outside every job while jobs hold
-    /// CPUs here, under the hard line: then it is admitted as soon as it uses more than
-    /// an idle process does, whatever the admission threshold. At load 12 on two CPUs
-    /// a busy outsider ran 0.17 CPUs, under `--min-cpu`, and so was never kept off a
-    /// job's CPU.
-    pub fn fences(&self, key: ProcessKey) -> bool {
+    /// Whether `key`, looked up by [`Jobs::mode`], is admitted as soon as it runs more
+    /// than an idle process does (`cpu_demand`, CPUs' worth), whatever the admission
+    /// threshold: a task of a job that asked for placement (the job named it, as `run`
+    /// names its command), and an outsider the hard line keeps off the jobs' CPUs
+    /// (outside every job while jobs hold CPUs here). At load 12 on two CPUs busy tasks
+    /// and outsiders ran 0.17 CPUs, under `--min-cpu`: the tasks were never placed and
+    /// the outsider never kept off a job's CPU.
+    pub fn admits(&self, key: ProcessKey, cpu_demand: f64) -> bool {
+        if cpu_demand < IDLE_DEMAND {
+            return false;
+        }
         let k = lock(&self.known);
-        self.outsiders == Outsiders::Hard
-            && !k.parked_beside.is_empty()
-            && matches!(k.members.get(&key), Some((None, _, _)))
+        match k.members.get(&key) {
+            Some((Some(task), _, _)) => task.mode != JobMode::Off,
+            Some((None, _, _)) => self.outsiders == Outsiders::Hard && !k.parked_beside.is_empty(),
+            None => false,
+        }
     }
 
     /// Whether an outsider that keeps `slots` CPUs busy is kept on `free`, the CPUs
@@ -611,7 +619,7 @@ mod tests {
         Snapshot {
             topology,
             processes: pids.iter().map(|&p| Process::new(p, "t")).collect(),
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         }
     }
@@ -797,8 +805,12 @@ mod tests {
             assert!(c.park.is_empty(), "never left to the kernel");
             assert_eq!(s.processes[0].allowed_cpus, Some(vec![7].into()));
             assert!(!f.jobs.parked(key(81)));
-            // Admitted whatever the threshold, as an outsider; a job's task is not.
-            assert!(f.jobs.fences(key(81)) && !f.jobs.fences(key(80)));
+            // Admitted whatever the threshold, as an outsider, unless idle.
+            assert!(f.jobs.admits(key(81), 0.15));
+            assert!(
+                !f.jobs.admits(key(81), 0.0),
+                "an idle outsider is not admitted"
+            );
         }
         let soft = fake_soft(
             &[(80, Some(&format!("{JOB1}/task_0")), ""), (81, None, "")],
@@ -808,13 +820,42 @@ mod tests {
         soft.jobs.mode(key(81), "t");
         soft.jobs.mode(key(80), "t");
         soft.jobs.confine(&mut snapshot(&[81]));
-        assert!(!soft.jobs.fences(key(81)), "soft: the thresholds decide");
+        assert!(
+            !soft.jobs.admits(key(81), 0.2),
+            "soft: the thresholds decide"
+        );
         // No job on the node: nothing to fence.
         let none = fake(&[(81, None, "")], &[]);
         none.jobs.begin_pass();
         none.jobs.mode(key(81), "t");
         none.jobs.confine(&mut snapshot(&[81]));
-        assert!(!none.jobs.fences(key(81)));
+        assert!(!none.jobs.admits(key(81), 0.2));
+    }
+
+    /// A job's task is admitted as soon as it runs more than an idle process, whatever
+    /// the admission threshold, unless its job opted out: at load 12 on two CPUs the
+    /// tasks ran 0.17 CPUs and were never placed.
+    #[test]
+    fn a_jobs_task_is_admitted_once_busy_unless_its_job_opted_out() {
+        let f = fake(
+            &[
+                (10, Some(&format!("{JOB1}/task_0")), "NUMASCHED=manage"),
+                (11, Some(&format!("{JOB2}/task_0")), "NUMASCHED=advise"),
+                (12, Some(&format!("{JOB2}/task_1")), "NUMASCHED=off"),
+                (13, Some(&format!("{JOB1}/task_1")), "PATH=/bin"),
+            ],
+            &[(JOB1, "0-1", "0"), (JOB2, "2-3", "0")],
+        );
+        f.jobs.begin_pass();
+        for pid in [10, 11, 12, 13] {
+            f.jobs.mode(key(pid), "t");
+        }
+        for pid in [10, 11, 13] {
+            assert!(f.jobs.admits(key(pid), 0.15), "task {pid}");
+            assert!(!f.jobs.admits(key(pid), 0.05), "idle task {pid}");
+        }
+        assert!(!f.jobs.admits(key(12), 0.9), "opted out");
+        assert!(!f.jobs.admits(key(99), 0.9), "never looked up");
     }
 
     #[test]

@@ -65,7 +65,7 @@ mod tests {
         Snapshot {
             topology: numasched_model::topology::spec::parse("2n:1l:2c:1t").expect("spec"),
             processes: vec![a, child, pinned, narrow],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         }
     }

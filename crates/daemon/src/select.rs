@@ -20,7 +20,6 @@ use super::jobs::Jobs;
 use numasched_linux::observe::slurm::JobMode;
 use numasched_linux::observe::{Candidate, Filter};
 use numasched_model::ProcessKey;
-use numasched_policy::granularity::IDLE_DEMAND;
 
 /// The set of managed processes, shared between the daemon and the scan filter.
 pub type Managed = Arc<Mutex<HashSet<ProcessKey>>>;
@@ -204,7 +203,7 @@ pub fn filter(
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .contains(&key)
-                    || (c.cpu_demand >= IDLE_DEMAND && jobs.as_ref().is_some_and(|j| j.fences(key)))
+                    || jobs.as_ref().is_some_and(|j| j.admits(key, c.cpu_demand))
             }
         }
     })

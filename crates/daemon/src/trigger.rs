@@ -108,7 +108,7 @@ impl Trigger {
     /// Remembers the snapshot a plan was made from.
     pub fn planned(&mut self, snapshot: &Snapshot, now: f64) {
         self.last_plan = Some(now);
-        let (topo, others) = (&snapshot.topology, &snapshot.others_busy);
+        let (topo, others) = (&snapshot.topology, &snapshot.others_pinned);
         self.crowded = others
             .keys()
             .copied()
@@ -238,16 +238,14 @@ impl Trigger {
     /// Others' work the kernel cannot move arrived on a CPU not crowded at the last
     /// plan: a managed process may be hard-pinned beside it, a harm (it is moved off,
     /// see [`numasched_policy::crowded`]). Once per arrival: a CPU crowded at the last
-    /// plan is no news however its load wavers. Work that left is no reason: once a crowded
-    /// CPU's LLC is shared, the kernel spreads the managed processes around the
-    /// pinned work and it no longer stands out, which would re-plan them onto it again
-    /// (helper trial: four re-plans in 2 s). The next plan made for another reason
-    /// sees it gone.
+    /// plan is no news however its load wavers. Work that left is no reason: a pin
+    /// moved off it loses nothing by staying where it is, and the next plan made for
+    /// another reason sees it gone.
     fn crowding(&self, snapshot: &Snapshot, harms: &mut Vec<String>) {
-        let (topo, others) = (&snapshot.topology, &snapshot.others_busy);
+        let (topo, others) = (&snapshot.topology, &snapshot.others_pinned);
         for (&c, &b) in others {
             if excess(topo, others, c) >= CROWDED && !self.crowded.contains(c) {
-                harms.push(format!("others' work crowds CPU {c} ({b:.1} CPUs)"));
+                harms.push(format!("others' pinned work crowds CPU {c} ({b:.1} CPUs)"));
             }
         }
     }
@@ -328,7 +326,7 @@ mod tests {
                     p
                 })
                 .collect(),
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         }
     }
@@ -419,11 +417,11 @@ mod tests {
         // Someone's `taskset -c 0` load beside a managed one pinned there: each reads
         // half of CPU 0, and CPU 1 idles.
         let mut beside = s.clone();
-        beside.others_busy = [(0, 0.5), (3, 0.1)].into_iter().collect();
+        beside.others_pinned = [(0, 0.5), (3, 0.1)].into_iter().collect();
         let Decision::Replan(r) = t.decide(&beside, 101.0, &P, vec![]) else {
             panic!("a pin beside others' work must not wait")
         };
-        assert_eq!(r, vec!["others' work crowds CPU 0 (0.5 CPUs)"]);
+        assert_eq!(r, vec!["others' pinned work crowds CPU 0 (0.5 CPUs)"]);
         t.planned(&beside, 101.0);
         // Still there, hovering, gone, or spread by the kernel over its LLC: no news.
         for others in [
@@ -433,12 +431,12 @@ mod tests {
             vec![(0, 0.9), (1, 0.8)],
         ] {
             let mut now = beside.clone();
-            now.others_busy = others.into_iter().collect();
+            now.others_pinned = others.into_iter().collect();
             assert_eq!(
                 t.decide(&now, 102.0, &P, vec![]),
                 Decision::Quiet,
                 "{:?}",
-                now.others_busy
+                now.others_pinned
             );
         }
     }

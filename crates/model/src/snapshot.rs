@@ -18,20 +18,27 @@ pub struct Snapshot {
     pub topology: Topology,
     #[serde(default, deserialize_with = "at_most_max_processes")]
     pub processes: Vec<Process>,
-    /// CPUs' worth of work each CPU ran over the last epoch for what the snapshot does
-    /// not hold: unmanaged processes, interrupts, the kernel. A CPU busy with someone
-    /// else's work is no free CPU, though no planned process holds it; hard pinning one
-    /// there would halve it for good (a `taskset -c 0` neighbour). Empty where nothing
-    /// measured it (the simulator, a first scan): every CPU is then taken as free.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub others_busy: BTreeMap<CpuId, f64>,
+    /// CPUs' worth of others' work (what the snapshot does not hold) that the kernel
+    /// cannot move off each CPU, over the last epoch: interrupts, and unmanaged
+    /// processes whose affinity leaves them nowhere else. A CPU held by such work is
+    /// no free CPU, though no planned process holds it; hard pinning one there would
+    /// halve it for good (a `taskset -c 0` neighbour). Work free to move is left out: the
+    /// kernel moves it off a pinned load's CPU. Empty where nothing measured it (the
+    /// simulator, a first scan): every CPU is then taken as free. (An older name,
+    /// `others_busy`, is read too.)
+    #[serde(
+        default,
+        alias = "others_busy",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub others_pinned: BTreeMap<CpuId, f64>,
     /// CPUs others' work holds, as the policies count room when they choose a node or
     /// a cache: per LLC, as many CPUs as the CPUs' worth of others' work there
     /// (rounded, with hysteresis), the busiest first, and the sets of confined
-    /// processes whose run-queue delay shows them held. `others_busy` is a lower bound
-    /// per CPU, right for a hard pin inside a cache but blind to a node filled with
-    /// pinned work beside a managed process free to run anywhere; this is the
-    /// estimate per cache. Empty where nothing measured it (the simulator, a machine of
+    /// processes whose run-queue delay shows them held. `others_pinned` counts only
+    /// work that cannot leave its CPU, right for a hard pin inside a cache but blind to
+    /// a node others' work fills beside a managed process free to run anywhere; this
+    /// is the estimate per cache. Empty where nothing measured it (the simulator, a machine of
     /// one LLC): every CPU is then room.
     #[serde(default, skip_serializing_if = "no_cpus")]
     pub others_taken: CpuSet,
@@ -397,8 +404,8 @@ impl Snapshot {
         if let Some(c) = self.others_taken.iter().find(|c| topo.cpu(**c).is_none()) {
             return Err(("others_taken".into(), format!("CPU {c} does not exist")));
         }
-        for (c, busy) in &self.others_busy {
-            let field = || format!("others_busy.{c}");
+        for (c, busy) in &self.others_pinned {
+            let field = || format!("others_pinned.{c}");
             if topo.cpu(*c).is_none() {
                 return Err((field(), format!("CPU {c} does not exist")));
             }
@@ -425,7 +432,7 @@ mod tests {
             let snap = Snapshot {
                 topology: topology.clone(),
                 processes: vec![p],
-                others_busy: Default::default(),
+                others_pinned: Default::default(),
                 others_taken: Default::default(),
             };
             snap.validate().map_err(|(field, _)| field)
@@ -446,7 +453,7 @@ mod tests {
             let snap = Snapshot {
                 topology: topology.clone(),
                 processes: vec![p],
-                others_busy: others.iter().copied().collect(),
+                others_pinned: others.iter().copied().collect(),
                 others_taken: Default::default(),
             };
             snap.validate().map_err(|(field, _)| field)
@@ -460,10 +467,26 @@ mod tests {
             check(Some(vec![]), &[]),
             Err("processes[0].allowed_mems".into())
         );
-        assert_eq!(check(None, &[(99, 1.0)]), Err("others_busy.99".into()));
-        assert_eq!(check(None, &[(0, -3.0)]), Err("others_busy.0".into()));
-        assert_eq!(check(None, &[(0, 50.0)]), Err("others_busy.0".into()));
-        assert_eq!(check(None, &[(0, f64::NAN)]), Err("others_busy.0".into()));
+        assert_eq!(check(None, &[(99, 1.0)]), Err("others_pinned.99".into()));
+        assert_eq!(check(None, &[(0, -3.0)]), Err("others_pinned.0".into()));
+        assert_eq!(check(None, &[(0, 50.0)]), Err("others_pinned.0".into()));
+        assert_eq!(check(None, &[(0, f64::NAN)]), Err("others_pinned.0".into()));
+    }
+
+    #[test]
+    fn a_snapshot_saved_with_the_older_name_reads_the_same() {
+        let topology = crate::topology::spec::parse("1n:1l:2c:1t").expect("spec");
+        let snap = Snapshot {
+            topology,
+            processes: Vec::new(),
+            others_pinned: [(0, 0.5)].into_iter().collect(),
+            others_taken: Default::default(),
+        };
+        let json = serde_json::to_string(&snap).expect("json");
+        assert!(json.contains("\"others_pinned\""), "{json}");
+        let older: Snapshot =
+            serde_json::from_str(&json.replace("others_pinned", "others_busy")).expect("older");
+        assert_eq!(older, snap);
     }
 
     #[test]
@@ -491,7 +514,7 @@ mod tests {
         Snapshot {
             topology: topology::machine("2n:1l:2c:1t").unwrap(),
             processes: vec![p],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         }
     }

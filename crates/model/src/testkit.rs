@@ -60,7 +60,7 @@ pub fn nehalem_workload(programs: &[&str], map: &str) -> Snapshot {
     Snapshot {
         topology,
         processes,
-        others_busy: Default::default(),
+        others_pinned: Default::default(),
         others_taken: Default::default(),
     }
 }
@@ -188,7 +188,7 @@ pub fn build(raw: &RawSnapshot) -> Snapshot {
     let snap = Snapshot {
         topology: topo,
         processes,
-        others_busy: Default::default(),
+        others_pinned: Default::default(),
         others_taken: Default::default(),
     };
     assert_eq!(snap.validate(), Ok(()));

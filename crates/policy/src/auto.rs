@@ -702,7 +702,7 @@ mod tests {
             processes: (0..4)
                 .map(|k| numasched_model::testkit::proc_on(100 + k, "perlbench", 0, 0.5, 1.02))
                 .collect(),
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = Auto::default().plan(&s);
@@ -753,7 +753,7 @@ mod tests {
         let s = Snapshot {
             topology: topo.clone(),
             processes,
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = Auto::default().plan(&s);

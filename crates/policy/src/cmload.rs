@@ -546,7 +546,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![child, parent],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
@@ -565,7 +565,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![child, heavy, parent],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
@@ -586,7 +586,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![a, b, c, new],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
@@ -602,7 +602,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![p],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         assert_eq!(CmLoad::default().plan(&s).placements[0].nodes, vec![1]);
@@ -617,7 +617,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![remote, local],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
@@ -635,7 +635,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![a, b],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
@@ -668,7 +668,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: procs,
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
@@ -692,7 +692,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![parent, child, other],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
@@ -710,7 +710,7 @@ mod tests {
         let s = Snapshot {
             topology: machine(),
             processes: vec![p],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let pl = &CmLoad::default().plan(&s).placements[0];
@@ -723,7 +723,7 @@ mod tests {
         let s = Snapshot {
             topology: t,
             processes: vec![placed(1, 0, 1.0, &[]), Process::new(2, "x")],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);

@@ -1,17 +1,18 @@
-//! Hard pins kept off CPUs that others' work keeps busy.
+//! Hard pins kept off CPUs that others' pinned work keeps busy.
 //!
 //! A policy places the processes it is shown, and counts a CPU none of them holds as
 //! free. It may not be: an unmanaged process pinned there, interrupts (the snapshot's
-//! `others_busy`). At the soft granularities the kernel balances inside the set and
+//! `others_pinned`). At the soft granularities the kernel balances inside the set and
 //! finds the idle CPU itself. Pinned to exactly its CPUs a process cannot, and shares
 //! them for good: a `taskset -c 0` neighbour halved a managed load that `--pin cpu`
 //! put on CPU 0 of an otherwise idle machine.
 //!
-//! Only work the kernel cannot move counts: a CPU is *crowded* when others' work there
-//! exceeds the least of its LLC by [`CROWDED`]. Work free to move is spread evenly by
-//! the kernel's own balancing, and a pinned process beside it loses nothing to it that
-//! it would not lose unmanaged; work that stays piled on one CPU while another of the
-//! same cache has room is pinned there. Under hard pinning
+//! Only work the kernel cannot move counts (the snapshot holds no other): work free to
+//! move the kernel moves off a pinned process's CPU, which loses nothing to it that it
+//! would not lose unmanaged. A CPU is *crowded* when others' pinned work there exceeds
+//! the least of its LLC by [`CROWDED`]: work pinned evenly over a cache (interrupts
+//! spread over it, a program confined to it) is no reason to prefer one of its CPUs.
+//! Under hard pinning
 //! - each planned CPU that is crowded is swapped for a CPU of the same LLC that no
 //!   placement holds and that others leave idler by at least [`CROWDED`]: what the
 //!   policy chose (the cache, the node) stays, only the CPU inside it changes;
@@ -26,11 +27,10 @@ use super::{Placement, Plan, Snapshot};
 use numasched_model::topology::{CpuId, Topology};
 use numasched_model::CpuSet;
 
-/// CPUs' worth of others' work, above the least of its LLC, from which a CPU counts
-/// as crowded: a pinned thread there loses about as much, worth a move inside the same
-/// cache. (Beside a busy neighbour a pinned load reads 0.5: the two share the CPU. Work
-/// free to move fills the idler CPUs, so what stands out is less than what is pinned:
-/// a status poll every 20 ms took a quarter of the other CPU.)
+/// CPUs' worth of others' pinned work, above the least of its LLC, from which a CPU
+/// counts as crowded: a pinned thread there loses about as much, worth a move inside
+/// the same cache. (Beside a busy neighbour a pinned load reads 0.5: the two share the
+/// CPU.)
 pub const CROWDED: f64 = 0.2;
 
 /// How far others' work on `cpu` exceeds the least on a CPU of its LLC: the share of
@@ -60,7 +60,7 @@ pub fn others_on(others: &BTreeMap<CpuId, f64>, cpu: CpuId) -> f64 {
 /// The plan with each crowded planned CPU moved to an idler free one of its LLC (see
 /// the module doc).
 pub fn away_from_others(topo: &Topology, snapshot: &Snapshot, plan: Plan) -> Plan {
-    let others = &snapshot.others_busy;
+    let others = &snapshot.others_pinned;
     if others.is_empty() {
         return plan;
     }
@@ -102,7 +102,7 @@ pub fn away_from_others(topo: &Topology, snapshot: &Snapshot, plan: Plan) -> Pla
                     cpus = cpus.difference(&CpuSet::from(vec![c]));
                     cpus.insert(d);
                     moves.push(format!(
-                        "CPU {c} busy with others' work ({:.1} CPUs): CPU {d} instead",
+                        "CPU {c} busy with others' pinned work ({:.1} CPUs): CPU {d} instead",
                         load(c)
                     ));
                 }
@@ -126,7 +126,7 @@ mod tests {
         Snapshot {
             topology: topology::machine("1n:1l:4c:1t").expect("spec"),
             processes: procs,
-            others_busy: others.iter().copied().collect(),
+            others_pinned: others.iter().copied().collect(),
             others_taken: Default::default(),
         }
     }
@@ -159,7 +159,7 @@ mod tests {
         assert_eq!(cpus_of(&out, 11), vec![1]);
         assert!(out.placements[0]
             .reason
-            .contains("CPU 0 busy with others' work (1.0 CPUs)"));
+            .contains("CPU 0 busy with others' pinned work (1.0 CPUs)"));
     }
 
     #[test]
@@ -189,13 +189,13 @@ mod tests {
             &[(0, 0.8), (1, 0.7), (2, 0.8), (3, 0.75)],
             vec![Process::new(10, "a")],
         );
-        assert!((0..4).all(|c| !is_crowded(&s.topology, &s.others_busy, c)));
+        assert!((0..4).all(|c| !is_crowded(&s.topology, &s.others_pinned, c)));
         let p = plan(&s, &[(10, &[0])]);
         assert_eq!(away_from_others(&s.topology, &s, p.clone()), p);
         // One CPU holding more than the rest by CROWDED: pinned there.
         let s = snap(&[(0, 1.0), (1, 0.7), (2, 0.7), (3, 0.7)], vec![]);
-        assert!(is_crowded(&s.topology, &s.others_busy, 0));
-        assert!(!is_crowded(&s.topology, &s.others_busy, 1));
+        assert!(is_crowded(&s.topology, &s.others_pinned, 0));
+        assert!(!is_crowded(&s.topology, &s.others_pinned, 1));
     }
 
     #[test]
@@ -203,7 +203,7 @@ mod tests {
         let s = Snapshot {
             topology: topology::machine("2n:1l:2c:1t").expect("spec"),
             processes: vec![Process::new(10, "a")],
-            others_busy: [(2, 1.0), (3, 1.0)].into_iter().collect(),
+            others_pinned: [(2, 1.0), (3, 1.0)].into_iter().collect(),
             others_taken: Default::default(),
         };
         let p = plan(&s, &[(10, &[2])]);

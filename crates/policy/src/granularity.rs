@@ -132,7 +132,7 @@ impl Policy for Granular {
         let seen = Snapshot {
             topology: topo.clone(),
             processes: busy,
-            others_busy: snapshot.others_busy.clone(),
+            others_pinned: snapshot.others_pinned.clone(),
             others_taken: snapshot.others_taken.clone(),
         };
         let mut inner = if seen.processes.is_empty() {
@@ -144,7 +144,7 @@ impl Policy for Granular {
             inner = sticky::stay_put(topo, &seen, inner);
             inner = crowded::away_from_others(topo, &seen, inner);
         }
-        let shared = time_shared_llcs(topo, &inner, &snapshot.others_busy);
+        let shared = time_shared_llcs(topo, &inner, &snapshot.others_pinned);
         let mut placements = Vec::with_capacity(snapshot.processes.len());
         // Processes left to the kernel for lack of evidence: their pages stay too.
         let mut unplaced = BTreeSet::new();
@@ -423,7 +423,7 @@ mod tests {
         Snapshot {
             topology: topology::machine(spec).expect("spec"),
             processes: procs,
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         }
     }
@@ -495,9 +495,9 @@ mod tests {
     #[test]
     fn a_hard_pin_keeps_off_a_cpu_others_keep_busy_or_shares_the_llc() {
         let mut one = snap("1n:1l:2c:1t", vec![busy(10, 1.0, 0)]);
-        one.others_busy = [(0, 1.0)].into_iter().collect();
+        one.others_pinned = [(0, 1.0)].into_iter().collect();
         let mut two = snap("1n:1l:2c:1t", vec![busy(10, 1.0, 0), busy(11, 1.0, 0)]);
-        two.others_busy = one.others_busy.clone();
+        two.others_pinned = one.others_pinned.clone();
         for name in crate::NAMES {
             for pin in [Pin::Cpu, Pin::Core] {
                 let g = Granular::new(by_name(name).expect("policy"), pin);

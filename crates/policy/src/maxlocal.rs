@@ -513,7 +513,7 @@ mod tests {
                 proc_on(2, "b", 4, 20.0, 1.3),
                 proc_on(3, "c", 4, 1.0, 1.0),
             ],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = MaxLocal.plan(&s);
@@ -557,7 +557,7 @@ mod tests {
         let s = Snapshot {
             topology: topo,
             processes: vec![p],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = MaxLocal.plan(&s);
@@ -584,7 +584,7 @@ mod tests {
         let s = Snapshot {
             topology: topo,
             processes,
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = MaxLocal.plan(&s);

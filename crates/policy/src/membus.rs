@@ -298,7 +298,7 @@ mod tests {
         Snapshot {
             topology: topology::machine("xeon-e5345").unwrap(),
             processes: procs,
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         }
     }
@@ -520,7 +520,7 @@ mod tests {
         let s = Snapshot {
             topology: t,
             processes: procs,
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = MemBus::default().plan(&s);

@@ -295,7 +295,7 @@ mod tests {
         let s = Snapshot {
             topology: topology::machine("2n:1l:8c:1t").unwrap(),
             processes: (1..=6).map(|pid| proc_on(pid, "p", 0, 10.0, 1.1)).collect(),
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let moves_with = |t: f64| refine(&mut maxlocal::place(&s), t).len();
@@ -339,7 +339,7 @@ mod tests {
         let s = Snapshot {
             topology: topo,
             processes: (1..=3).map(|pid| proc_on(pid, "p", 0, 20.0, 1.3)).collect(),
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let mut layout = maxlocal::place(&s);

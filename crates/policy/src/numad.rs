@@ -703,7 +703,7 @@ mod tests {
         let s = Snapshot {
             topology: t,
             processes: vec![small, idle],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = Numad::default().plan(&s);
@@ -723,7 +723,7 @@ mod tests {
         let s = Snapshot {
             topology: t,
             processes: vec![small, big],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = Numad::default().plan(&s);
@@ -765,7 +765,7 @@ mod tests {
         let s = Snapshot {
             topology: t,
             processes: vec![a, c],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         // Raw spare resources favour node 1 on both counts...
@@ -797,7 +797,7 @@ mod tests {
         let s = Snapshot {
             topology: t,
             processes: vec![a],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = Numad::default().plan(&s);
@@ -823,7 +823,7 @@ mod tests {
         let s = Snapshot {
             topology: three_in_a_row(),
             processes: vec![p],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = Numad::default().plan(&s);
@@ -849,7 +849,7 @@ mod tests {
         let s = Snapshot {
             topology: t,
             processes: vec![p, other],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = Numad::default().plan(&s);
@@ -863,7 +863,7 @@ mod tests {
         let s = Snapshot {
             topology: topology::machine("1n:1l:4c:1t").unwrap(),
             processes: vec![proc_at(1, 2.0, &[(0, 2 * GIB)])],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let plan = Numad::default().plan(&s);

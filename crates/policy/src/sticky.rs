@@ -9,8 +9,7 @@
 //!   the same placement;
 //! - a load the kernel ran on CPU 1, beside a neighbour someone pinned to CPU 0, was
 //!   pinned to CPU 0 when its first hard pin was made (0.5x until the next plan saw
-//!   the neighbour: `others_busy` cannot tell whose work on a CPU is whose while the
-//!   load may run on both).
+//!   the neighbour: a first scan has no measure of others' work).
 //!
 //! So under hard pinning, inside each LLC, what the policy chose is kept and the CPUs
 //! are the ones already in use: two placements that each want exactly the CPUs the
@@ -147,7 +146,7 @@ mod tests {
         Snapshot {
             topology: topology::machine("2n:1l:2c:1t").expect("spec"),
             processes: procs,
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         }
     }
@@ -221,7 +220,7 @@ mod tests {
         let smt = Snapshot {
             topology: topology::machine("1n:1l:2c:2t").expect("spec"),
             processes: vec![at(10, &[2]), at(11, &[0])],
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         };
         let core = |c: u32| smt.topology.cpu(c).map(|cpu| cpu.core);

@@ -1059,7 +1059,7 @@ mod tests {
                     p
                 })
                 .collect(),
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         }
     }

@@ -158,6 +158,9 @@ pub(crate) struct Entry {
     busy: bool,
     kernel_thread: bool,
     pub wanted: bool,
+    /// The main thread's run-queue wait (ns) and the uptime it was read at, when last
+    /// read as a busy process the scan does not select: the base of its next rate.
+    pub waited: Option<(u64, f64)>,
     /// Its place in the pass that met it: see [`due`].
     phase: u64,
     affinity: Option<Kept<Affinity>>,
@@ -179,6 +182,7 @@ impl Entry {
             busy: false,
             kernel_thread: stat.is_kernel_thread(),
             wanted: true,
+            waited: None,
             affinity: None,
             threads: None,
             memory: None,

@@ -1,8 +1,8 @@
 //! How busy each CPU was: the `cpuN` lines of `/proc/stat`, differenced between passes.
 //!
-//! The scan sees the processes it selects; this is how it sees the rest. A CPU that
-//! someone else's work keeps busy (an unmanaged process pinned there, interrupts) is
-//! no free CPU, though no planned process holds it.
+//! The scan sees the processes it selects; this is how it sees the rest: how busy each
+//! CPU was (the room `others` estimates per cache), and what of others' work cannot
+//! leave a CPU (interrupts, and an unselected process whose affinity keeps it there).
 //!
 //! procfs's `KernelStats` numbers CPUs by their line's position, which is not the CPU
 //! id once a CPU is offline (its line is left out), so the few fields needed are read
@@ -24,6 +24,8 @@ pub struct Ticks {
     pub busy: u64,
     /// Busy plus idle and iowait: the time the CPU was there.
     pub total: u64,
+    /// Serving interrupts (irq and softirq): work bound to this CPU.
+    pub irq: u64,
 }
 
 /// One reading of every online CPU.
@@ -55,13 +57,23 @@ impl CpuTimes {
     /// worth). A CPU missing from either (it went offline or came online between), or
     /// whose counters did not advance, is left out.
     pub fn busy_since(&self, earlier: &CpuTimes) -> BTreeMap<CpuId, f64> {
+        self.share_since(earlier, |t| t.busy)
+    }
+
+    /// Each CPU's share spent serving interrupts between `earlier` and this reading,
+    /// as [`CpuTimes::busy_since`] reads the busy share.
+    pub fn irq_since(&self, earlier: &CpuTimes) -> BTreeMap<CpuId, f64> {
+        self.share_since(earlier, |t| t.irq)
+    }
+
+    fn share_since(&self, earlier: &CpuTimes, of: impl Fn(&Ticks) -> u64) -> BTreeMap<CpuId, f64> {
         self.0
             .iter()
             .filter_map(|(cpu, now)| {
                 let before = earlier.0.get(cpu)?;
                 let total = now.total.checked_sub(before.total).filter(|t| *t > 0)?;
-                let busy = now.busy.saturating_sub(before.busy).min(total);
-                Some((*cpu, busy as f64 / total as f64))
+                let part = of(now).saturating_sub(of(before)).min(total);
+                Some((*cpu, part as f64 / total as f64))
             })
             .collect()
     }
@@ -72,34 +84,41 @@ impl CpuTimes {
 /// shortest allowed, would read each CPU as all busy or all idle.)
 pub const MIN_TICKS: u64 = 10;
 
-/// Busy share below which a CPU counts as running nothing else: left out of the map.
+/// Share of a CPU below which others' work there counts as nothing: left out of the map.
 const NOTHING: f64 = 0.01;
 
-/// What each CPU ran for others than the processes `spans` describes, at least: its
-/// busy share less, for each process, its demand up to one CPU's worth on every CPU it
-/// may run on (its affinity), as if it had run there. Exact for a process pinned to one
-/// CPU, which is where it matters. For one free to move it is where it may have run:
-/// spread evenly instead, a single busy thread made the CPU it ran on look crowded by
-/// half a CPU, and a re-plan that pinned a young load before its second thread started
-/// (no_harm bench); where its threads were last sampled is no better (a sample the scan
-/// may have read passes ago put a neighbour's load on the managed load's CPU). Counting
-/// too little of others' work costs a hard pin's benefit, never the process's rate.
-/// CPUs left out ran (almost) nothing else.
-pub fn others_busy(
-    busy: &BTreeMap<CpuId, f64>,
-    spans: impl IntoIterator<Item = (f64, CpuSet)>,
+/// Others' work on each CPU that the kernel cannot move off it: its interrupts
+/// (`irq`, shares of a CPU), and of each unselected process (`others`: its CPUs' worth
+/// over the epoch, the CPUs it may run on) what would not fit on the rest of its CPUs,
+/// on every one of them. A `taskset -c 0` load counts whole on CPU 0; one thread free
+/// to run on two CPUs counts nowhere, as the kernel moves it off a CPU a managed load
+/// is pinned to; two busy threads confined to two CPUs fill both. Work free to move is
+/// left out however busy it keeps a CPU: a hard pin beside it shares nothing it would
+/// not share unmanaged, and counting it (busy time less the managed processes' demand)
+/// read a free neighbour, which the pinned pair pushed to the other CPU, as pinned
+/// there, and kept the managed load beside the pinned one at half a CPU (no_harm
+/// bench). What this misses: a process whose threads pin themselves one by one while
+/// its main thread stays free (only the main thread's affinity is read), and busy
+/// kernel threads. CPUs left out have (almost) nothing that cannot move.
+pub fn others_pinned(
+    irq: &BTreeMap<CpuId, f64>,
+    others: impl IntoIterator<Item = (f64, CpuSet)>,
 ) -> BTreeMap<CpuId, f64> {
-    let mut left = busy.clone();
-    for (demand, cpus) in spans {
-        let share = demand.clamp(0.0, 1.0);
-        for c in cpus.iter() {
-            if let Some(b) = left.get_mut(c) {
-                *b -= share;
-            }
+    let mut pinned = irq.clone();
+    for (demand, cpus) in others {
+        let stuck = (demand - (cpus.len() as f64 - 1.0)).clamp(0.0, 1.0);
+        if stuck <= 0.0 {
+            continue;
+        }
+        for &c in cpus.iter() {
+            *pinned.entry(c).or_default() += stuck;
         }
     }
-    left.retain(|_, b| *b >= NOTHING);
-    left
+    pinned.retain(|_, b| *b >= NOTHING);
+    for b in pinned.values_mut() {
+        *b = b.min(1.0);
+    }
+    pinned
 }
 
 /// The `cpuN user nice system idle iowait irq softirq [steal ...]` lines.
@@ -135,6 +154,7 @@ pub fn parse(text: &str, path: &Path) -> Result<CpuTimes, ObserveError> {
             Ticks {
                 busy,
                 total: busy + idle + iowait,
+                irq: irq + softirq,
             },
         );
     }
@@ -161,7 +181,8 @@ mod tests {
             t.0[&0],
             Ticks {
                 busy: 250,
-                total: 1000
+                total: 1000,
+                irq: 0,
             }
         );
     }
@@ -185,22 +206,34 @@ mod tests {
     }
 
     #[test]
-    fn others_work_is_what_the_selected_processes_did_not_run() {
-        let busy = BTreeMap::from([(0, 1.0), (1, 1.0), (2, 0.3)]);
-        let pinned = (1.0, CpuSet::from(vec![1]));
-        let free_to_move = (0.6, CpuSet::from(vec![1, 2]));
-        // (Counted whole on CPU 2 too: it may have run there.)
-        let others = others_busy(&busy, [pinned, free_to_move]);
+    fn only_others_work_that_cannot_leave_its_cpu_counts() {
+        let irq = BTreeMap::from([(3, 0.05), (2, 0.001)]);
+        let pinned = (1.0, CpuSet::from(vec![0]));
+        let free_to_move = (0.9, CpuSet::from(vec![0, 1]));
+        let two_threads_on_two = (2.0, CpuSet::from(vec![1, 2]));
+        let others = others_pinned(&irq, [pinned, free_to_move, two_threads_on_two]);
         assert_eq!(
             others.keys().copied().collect::<Vec<_>>(),
-            vec![0],
+            vec![0, 1, 2, 3],
             "{others:?}"
         );
-        assert!((others[&0] - 1.0).abs() < 1e-9);
-        assert!(others_busy(&BTreeMap::new(), []).is_empty());
-        // One busy thread free to move on an otherwise idle pair: nothing is others'.
-        let one = BTreeMap::from([(0, 0.0), (1, 1.0)]);
-        assert!(others_busy(&one, [(1.0, CpuSet::from(vec![0, 1]))]).is_empty());
+        assert!(
+            (others[&0] - 1.0).abs() < 1e-9,
+            "the free one is not counted"
+        );
+        assert!((others[&1] - 1.0).abs() < 1e-9 && (others[&2] - 1.0).abs() < 1e-9);
+        assert!(
+            (others[&3] - 0.05).abs() < 1e-9,
+            "interrupts are bound to their CPU"
+        );
+        // A thread and a half on two CPUs: half of each cannot leave.
+        let half = others_pinned(&BTreeMap::new(), [(1.5, CpuSet::from(vec![0, 1]))]);
+        assert!((half[&0] - 0.5).abs() < 1e-9 && (half[&1] - 0.5).abs() < 1e-9);
+        // Never more than the CPU.
+        let full = others_pinned(&BTreeMap::from([(0, 0.5)]), [(1.0, CpuSet::from(vec![0]))]);
+        assert_eq!(full[&0], 1.0);
+        assert!(others_pinned(&BTreeMap::new(), []).is_empty());
+        assert!(others_pinned(&BTreeMap::new(), [(1.0, CpuSet::from(vec![0, 1]))]).is_empty());
     }
 
     #[test]

@@ -171,10 +171,18 @@ impl FakeProcfs {
 
     /// Writes `stat`'s per-CPU lines: (CPU, busy ticks, idle ticks) since boot.
     pub fn set_cpu_times(&self, cpus: &[(CpuId, u64, u64)]) -> io::Result<()> {
+        let with: Vec<_> = cpus.iter().map(|&(c, b, i)| (c, b, i, 0)).collect();
+        self.set_cpu_times_with_irq(&with)
+    }
+
+    /// Writes `stat`'s per-CPU lines: (CPU, busy ticks, idle ticks, of the busy ticks
+    /// those serving interrupts) since boot.
+    pub fn set_cpu_times_with_irq(&self, cpus: &[(CpuId, u64, u64, u64)]) -> io::Result<()> {
         let (busy, idle) = cpus.iter().fold((0, 0), |(b, i), c| (b + c.1, i + c.2));
         let mut text = format!("cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\n");
-        for (cpu, busy, idle) in cpus {
-            let _ = writeln!(text, "cpu{cpu} {busy} 0 0 {idle} 0 0 0 0 0 0");
+        for (cpu, busy, idle, irq) in cpus {
+            let user = busy.saturating_sub(*irq);
+            let _ = writeln!(text, "cpu{cpu} {user} 0 0 {idle} 0 {irq} 0 0 0 0");
         }
         text.push_str("intr 0\nctxt 0\nbtime 0\nprocesses 1\n");
         fs::write(self.root.join("stat"), text)

@@ -39,8 +39,8 @@
 //! | `mpki`                    | hardware counters ([`counters`]), when the CPU exposes them |
 //! | `numa_penalty`            | not observed: profile store, or regression on MPKI          |
 //! | `bandwidth_gbps`          | resctrl MBM ([`resctrl`]), groups holding one process only  |
-//! | `others_busy` (snapshot)  | `/proc/stat` per CPU between passes, less the demand above  |
-//! |                           | and the waited-for children's (stat cutime+cstime)         |
+//! | `others_pinned` (snapshot)| `/proc/stat` irq and softirq per CPU between passes, and    |
+//! |                           | unselected busy processes' demand and `Cpus_allowed_list`  |
 //!
 //! NUMA hinting faults (`/proc/<pid>/sched`) are read into
 //! [`ProcInfo::numa_faults`](proc::ProcInfo::numa_faults): a sample of the nodes a

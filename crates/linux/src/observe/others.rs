@@ -1,13 +1,11 @@
 //! Which CPUs others' work holds, cache by cache: the room a policy must not count on
 //! when it chooses a node.
 //!
-//! [`others_busy`](super::cpu_time::others_busy) subtracts a managed process's demand
-//! from every CPU it may run on: a lower bound per CPU, never counting a managed
-//! process's own work as others', which is what a hard pin inside a cache needs. For a
-//! node it is blind: a process free to run anywhere hides every CPU's others' work, so a
-//! node filled with pinned unmanaged work looked empty, and a managed process whose
-//! memory is there was confined to it, sharing its CPUs, while the kernel left alone
-//! would have run it on the idle node.
+//! [`others_pinned`](super::cpu_time::others_pinned) counts only others' work that
+//! cannot leave its CPU, which is what a hard pin inside a cache needs. For a node it is
+//! blind to the rest: a node filled with unmanaged work free to move looked empty, and a
+//! managed process whose memory is there was confined to it, sharing its CPUs, while the
+//! kernel left alone would have run it on the idle node.
 //!
 //! Here each managed process's demand is put where it most likely ran: first on the
 //! CPUs its threads were last seen on, as far as what those CPUs ran allows; the rest
@@ -24,7 +22,7 @@
 //! daemon's own few percent ran on every other CPU.)
 //!
 //! On a machine of one LLC nothing is taken: there is no other cache to choose, and
-//! inside it a hard pin keeps off others' work by `others_busy` (see
+//! inside it a hard pin keeps off others' pinned work (`others_pinned`, see
 //! `numasched_policy::crowded`).
 //!
 //! What it cannot see: others' work that arrives on a node a managed process is

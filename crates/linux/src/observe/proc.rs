@@ -463,6 +463,16 @@ impl ProcDir {
         Ok(Some(out))
     }
 
+    /// Run-queue delay of the main thread alone (`<pid>/schedstat`), ns since it
+    /// started: one read, where summing every thread's costs one per thread.
+    /// `Ok(None)` if the process is gone.
+    pub fn main_thread_wait(&self) -> Result<Option<u64>, ObserveError> {
+        let Some(bytes) = self.read("schedstat")? else {
+            return Ok(None);
+        };
+        super::schedstat::parse(&text_of(&bytes), &self.path.join("schedstat")).map(Some)
+    }
+
     /// What status says about placement.
     pub fn affinity(&self) -> Result<Option<Affinity>, ObserveError> {
         Ok(self.status()?.map(|s| Affinity {

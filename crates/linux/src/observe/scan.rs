@@ -12,12 +12,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use super::cache::{Cache, Cached, Changed, Entry, Tally};
-use super::cpu_time::{others_busy, CpuTimes, MIN_TICKS};
+use super::cpu_time::{others_pinned, CpuTimes, MIN_TICKS};
 use super::error::ObserveError;
 use super::others::{others_taken, Basis, Span};
 use super::pids::PidLister;
 use super::proc::{assemble, read_stat_by_path, ProcDir, ProcInfo, Stat};
 use super::scan_config::ScanConfig;
+use super::schedstat::{waiting_threads, RunDelay};
 use numasched_model::topology::{CpuId, NodeId, Topology};
 use numasched_model::CpuSet;
 use numasched_model::{Process, ProcessKey, Snapshot};
@@ -151,7 +152,32 @@ enum Outcome {
     Vanished,
     Problem(ObserveError),
     KernelThread,
-    Excluded,
+    /// Not selected: others' work, with what the scan read of it if it was busy.
+    Excluded(Option<Unselected>),
+}
+
+/// A busy process the scan does not select, as far as others' work that cannot move
+/// needs it (see [`others_pinned`]).
+struct Unselected {
+    /// CPUs' worth it ran or waited to run since its last read: what it would run
+    /// given room. (What it ran alone reads a pinned program squeezed by others' work
+    /// on its CPU as small, though it takes its share of that CPU from anyone pinned
+    /// beside it.) The wait is its main thread's: a lower bound.
+    demand: f64,
+    /// The CPUs its main thread may run on.
+    cpus: CpuSet,
+}
+
+/// CPUs' worth from which an unselected process's affinity is read: below it, its work
+/// could not crowd a CPU (see `numasched_policy::crowded`) unless several such were
+/// pinned to the same one. One runnable as it is read is read too: a young program
+/// pinned where others' work keeps its CPU busy may have run less (a tick in its first
+/// 100 ms under `stress-ng`) though it wants the whole CPU.
+const UNSELECTED_BUSY: f64 = 0.1;
+
+/// Whether an unselected process is busy enough for its affinity to be read.
+fn busy_enough(stat: &Stat, ran: f64) -> bool {
+    ran >= UNSELECTED_BUSY || stat.state == 'R'
 }
 
 impl Scanner {
@@ -234,6 +260,7 @@ impl Scanner {
                 .map(|&pid| self.observe(pid, &ctx, &mut old, &mut next, &mut tally))
                 .collect()
         };
+        let mut unselected = Vec::new();
         obs.snapshot.processes.reserve(outcomes.len());
         obs.details.reserve(outcomes.len());
         for outcome in outcomes {
@@ -247,7 +274,10 @@ impl Scanner {
                 Outcome::Vanished => obs.vanished += 1,
                 Outcome::Problem(e) => obs.problems.push(e),
                 Outcome::KernelThread => obs.kernel_threads += 1,
-                Outcome::Excluded => obs.excluded += 1,
+                Outcome::Excluded(busy) => {
+                    obs.excluded += 1;
+                    unselected.extend(busy);
+                }
             }
         }
         self.lister.keep(pids);
@@ -283,42 +313,23 @@ impl Scanner {
                     .as_ref()
                     .is_some_and(|before| now.ticks_since(before) < MIN_TICKS) =>
             {
-                obs.snapshot.others_busy = self.last_others.clone();
+                obs.snapshot.others_pinned = self.last_others.clone();
                 obs.snapshot.others_taken = self.last_taken.clone();
             }
             Ok(now) => {
                 if let Some(before) = &self.previous_cpu_times {
-                    let machine = topology.all_cpus();
-                    let spans: Vec<Span> = obs
-                        .snapshot
-                        .processes
-                        .iter()
-                        .map(|p| {
-                            let info = obs.details.get(&p.key());
-                            let allowed = info.and_then(|i| i.cpus_allowed.as_ref());
-                            let cpus = match allowed {
-                                Some(a) => a.intersection(&machine),
-                                None => machine.clone(),
-                            };
-                            // Its waited-for children ran in the set it gave them:
-                            // theirs, counted as others', would crowd its own CPU.
-                            let children = info.map_or(0.0, |i| i.children_demand);
-                            Span {
-                                demand: p.cpu_demand + children,
-                                cpus,
-                                ran_on: p.current_cpus.clone(),
-                            }
-                        })
-                        .collect();
+                    let spans = spans(&obs, &topology.all_cpus());
                     let busy = now.busy_since(before);
-                    self.last_others =
-                        others_busy(&busy, spans.iter().map(|s| (s.demand, s.cpus.clone())));
+                    self.last_others = others_pinned(
+                        &now.irq_since(before),
+                        unselected.iter().map(|u| (u.demand, u.cpus.clone())),
+                    );
                     let over = match basis {
                         DemandBasis::Interval(_) => Basis::Epoch,
                         DemandBasis::Lifetime => Basis::Lifetime,
                     };
                     self.last_taken = others_taken(topology, &busy, &spans, over, &self.last_taken);
-                    obs.snapshot.others_busy = self.last_others.clone();
+                    obs.snapshot.others_pinned = self.last_others.clone();
                     obs.snapshot.others_taken = self.last_taken.clone();
                 }
                 self.previous_cpu_times = Some(now);
@@ -402,7 +413,7 @@ impl Scanner {
         tally: &mut Tally,
     ) -> Outcome {
         if self.config.exclude.contains(&pid) {
-            return Outcome::Excluded;
+            return Outcome::Excluded(None);
         }
         if let Some(done) = self.observe_unread(pid, ctx, old, next, tally) {
             return done;
@@ -435,7 +446,7 @@ impl Scanner {
         if stat.is_kernel_thread() || !entry.wanted {
             let outcome = match stat.is_kernel_thread() {
                 true => Outcome::KernelThread,
-                false => Outcome::Excluded,
+                false => Outcome::Excluded(None),
             };
             next.put(pid, entry);
             return Some(outcome);
@@ -479,7 +490,10 @@ impl Scanner {
         let demand = demand(&stat, before, ctx.uptime, ctx.tps);
         let children = children_demand(&stat, Some(&entry), ctx);
         let wanted = self.wanted(&stat, demand);
-        if wanted && !entry.all_good(&stat, self.pass, cfg) {
+        // A busy unselected process's affinity is read through a handle: by path it
+        // could be a newcomer's.
+        let busy_other = !wanted && busy_enough(&stat, demand);
+        if busy_other || (wanted && !entry.all_good(&stat, self.pass, cfg)) {
             old.put(pid, entry);
             return None;
         }
@@ -487,7 +501,7 @@ impl Scanner {
         entry.wanted = wanted;
         if !wanted {
             next.put(pid, entry);
-            return Some(Outcome::Excluded);
+            return Some(Outcome::Excluded(None));
         }
         let demand = Demand {
             own: demand,
@@ -528,8 +542,14 @@ impl Scanner {
         }
         entry.wanted = self.wanted(&stat, demand);
         if !entry.wanted {
+            let busy = busy_enough(&stat, demand)
+                .then(|| unselected(&dir, &mut entry, demand, ctx))
+                .flatten();
+            if busy.is_none() {
+                entry.waited = None;
+            }
             next.put(pid, entry);
-            return Outcome::Excluded;
+            return Outcome::Excluded(busy);
         }
         let demand = Demand {
             own: demand,
@@ -587,7 +607,7 @@ fn empty_observation(topology: &Topology, uptime: f64, basis: DemandBasis) -> Ob
         snapshot: Snapshot {
             topology: topology.clone(),
             processes: Vec::new(),
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         },
         details: HashMap::new(),
@@ -637,8 +657,60 @@ fn finish(
     info.children_demand = demand.children;
     match to_process(&info, demand.own, ctx.topology, &ctx.machine) {
         Some(p) => Outcome::Kept(Box::new((p, info))),
-        None => Outcome::Excluded,
+        None => Outcome::Excluded(None),
     }
+}
+
+/// The selected processes as the estimate of others' work per cache sees them.
+fn spans(obs: &Observation, machine: &CpuSet) -> Vec<Span> {
+    obs.snapshot
+        .processes
+        .iter()
+        .map(|p| {
+            let info = obs.details.get(&p.key());
+            let allowed = info.and_then(|i| i.cpus_allowed.as_ref());
+            let cpus = match allowed {
+                Some(a) => a.intersection(machine),
+                None => machine.clone(),
+            };
+            // Its waited-for children ran in the set it gave them: theirs, counted as
+            // others', would take its own CPUs.
+            let children = info.map_or(0.0, |i| i.children_demand);
+            Span {
+                demand: p.cpu_demand + children,
+                cpus,
+                ran_on: p.current_cpus.clone(),
+            }
+        })
+        .collect()
+}
+
+/// What others' work that cannot move needs of a busy unselected process (`ran`: CPUs'
+/// worth since its last read; `entry` already saw this pass's stat, and keeps the wait
+/// read here for the next). Nothing if its status cannot be read (gone, or a kernel
+/// that hides it), as it is not ours to report on; without schedstat, what it ran.
+fn unselected(
+    dir: &ProcDir,
+    entry: &mut Entry,
+    ran: f64,
+    ctx: &PassContext<'_>,
+) -> Option<Unselected> {
+    let before = entry.waited.take();
+    let cpus = dir.status().ok()??.cpus_allowed?.intersection(&ctx.machine);
+    let wait = dir.main_thread_wait().ok().flatten();
+    entry.waited = wait.map(|w| (w, ctx.uptime));
+    // From the last read, or over its lifetime at a first (a lower bound for one that
+    // just turned busy).
+    let (w0, t0) = before.unwrap_or((0, entry.start_time() as f64 / ctx.tps));
+    let at = |wait_ns| RunDelay {
+        wait_ns,
+        ..RunDelay::default()
+    };
+    let waited = wait.map_or(0.0, |w| waiting_threads(at(w0), at(w), ctx.uptime - t0));
+    (!cpus.is_empty()).then_some(Unselected {
+        demand: ran + waited,
+        cpus,
+    })
 }
 
 /// CPUs' worth of CPU time a process used since its last read.

@@ -662,7 +662,7 @@ mod tests {
             snapshot: Snapshot {
                 topology,
                 processes,
-                others_busy: Default::default(),
+                others_pinned: Default::default(),
                 others_taken: Default::default(),
             },
         }

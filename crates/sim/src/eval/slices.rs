@@ -91,7 +91,7 @@ fn run_slice(model: &TimeModel, snapshot: &Snapshot, slice: &[(usize, CpuId)]) -
             .iter()
             .map(|&(task, _)| snapshot.processes[task].clone())
             .collect(),
-        others_busy: Default::default(),
+        others_pinned: Default::default(),
         others_taken: Default::default(),
     };
     let placements = slice
@@ -146,7 +146,7 @@ mod tests {
         Snapshot {
             topology,
             processes,
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         }
     }

@@ -596,7 +596,7 @@ pub fn case_at(
         snapshot: Snapshot {
             topology: topo.clone(),
             processes,
-            others_busy: Default::default(),
+            others_pinned: Default::default(),
             others_taken: Default::default(),
         },
     })
