@@ -152,6 +152,13 @@ tasks() {
         echo "${p#/proc/} $cg"
     done
 }
+# Whether process $1 is still running (not gone, not a zombie).
+running() {
+    local l
+    read_first l "/proc/$1/stat"
+    l=${l##*) }
+    [[ -n $l && ${l:0:1} != [ZX] ]]
+}
 step_cpus() {
     local cpus
     read_first cpus "/sys/fs/cgroup/cpuset$1/cpuset.cpus"
@@ -245,6 +252,10 @@ check_task() {
     # A task whose step reads empty is one of the last job's, leaving (CI 2026-11-29:
     # "job's step  has 0-1"): not this job.
     [[ -n $2 && -n $s && -n $o ]] || return 0
+    # Still running once the outsider's affinity was read: a task that exited in
+    # between ended its job, and the daemon rightly gave the outsider its CPUs back (at
+    # load 12 one sample listed the task, then read the outsider freed 0.5 s later).
+    running "$1" || return 0
     if disjoint "$o" "$s"; then
         seen=$((seen + 1))
     else

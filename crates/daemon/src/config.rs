@@ -103,53 +103,51 @@ pub enum Outsiders {
     Soft,
 }
 
-/// `--slurm-outsiders`'s words.
-pub const OUTSIDERS: &[&str] = &["hard", "soft"];
+/// A closed set of words a flag or config key takes, one per variant: parsed, shown
+/// and listed (for `--help` and errors) from one table.
+macro_rules! words {
+    ($(#[$doc:meta])* $list:ident for $ty:ident, $what:literal: $($variant:ident = $word:literal),+ $(,)?) => {
+        $(#[$doc])*
+        pub const $list: &[&str] = &[$($word),+];
 
-impl std::str::FromStr for Outsiders {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Outsiders, String> {
-        match s {
-            "hard" => Ok(Outsiders::Hard),
-            "soft" => Ok(Outsiders::Soft),
-            _ => Err(format!(
-                "unknown outsiders rule '{s}' (known: {})",
-                OUTSIDERS.join(", ")
-            )),
+        impl std::str::FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<$ty, String> {
+                match s {
+                    $($word => Ok($ty::$variant),)+
+                    _ => Err(format!(
+                        concat!("unknown ", $what, " '{}' (known: {})"),
+                        s,
+                        $list.join(", ")
+                    )),
+                }
+            }
         }
-    }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(match self {
+                    $($ty::$variant => $word,)+
+                })
+            }
+        }
+    };
 }
 
-impl std::fmt::Display for Outsiders {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Outsiders::Hard => "hard",
-            Outsiders::Soft => "soft",
-        })
-    }
-}
+words!(
+    /// `--slurm-outsiders`'s words.
+    OUTSIDERS for Outsiders, "outsiders rule": Hard = "hard", Soft = "soft"
+);
 
 /// `--slurm-outsiders`'s value: `hard` or `soft`.
 pub fn parse_outsiders(s: &str) -> Result<Outsiders, String> {
     s.parse()
 }
 
-/// `--log-format`'s words.
-pub const LOG_FORMATS: &[&str] = &["text", "json"];
-
-impl std::str::FromStr for LogFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<LogFormat, String> {
-        match s {
-            "text" => Ok(LogFormat::Text),
-            "json" => Ok(LogFormat::Json),
-            _ => Err(format!(
-                "unknown log format '{s}' (known: {})",
-                LOG_FORMATS.join(", ")
-            )),
-        }
-    }
-}
+words!(
+    /// `--log-format`'s words.
+    LOG_FORMATS for LogFormat, "log format": Text = "text", Json = "json"
+);
 
 impl Default for Options {
     fn default() -> Self {
