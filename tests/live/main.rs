@@ -7,4 +7,5 @@ mod common;
 
 mod apply_live;
 mod daemon_live;
+mod forks_live;
 mod no_harm_live;

@@ -2,7 +2,7 @@
 //! detected once, the scanner, characterisation (counters, profile store), the policy
 //! and the actuator on the real kernel. Shared by `daemon`, `run` and `plan`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use tracing::{info, warn};
@@ -18,8 +18,9 @@ use super::trigger::TriggerParams;
 use numasched_linux::apply::{Actuator, ActuatorConfig, Journal, Kernel, LinuxKernel};
 use numasched_linux::characterise::live::{Live, LiveConfig};
 use numasched_linux::characterise::store::Store;
+use numasched_linux::observe::proc_events::ProcEvents;
 use numasched_linux::observe::resctrl::Resctrl;
-use numasched_linux::observe::sensors::Roots;
+use numasched_linux::observe::sensors::{Roots, Sensor};
 use numasched_linux::observe::slurm::SlurmReader;
 use numasched_linux::observe::{PerfCounters, ScanConfig, Scanner, Sensors};
 use numasched_model::topology::sysfs;
@@ -62,6 +63,9 @@ pub struct Built {
     pub journal_lock: Option<JournalLock>,
     /// The sysfs root the machine was read from (for live per-node memory).
     pub sys_root: PathBuf,
+    /// Forks and exits as they happen, where the kernel let us subscribe (managing,
+    /// as root, on the live /proc); `None`: children are found by each epoch's poll.
+    pub proc_events: Option<ProcEvents>,
 }
 
 impl Built {
@@ -135,7 +139,7 @@ pub fn assemble(
             roots.sys.display()
         )
     })?;
-    let sensors = Sensors::detect_with(
+    let mut sensors = Sensors::detect_with(
         &Roots {
             proc: roots.proc.clone(),
             sys: roots.sys.clone(),
@@ -143,6 +147,13 @@ pub fn assemble(
         },
         PerfCounters::probe(),
     );
+    let proc_events = if usage == Use::Manage && !opts.dry_run && roots.proc == Path::new("/proc") {
+        let (events, sensor) = subscribe();
+        sensors.proc_connector = Some(sensor);
+        events
+    } else {
+        None
+    };
     let mut exclude: std::collections::HashSet<u32> =
         opts.select.exclude_pid.iter().copied().collect();
     // init is never managed, nor numasched itself.
@@ -248,7 +259,25 @@ pub fn assemble(
         policy: name,
         journal_lock,
         sys_root: roots.sys.clone(),
+        proc_events,
     })
+}
+
+/// The proc connector, where the kernel lets us subscribe, and what the sensors line
+/// says of it.
+fn subscribe() -> (Option<ProcEvents>, Sensor) {
+    match ProcEvents::subscribe() {
+        Ok(events) => (
+            Some(events),
+            Sensor::yes("forks and exits of placed processes followed as they happen"),
+        ),
+        Err(e) => (
+            None,
+            Sensor::no(format!(
+                "subscribing refused ({e}): forks are found by each epoch's poll"
+            )),
+        ),
+    }
 }
 
 /// Refuses a `/proc` of another pid namespace. Its pids are not the ones this process's

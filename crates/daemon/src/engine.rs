@@ -67,6 +67,8 @@ pub struct EpochReport {
     pub epoch: u64,
     pub managed: usize,
     pub arrived: Vec<u32>,
+    /// Children journaled because they carry a set numasched gave their parent.
+    pub adopted: Vec<u32>,
     /// Processes that stopped being managed, and what restoring them came to.
     pub released: Vec<(u32, String, Restored)>,
     /// Why a re-plan was made (empty if none).
@@ -306,28 +308,8 @@ impl<K: Kernel> Engine<K> {
         if self.epoch % SWEEP_EVERY == 0 {
             self.actuator.forget_gone(&obs.snapshot);
         }
-        // Children forked since carry numasched's set: journal them before a crash
-        // could leave them narrowed with nothing to undo it. A parent numasched
-        // placed exited and left its children to init: the set they carry was chosen
-        // for it, so it goes.
         let tasks_changed = !self.scanner.no_task_came_or_went();
-        for (pid, r) in self.actuator.follow_forks(tasks_changed) {
-            self.report_restored(
-                pid,
-                "left by a placed parent that exited",
-                r,
-                unix,
-                &mut rep,
-            );
-        }
-        let written = save_if_changed(
-            &mut self.journal_file,
-            &mut self.saved,
-            self.actuator.journal(),
-        );
-        if let Err(e) = written {
-            rep.notes.push(e.to_string());
-        }
+        rep.adopted = self.follow_forks(tasks_changed, None, unix, &mut rep);
         self.last_seen = std::mem::take(&mut obs.snapshot.processes);
         self.last_chars = chars;
         Ok(rep)
@@ -704,6 +686,48 @@ impl<K: Kernel> Engine<K> {
         }
         let r = self.actuator.restore(key.pid);
         self.report_restored(key.pid, why, r, unix, rep);
+    }
+
+    /// Children forked since carry numasched's set: they are journaled before a crash
+    /// could leave them narrowed with nothing to undo it. A parent numasched placed
+    /// exited and left its children to init: the set they carry was chosen for it, so
+    /// it goes. Then the journal is written if it changed. Every epoch ends with this,
+    /// and the daemon runs it between epochs when the proc connector reports a fork or
+    /// an exit of a journaled process (`between`: the processes that forked). Returns
+    /// the pids newly journaled.
+    pub fn follow_forks(
+        &mut self,
+        tasks_changed: bool,
+        between: Option<&[u32]>,
+        unix: i64,
+        rep: &mut EpochReport,
+    ) -> Vec<u32> {
+        let before: HashSet<u32> = self.actuator.journal().pids().into_iter().collect();
+        for (pid, r) in self.actuator.follow_forks(tasks_changed, between) {
+            self.report_restored(pid, "left by a placed parent that exited", r, unix, rep);
+        }
+        let adopted = self
+            .actuator
+            .journal()
+            .pids()
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        let written = save_if_changed(
+            &mut self.journal_file,
+            &mut self.saved,
+            self.actuator.journal(),
+        );
+        if let Err(e) = written {
+            rep.notes.push(e.to_string());
+        }
+        adopted
+    }
+
+    /// The processes the journal names: the ones whose forks and exits matter between
+    /// epochs.
+    pub fn journaled(&self) -> Vec<u32> {
+        self.actuator.journal().pids()
     }
 
     /// A restore shows among the decisions (unless there was nothing to restore),

@@ -13,6 +13,8 @@
 //! - [`recovery`]: the journal on disk, so a restart after SIGKILL undoes what the
 //!   killed daemon changed.
 //! - [`engine`]: one epoch, on any kernel and procfs (tests use fakes).
+//! - [`forks`]: between epochs, forks and exits of placed processes from the kernel's
+//!   proc connector, followed at once and rate-limited.
 //! - [`assemble`]: the engine on the live system; [`service`]: the loop, signals and
 //!   shutdown; [`socket`] and [`status`]: what `numasched status` asks and gets.
 //! - [`nodes`]: the per-node picture (load, memory, LLC pressure) of `status`.
@@ -25,6 +27,7 @@ pub mod clock;
 pub mod config;
 pub mod conns;
 pub mod engine;
+pub mod forks;
 pub mod glob;
 pub mod jobs;
 pub mod logging;

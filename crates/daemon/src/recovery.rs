@@ -352,8 +352,8 @@ pub fn recover<K: Kernel>(kernel: &K, file: &mut JournalFile) -> Result<Recovere
     let me = std::process::id();
     let protected = |pid| pid <= 2 || pid == me;
     let mut orphans = Orphans::default();
-    orphans.find(kernel, &mut journal, protected, true);
-    undo::adopt_descendants(kernel, &mut journal, protected);
+    orphans.find(kernel, &mut journal, protected, true, true);
+    undo::adopt_descendants(kernel, &mut journal, None, protected);
     let restored = undo::restore_all(kernel, &mut journal);
     if journal.is_empty() {
         file.remove()?;

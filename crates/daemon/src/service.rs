@@ -24,11 +24,13 @@ use super::assemble::Built;
 use super::clock::unix_now;
 use super::config::Options;
 use super::engine::EpochReport;
+use super::forks::{thread_cpu_time, Follower};
 use super::metrics::{BoundMetrics, MetricsServer};
 use super::privileges;
 use super::socket::{Bound, Server, Shared};
 use super::status_board::{Board, Wake};
 use numasched_linux::apply::{Action, Restored};
+use numasched_linux::observe::proc_events::monotonic_ns;
 
 /// What ends the loop.
 pub enum Until {
@@ -112,6 +114,7 @@ pub fn serve(
     // recovery would undo it).
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2])?;
     let (tx, rx) = mpsc::channel();
+    let tx_forks = tx.clone();
     let shared: Shared = Arc::new(Board::new(tx.clone()));
     let Listeners { socket, metrics } = listeners;
     // Start-up is done: what may need more (binding, the journal's recovery) is behind
@@ -157,18 +160,32 @@ pub fn serve(
         }
         None => None,
     };
+    let follower = start_follower(&mut built, tx_forks);
     let started = unix_now();
     let clock = Instant::now();
     let mut problems = Dedup::default();
     let mut notes = Dedup::default();
+    // Passes between epochs have their own, or an empty pass would make the epoch's
+    // standing problems look new again.
+    let mut pass_notes = Dedup::default();
     let mut lost_lock: Option<std::path::PathBuf> = None;
-    let ended = loop {
+    let ended = 'epochs: loop {
         let t0 = Instant::now();
+        if let Some(f) = &follower {
+            f.begin();
+        }
         match built
             .engine
             .epoch(clock.elapsed().as_secs_f64(), unix_now())
         {
-            Ok(rep) => log_epoch(&rep, &mut problems, &mut notes, t0.elapsed()),
+            Ok(rep) => {
+                log_epoch(&rep, &mut problems, &mut notes, t0.elapsed());
+                if let Some(f) = &follower {
+                    // The epoch's cost does not space the passes: that is the
+                    // interval's job.
+                    log_followed(f, &built, Duration::ZERO, &rep.adopted);
+                }
+            }
             // procfs itself unreadable: nothing to decide on; try again next epoch.
             Err(e) => warn!("observation failed: {e}"),
         }
@@ -184,9 +201,25 @@ pub fn serve(
                 break Some(Ended::Exited(status));
             }
         }
-        let mut publish = || publish(&shared, &built, opts, started, took);
-        if let Some(e) = wait(&rx, t0 + opts.interval, &mut until, &mut publish)? {
-            break Some(e);
+        let deadline = t0 + opts.interval;
+        loop {
+            // A fork or exit to follow waits for the pass's spacing, never past the
+            // epoch, which follows them itself.
+            let due = follower
+                .as_ref()
+                .filter(|f| f.pending())
+                .map(|f| f.next_pass_at().unwrap_or(t0).max(t0));
+            let until_next = due.map_or(deadline, |d| d.min(deadline));
+            let mut publish = || publish(&shared, &built, opts, started, took);
+            match wait(&rx, until_next, &mut until, &mut publish)? {
+                Waited::Ended(e) => break 'epochs Some(e),
+                Waited::Tasks => continue,
+                Waited::Deadline if Instant::now() >= deadline => break,
+                Waited::Deadline => {}
+            }
+            if let Some(f) = follower.as_ref().filter(|f| f.pending()) {
+                follow_pass(f, &mut built, &mut pass_notes);
+            }
         }
     };
     shutdown(&mut built);
@@ -199,18 +232,70 @@ pub fn serve(
     }
 }
 
+/// What ended a wait.
+enum Waited {
+    Deadline,
+    /// The connector reported a fork or exit to follow.
+    Tasks,
+    /// The loop must end.
+    Ended(Ended),
+}
+
+/// The proc connector's thread, where the daemon subscribed (see [`super::forks`]).
+fn start_follower(built: &mut Built, tx: mpsc::Sender<Wake>) -> Option<Arc<Follower>> {
+    let events = built.proc_events.take()?;
+    match Follower::start(events, tx) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            warn!("proc connector: cannot start its thread ({e}); forks are found by each epoch's poll");
+            None
+        }
+    }
+}
+
+/// A pass between epochs: the forks and exits the connector reported, followed now.
+fn follow_pass(f: &Follower, built: &mut Built, notes: &mut Dedup) {
+    let (t, cpu) = (Instant::now(), thread_cpu_time());
+    let parents = f.begin();
+    let mut rep = EpochReport::default();
+    let adopted = built
+        .engine
+        .follow_forks(true, Some(&parents), unix_now(), &mut rep);
+    log_released(&rep, notes);
+    debug!(
+        journaled = adopted.len(),
+        given_back = rep.released.len(),
+        ms = t.elapsed().as_secs_f64() * 1e3,
+        "forks and exits followed between epochs"
+    );
+    log_followed(f, built, thread_cpu_time().saturating_sub(cpu), &adopted);
+}
+
+/// Logs how long after its fork each child was journaled (at debug: a fork bomb
+/// would flood the log otherwise), and hands the pass's end to the follower.
+fn log_followed(f: &Follower, built: &Built, cost: Duration, adopted: &[u32]) {
+    let journaled = built.engine.journaled();
+    for (pid, late) in f.end(Instant::now(), cost, journaled, adopted, monotonic_ns()) {
+        debug!(
+            pid,
+            ms = late.as_secs_f64() * 1e3,
+            "fork followed: journaled with the set its parent was given"
+        );
+    }
+}
+
 /// Waits until `deadline`, handling signals and building the status when a reader
-/// asks (`publish`); `Some` when the loop must end.
+/// asks (`publish`).
 fn wait(
     rx: &mpsc::Receiver<Wake>,
     deadline: Instant,
     until: &mut Until,
     publish: &mut dyn FnMut(),
-) -> anyhow::Result<Option<Ended>> {
+) -> anyhow::Result<Waited> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Ok(None);
+            return Ok(Waited::Deadline);
         }
         let sig = match rx.recv_timeout(left) {
             Ok(Wake::Signal(s)) => s,
@@ -218,16 +303,17 @@ fn wait(
                 publish();
                 continue;
             }
-            Err(RecvTimeoutError::Timeout) => return Ok(None),
+            Ok(Wake::Tasks) => return Ok(Waited::Tasks),
+            Err(RecvTimeoutError::Timeout) => return Ok(Waited::Deadline),
             Err(RecvTimeoutError::Disconnected) => {
                 std::thread::sleep(left);
-                return Ok(None);
+                return Ok(Waited::Deadline);
             }
         };
         match (sig, &mut *until) {
             (SIGTERM | SIGINT, Until::Signal) => {
                 info!(signal = sig, "stopping");
-                return Ok(Some(Ended::Signal(sig)));
+                return Ok(Waited::Ended(Ended::Signal(sig)));
             }
             (SIGTERM | SIGINT | SIGHUP | SIGUSR1 | SIGUSR2, Until::Exit(child)) => {
                 // The command decides what a signal means; numasched stays until it
@@ -244,7 +330,7 @@ fn wait(
             }
             (SIGCHLD, Until::Exit(child)) => {
                 if let Some(status) = child.try_wait()? {
-                    return Ok(Some(Ended::Exited(status)));
+                    return Ok(Waited::Ended(Ended::Exited(status)));
                 }
             }
             (SIGHUP, Until::Signal) => {
@@ -298,9 +384,7 @@ fn log_epoch(rep: &EpochReport, problems: &mut Dedup, notes: &mut Dedup, took: D
     for p in problems.fresh(&rep.problems) {
         warn!("{p}");
     }
-    for n in notes.fresh(&rep.notes) {
-        warn!("{n}");
-    }
+    log_released(rep, notes);
     for pid in &rep.uncharacterised {
         info!(
             pid,
@@ -309,9 +393,6 @@ fn log_epoch(rep: &EpochReport, problems: &mut Dedup, notes: &mut Dedup, took: D
     }
     for a in &rep.advice {
         info!("{a}");
-    }
-    for (pid, why, r) in &rep.released {
-        info!(pid, "released ({why}): {r}");
     }
     if !rep.waiting.is_empty() {
         debug!(reasons = %rep.waiting.join("; "), "re-plan waits for the hysteresis interval");
@@ -340,6 +421,16 @@ fn log_epoch(rep: &EpochReport, problems: &mut Dedup, notes: &mut Dedup, took: D
             Action::Failed => warn!("{line}"),
             _ => info!("{line}"),
         }
+    }
+}
+
+/// What an epoch, or a pass following forks, gave back and could not write.
+fn log_released(rep: &EpochReport, notes: &mut Dedup) {
+    for n in notes.fresh(&rep.notes) {
+        warn!("{n}");
+    }
+    for (pid, why, r) in &rep.released {
+        info!(pid, "released ({why}): {r}");
     }
 }
 

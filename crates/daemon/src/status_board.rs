@@ -19,6 +19,8 @@ pub enum Wake {
     Signal(i32),
     /// A reader wants the status of the last epoch.
     Status,
+    /// A journaled process forked or exited (see [`super::forks`]).
+    Tasks,
 }
 
 /// A board of [`DaemonStatus`]es; generic only so that tests can post numbers.

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use numasched_model::topology::NodeId;
 use numasched_model::CpuSet;
 use numasched_model::Snapshot;
-use numasched_policy::crowded::{excess, CROWDED};
+use numasched_policy::crowded::is_crowded;
 use numasched_policy::granularity::IDLE_DEMAND;
 
 use numasched_model::ProcessKey;
@@ -112,7 +112,7 @@ impl Trigger {
         self.crowded = others
             .keys()
             .copied()
-            .filter(|&c| excess(topo, others, c) >= CROWDED)
+            .filter(|&c| is_crowded(topo, others, c))
             .collect();
         self.taken = snapshot.others_taken.clone();
         let before = std::mem::take(&mut self.at_plan);
@@ -244,7 +244,7 @@ impl Trigger {
     fn crowding(&self, snapshot: &Snapshot, harms: &mut Vec<String>) {
         let (topo, others) = (&snapshot.topology, &snapshot.others_pinned);
         for (&c, &b) in others {
-            if excess(topo, others, c) >= CROWDED && !self.crowded.contains(c) {
+            if is_crowded(topo, others, c) && !self.crowded.contains(c) {
                 harms.push(format!("others' pinned work crowds CPU {c} ({b:.1} CPUs)"));
             }
         }

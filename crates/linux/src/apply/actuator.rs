@@ -334,7 +334,7 @@ impl<K: Kernel> Actuator<K> {
     pub fn restore_all(&mut self) -> Vec<(u32, Restored)> {
         let protected = self.protection();
         self.orphans
-            .find(&self.kernel, &mut self.journal, protected, true);
+            .find(&self.kernel, &mut self.journal, protected, true, true);
         self.adopt_descendants();
         undo::restore_all(&self.kernel, &mut self.journal)
     }
@@ -347,18 +347,29 @@ impl<K: Kernel> Actuator<K> {
     /// when the caller knows no task was created or exited since the last call,
     /// skips both walks: with no fork there is no new child, and with no exit no
     /// orphan. (The walk reads at least two files per journaled process, the search
-    /// one per thread of init.)
-    pub fn follow_forks(&mut self, tasks_changed: bool) -> Vec<(u32, Restored)> {
+    /// one per thread of init.) `between`: a pass between epochs, started by forks of
+    /// these journaled processes (or exits) the proc connector reported; the walk
+    /// starts from them alone.
+    pub fn follow_forks(
+        &mut self,
+        tasks_changed: bool,
+        between: Option<&[u32]>,
+    ) -> Vec<(u32, Restored)> {
         if self.config.dry_run {
             return Vec::new();
         }
         if tasks_changed {
-            self.adopt_descendants();
+            let protected = self.protection();
+            undo::adopt_descendants(&self.kernel, &mut self.journal, between, protected);
         }
         let protected = self.protection();
-        let found = self
-            .orphans
-            .find(&self.kernel, &mut self.journal, protected, tasks_changed);
+        let found = self.orphans.find(
+            &self.kernel,
+            &mut self.journal,
+            protected,
+            tasks_changed,
+            between.is_none(),
+        );
         if found.is_empty() {
             return Vec::new();
         }
@@ -398,7 +409,7 @@ impl<K: Kernel> Actuator<K> {
             return 0;
         }
         let protected = self.protection();
-        undo::adopt_descendants(&self.kernel, &mut self.journal, protected)
+        undo::adopt_descendants(&self.kernel, &mut self.journal, None, protected)
     }
 
     /// The parent's original affinity when `p`'s affinity (`main`) is exactly what
@@ -1279,14 +1290,14 @@ mod tests {
         let k = kernel(&[(1, 1), (100, 1)]);
         let mut a = actuator(k);
         a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
-        assert!(a.follow_forks(false).is_empty());
+        assert!(a.follow_forks(false, None).is_empty());
         assert_eq!(a.journal().get(100, 100).and_then(|e| e.session), Some(100));
         a.kernel().fork(100, 150, 150); // carries {0}
         a.kernel().exit(100);
         // The caller's word: nothing came or went, so nothing is looked for.
-        assert!(a.follow_forks(false).is_empty());
+        assert!(a.follow_forks(false, None).is_empty());
         assert!(a.journal().get(150, 150).is_none());
-        let r = a.follow_forks(true);
+        let r = a.follow_forks(true, None);
         assert_eq!(r.len(), 1, "{r:?}");
         assert_eq!(r[0].0, 150);
         assert_eq!(a.kernel().affinity_of(150, 150), Some(vec![0, 1].into()));
@@ -1300,7 +1311,7 @@ mod tests {
         let k = kernel(&[(1, 1), (100, 1)]);
         let mut a = actuator(k);
         a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
-        assert!(a.follow_forks(true).is_empty());
+        assert!(a.follow_forks(true, None).is_empty());
         a.kernel().fork(100, 150, 150); // carries {0}
         a.kernel().exit(100);
         a.kernel().fork(150, 160, 160); // so does its child

@@ -51,15 +51,18 @@ impl Orphans {
     /// per pass: the lineages are brought up to date with the journal first, even
     /// when the caller knows no task came or went (`tasks_changed: false`) and
     /// there is nothing to search for, so a process placed now is known by its
-    /// session before it exits.
+    /// session before it exits. `epoch: false` (a pass between epochs, see the
+    /// daemon's `forks`) does not age departed lineages: [`DEPARTED_PASSES`] counts
+    /// epochs, however many passes run between them.
     pub fn find<K: Kernel + ?Sized>(
         &mut self,
         kernel: &K,
         journal: &mut Journal,
         protected: impl Fn(u32) -> bool,
         tasks_changed: bool,
+        epoch: bool,
     ) -> Vec<u32> {
-        self.refresh(kernel, journal);
+        self.refresh(kernel, journal, epoch);
         if !tasks_changed {
             return Vec::new();
         }
@@ -71,9 +74,9 @@ impl Orphans {
     /// entry, so a daemon that restarts knows it after the process is gone; one that
     /// exited before it could be read has no lineage, and its orphans are left as
     /// they are.
-    fn refresh<K: Kernel + ?Sized>(&mut self, kernel: &K, journal: &mut Journal) {
+    fn refresh<K: Kernel + ?Sized>(&mut self, kernel: &K, journal: &mut Journal, age: bool) {
         for (pid, l) in &mut self.lineages {
-            if journal.get(*pid, l.start_time).is_none() {
+            if age && journal.get(*pid, l.start_time).is_none() {
                 l.gone_for += 1;
             }
         }
@@ -195,7 +198,7 @@ mod tests {
     }
 
     fn orphans(k: &FakeKernel, j: &mut Journal, o: &mut Orphans) -> Vec<u32> {
-        o.find(k, j, |pid| pid <= 2, true)
+        o.find(k, j, |pid| pid <= 2, true, true)
     }
 
     #[test]
@@ -236,7 +239,7 @@ mod tests {
         k.exit(20);
         j.forget(20);
         for _ in 0..DEPARTED_PASSES - 1 {
-            o.refresh(&k, &mut j);
+            o.refresh(&k, &mut j, true);
         }
         assert_eq!(orphans(&k, &mut j, &mut o), vec![30]);
     }
@@ -249,7 +252,7 @@ mod tests {
         k.exit(20);
         j.forget(20);
         for _ in 0..=DEPARTED_PASSES {
-            o.refresh(&k, &mut j);
+            o.refresh(&k, &mut j, true);
         }
         k.add(30, 300, 1, &[0]);
         k.with_proc(30, |p| p.session = 10);
@@ -289,7 +292,7 @@ mod tests {
         let (k, mut j) = machine();
         let mut o = Orphans::default();
         k.fork(20, 30, 200);
-        assert_eq!(undo::adopt_descendants(&k, &mut j, |p| p <= 2), 1);
+        assert_eq!(undo::adopt_descendants(&k, &mut j, None, |p| p <= 2), 1);
         orphans(&k, &mut j, &mut o);
         k.exit(20);
         assert_eq!(orphans(&k, &mut j, &mut o), vec![30]);

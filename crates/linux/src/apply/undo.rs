@@ -144,14 +144,24 @@ pub fn restore<K: Kernel + ?Sized>(kernel: &K, journal: &mut Journal, pid: u32) 
 /// a crash, whether or not it is ever managed itself. Its original is the parent's
 /// original. A child that set its own affinity is its own, and is left out. Runs
 /// every epoch; grandchildren are found through children adopted earlier in the
-/// same walk. Returns how many processes were adopted.
+/// same walk. `roots`, when given, are the journaled processes known to have forked
+/// (the proc connector said so): the walk starts from them alone, not from every
+/// journaled process. Returns how many processes were adopted.
 pub fn adopt_descendants<K: Kernel + ?Sized>(
     kernel: &K,
     journal: &mut Journal,
+    roots: Option<&[u32]>,
     protected: impl Fn(u32) -> bool,
 ) -> usize {
     let mut adopted = 0;
-    let mut queue: Vec<u32> = journal.pids();
+    let mut queue: Vec<u32> = match roots {
+        Some(r) => r
+            .iter()
+            .copied()
+            .filter(|&p| journal.entry(p).is_some())
+            .collect(),
+        None => journal.pids(),
+    };
     let mut seen: std::collections::HashSet<u32> = queue.iter().copied().collect();
     while let Some(parent) = queue.pop() {
         let Some(entry) = journal.entry(parent).filter(|e| e.applied.is_some()) else {

@@ -20,6 +20,8 @@
 //! - [`cpu_time`]: how busy each CPU was (`/proc/stat`), so the work of processes the
 //!   scan does not select still counts against the CPUs it occupies.
 //! - [`pids`]: the procfs root's pids, listed again only when the set can have changed.
+//! - [`proc_events`]: the kernel's process events connector (fork, exec, exit as they
+//!   happen), where the daemon may subscribe.
 //! - [`counters`]: per-process hardware counter deltas behind a trait, for MPKI.
 //! - `fakeproc`: a fake procfs tree for tests and benchmarks (the `testing` feature).
 //! - [`resctrl`]: memory bandwidth per resctrl monitoring group (MBM), and per process.
@@ -59,6 +61,7 @@ pub mod others;
 pub mod pids;
 pub mod printable;
 pub mod proc;
+pub mod proc_events;
 pub mod resctrl;
 pub mod scan;
 pub mod scan_config;

@@ -18,13 +18,13 @@ pub struct Sensor {
 }
 
 impl Sensor {
-    fn yes(detail: impl Into<String>) -> Sensor {
+    pub fn yes(detail: impl Into<String>) -> Sensor {
         Sensor {
             available: true,
             detail: detail.into(),
         }
     }
-    fn no(detail: impl Into<String>) -> Sensor {
+    pub fn no(detail: impl Into<String>) -> Sensor {
         Sensor {
             available: false,
             detail: detail.into(),
@@ -49,6 +49,10 @@ pub struct Sensors {
     pub numa_balancing: Option<u32>,
     /// Resident pages per node per process.
     pub numa_maps: Sensor,
+    /// Forks and exits as they happen (see [`super::proc_events`]); `None` where no
+    /// subscription was tried (`plan`), which polls anyway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proc_connector: Option<Sensor>,
 }
 
 /// Where detection looks; tests point these at fake trees.
@@ -103,6 +107,7 @@ impl Sensors {
             numa_hinting_faults,
             numa_balancing,
             numa_maps: numa_maps_sensor(&roots.proc, roots.probe_pid),
+            proc_connector: None,
         }
     }
 
@@ -115,13 +120,18 @@ impl Sensors {
                 s.detail
             )
         };
-        format!(
+        let mut line = format!(
             "sensors: {}; {}; {}; {}",
             one("hardware counters", &self.hardware_counters),
             one("resctrl", &self.resctrl),
             one("NUMA hinting faults", &self.numa_hinting_faults),
             one("numa_maps", &self.numa_maps),
-        )
+        );
+        if let Some(c) = &self.proc_connector {
+            line.push_str("; ");
+            line.push_str(&one("proc connector", c));
+        }
+        line
     }
 
     /// What a scan should read: `sched` only when NUMA balancing makes its fault
