@@ -7,9 +7,9 @@
 //! narrowed with no journal entry naming it. With the connector the daemon follows
 //! them within milliseconds.
 //!
-//! Subscribing needs CAP_NET_ADMIN in the initial network namespace; containers and
-//! unprivileged `run` are refused, and the daemon then polls as before (its sensors
-//! line says which). Only messages the kernel sent are taken (sender port 0): a local
+//! Subscribing works only from the initial namespaces, and needed CAP_NET_ADMIN
+//! before Linux 6.6 (any user may since). A container is refused, and the daemon then
+//! polls as before (its sensors line says which). Only messages the kernel sent are taken (sender port 0): a local
 //! process can address a netlink socket, but cannot pose as the kernel.
 
 use std::io;
