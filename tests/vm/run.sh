@@ -290,7 +290,7 @@ run_guest() {
     -kernel "$cache/vmlinuz" -initrd "$out/initrd-$name.gz" \
     -append "console=ttyS0 panic=-1 quiet" \
     -nographic -no-reboot -net none </dev/null 2>&1 |
-    tr -d '\r' | sed -u -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g' -e 's/\x1bc//g' |
+    sed -u -e 's/\r//g' -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g' -e 's/\x1bc//g' |
     tee "$out/$name.log" | sed -u "s/^/[$name] /" || rc=$?
   t1=$(date +%s.%N)
   rm -f "$out/initrd-$name.gz"

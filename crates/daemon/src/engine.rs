@@ -702,17 +702,10 @@ impl<K: Kernel> Engine<K> {
         unix: i64,
         rep: &mut EpochReport,
     ) -> Vec<u32> {
-        let before: HashSet<u32> = self.actuator.journal().pids().into_iter().collect();
-        for (pid, r) in self.actuator.follow_forks(tasks_changed, between) {
+        let followed = self.actuator.follow_forks(tasks_changed, between);
+        for (pid, r) in followed.restored {
             self.report_restored(pid, "left by a placed parent that exited", r, unix, rep);
         }
-        let adopted = self
-            .actuator
-            .journal()
-            .pids()
-            .into_iter()
-            .filter(|p| !before.contains(p))
-            .collect();
         let written = save_if_changed(
             &mut self.journal_file,
             &mut self.saved,
@@ -721,7 +714,7 @@ impl<K: Kernel> Engine<K> {
         if let Err(e) = written {
             rep.notes.push(e.to_string());
         }
-        adopted
+        followed.adopted
     }
 
     /// The processes the journal names: the ones whose forks and exits matter between

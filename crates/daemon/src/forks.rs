@@ -18,6 +18,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use nix::time::{clock_gettime, ClockId};
 use numasched_linux::observe::proc_events::{Event, ProcEvents};
 use tracing::warn;
 
@@ -51,15 +52,7 @@ struct Fork {
 
 /// CPU time of the calling thread: what a pass costs.
 pub fn thread_cpu_time() -> Duration {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime(2) writes one timespec we own.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+    clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID).map_or(Duration::ZERO, Duration::from)
 }
 
 /// What the connector's thread and the loop share.

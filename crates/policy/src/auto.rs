@@ -10,12 +10,17 @@
 //!      + κ/T  · Σ_p (np_p − 1) · Σ_{q≠p on p's LLC} c_q          shared bandwidth
 //!      + κc/T · Σ_p (np_p − 1) · r_p · Σ_{q≠p on p's LLC} r_q c_q  shared capacity
 //!      + κ/T  · Σ_p remote (np_p − 1) · (Λ_hn(p) − m_p)          others on p's link
+//!      + Σ_l n_l · g(W_l, C_l)                                      time-sharing
 //! ```
 //! `f_p` is the distance-scaled remote factor ([`super::locality`]), `m_p` its misses per
 //! kilo-instruction, `c_p = m_p · f_p` the pressure it puts on its LLC (N-MASS's
 //! `MPKI · np`), `r_p` its cache reuse (the fraction of its misses more cache would
 //! remove: near 0 for streaming programs), `Λ_hn` the misses crossing from memory node h
-//! to running node n, and `T` N-MASS's THRESHOLD. The reading: a program hurts from
+//! to running node n, and `T` N-MASS's THRESHOLD. `W_l` is the CPUs' worth of work on
+//! LLC l (the processes' demand and others' pinned work), `C_l` its CPUs and `n_l` the
+//! processes sharing it; `g` is how much longer a thread runs once busy threads
+//! outnumber CPUs, with whole threads per CPU as the kernel keeps them
+//! ([`timeshare_per_thread`]): a physical term, not fitted. The reading: a program hurts from
 //! others' traffic in proportion to how memory-latency bound it is, which is what
 //! `np − 1` measures, and at THRESHOLD the queueing costs it about one remote hop (κ = 1);
 //! two programs that both reuse the cache also evict each other's working sets, which
@@ -31,7 +36,8 @@
 //! programs are not split at the price of their locality, and when every core is taken a
 //! memory-bound process can still trade places with a compute-bound one on the quiet
 //! node — things the published rule cannot do. The search is first-improvement over
-//! single moves to a free CPU and over swaps of the heaviest processes of a hotter LLC
+//! single moves to a free CPU (or, from an LLC with more work than CPUs, to the LLCs
+//! with the least work per CPU) and over swaps of the heaviest processes of a hotter LLC
 //! with the lightest of a cooler one, from the maximum-local mapping; every accepted step
 //! lowers the cost, so it terminates, and a pass limit bounds it. Everything it needs is
 //! in the snapshot (MPKI, penalty, cache reuse, SLIT distances, LLC domains), none of it
@@ -204,6 +210,10 @@ impl Auto {
                 None => 0.0,
             })
             .collect();
+        // Who time-shared its LLC at the start, and how much longer that made it run.
+        let start_timeshare: Vec<f64> = (0..layout.cpus.len())
+            .map(|i| search.timeshare_cost(i))
+            .collect();
         search.improve(&mut layout);
         let topo = &snapshot.topology;
         let node_of = |l: usize| topo.nodes()[topo.llcs()[l].node].id;
@@ -216,6 +226,18 @@ impl Auto {
                      with its memory local",
                     node_of(b),
                     100.0 * search.contention_cost(i),
+                ),
+                (Some(a), Some(b)) if a != b && start_timeshare[i] > 0.0 => format!(
+                    "LLC {b} (node {}) rather than LLC {a} (node {}), where the most local \
+                     start put it and busy threads outnumber the CPUs (each runs {:.0}% longer): \
+                     estimated slowdown {:.1}% remote + {:.1}% contention + {:.1}% \
+                     time-sharing, lower in total",
+                    node_of(b),
+                    node_of(a),
+                    100.0 * start_timeshare[i],
+                    100.0 * search.remote_cost(i),
+                    100.0 * search.contention_cost(i),
+                    100.0 * search.timeshare_cost(i),
                 ),
                 (Some(a), Some(b)) if a != b && start_shared[i] > 0.0 => format!(
                     "LLC {b} (node {}) rather than LLC {a} (node {}), the most local choice, \
@@ -272,6 +294,14 @@ struct Search<'p> {
     link: Vec<f64>,
     link_sens: Vec<f64>,
     link_sens_m: Vec<f64>,
+    /// Per process: CPUs' worth of work it needs.
+    demand: Vec<f64>,
+    /// Per LLC: its CPUs, the CPUs' worth of work on it (ours and others' pinned work)
+    /// and how many processes share it (a group over several LLCs counts in each by
+    /// its share), for the time-sharing term.
+    cap: Vec<f64>,
+    load: Vec<f64>,
+    sharers: Vec<f64>,
 }
 
 impl<'p> Search<'p> {
@@ -318,7 +348,22 @@ impl<'p> Search<'p> {
             link: vec![0.0; nodes * nodes],
             link_sens: vec![0.0; nodes * nodes],
             link_sens_m: vec![0.0; nodes * nodes],
+            demand: snap
+                .processes
+                .iter()
+                .map(|p| p.cpu_demand.max(0.0).min(p.threads.max(1) as f64))
+                .collect(),
+            cap: (0..llcs)
+                .map(|l| topo.llc_cpu_indices(l).len() as f64)
+                .collect(),
+            load: vec![0.0; llcs],
+            sharers: vec![0.0; llcs],
         };
+        for (cpu, busy) in &snap.others_pinned {
+            if let Some(c) = topo.cpu(*cpu) {
+                s.load[c.llc] += busy.max(0.0);
+            }
+        }
         for i in 0..n {
             match s.llc[i] {
                 Some(l) => s.enter(i, l, 1.0),
@@ -329,10 +374,37 @@ impl<'p> Search<'p> {
                         let c = topo.cpus()[cpu];
                         s.pressure[c.llc] += s.misses[i] * s.f(i, c.node) / k;
                     }
+                    // Their threads are given whole LLCs and the kernel balances them
+                    // over those: their work is spread by the LLCs' sizes.
+                    let mut spanned: Vec<usize> =
+                        layout.cpus[i].iter().map(|&c| topo.cpus()[c].llc).collect();
+                    spanned.sort_unstable();
+                    spanned.dedup();
+                    let total: f64 = spanned.iter().map(|&l| s.cap[l]).sum();
+                    for &l in &spanned {
+                        let share = s.cap[l] / total.max(1.0);
+                        s.load[l] += s.demand[i] * share;
+                        s.sharers[l] += share;
+                    }
                 }
             }
         }
         s
+    }
+
+    /// What time-sharing costs the processes on LLC `l`, summed over them: see
+    /// [`timeshare_per_thread`].
+    fn timeshare_term(&self, l: usize) -> f64 {
+        self.sharers[l] * timeshare_per_thread(self.load[l], self.cap[l])
+    }
+
+    fn timeshare_cost(&self, i: usize) -> f64 {
+        self.llc[i].map_or(0.0, |l| timeshare_per_thread(self.load[l], self.cap[l]))
+    }
+
+    /// Whether LLC `l` has more work than CPUs.
+    fn oversubscribed(&self, l: usize) -> bool {
+        self.load[l] > self.cap[l] + 1e-6
     }
 
     fn f(&self, i: usize, node: usize) -> f64 {
@@ -355,6 +427,8 @@ impl<'p> Search<'p> {
             self.link_sens[k] += sign * self.sens[i];
             self.link_sens_m[k] += sign * self.sens[i] * self.misses[i];
         }
+        self.load[l] += sign * self.demand[i];
+        self.sharers[l] += sign;
     }
 
     fn link_key(&self, i: usize, node: usize) -> Option<usize> {
@@ -411,7 +485,8 @@ impl<'p> Search<'p> {
         let remote: f64 = procs.items().iter().map(|&i| self.remote_cost(i)).sum();
         let llc: f64 = llcs.items().iter().map(|&l| self.llc_term(l)).sum();
         let link: f64 = links.items().iter().map(|&k| self.link_term(k)).sum();
-        remote + self.scale() * (llc + link)
+        let shared: f64 = llcs.items().iter().map(|&l| self.timeshare_term(l)).sum();
+        remote + self.scale() * (llc + link) + shared
     }
 
     /// Moves each of `moves` (process, destination) and returns the change of cost.
@@ -469,20 +544,40 @@ impl<'p> Search<'p> {
             let cool = self.coolest_where(self.params.swap_candidates.max(1), |l| {
                 layout.occ.idle_cores_in_llc(l) > 0
             });
-            // Single moves to an LLC with free CPUs for the whole group.
+            let spare = self.least_loaded(self.params.swap_candidates.max(1));
+            // Single moves to an LLC with free CPUs for the whole group, or, for a
+            // process whose LLC has more work than CPUs, to one with less work per CPU.
             for i in 0..n {
                 let Some(from) = self.llc[i] else { continue };
-                let relief = smt_relief(layout, &masks[i], i, from);
+                let crowded = self.oversubscribed(from);
+                // Leaving a time-shared LLC frees no core: the time-sharing term counts
+                // what it saves.
+                let relief = if crowded {
+                    0.0
+                } else {
+                    smt_relief(layout, &masks[i], i, from)
+                };
                 let mut best: Option<(f64, usize)> = None;
                 let mut dests = Few::<16>::default();
-                for l in home_llcs[i].clone().chain(cool.iter().copied()) {
+                let spare_if_crowded = spare.iter().copied().filter(|_| crowded);
+                for l in home_llcs[i]
+                    .clone()
+                    .chain(cool.iter().copied())
+                    .chain(spare_if_crowded)
+                {
                     dests.insert(l);
                 }
+                let size = layout.cpus[i].len();
                 for &to in dests.items() {
-                    if to == from || room(layout, &masks[i], to) < layout.cpus[i].len() {
+                    if to == from {
                         continue;
                     }
-                    let delta = self.apply(&[(i, to)]) - relief;
+                    let idle = room(layout, &masks[i], to);
+                    if idle < size && !crowded {
+                        continue;
+                    }
+                    let sibling = self.sibling_cost(layout, &masks[i], to, size, idle);
+                    let delta = self.apply(&[(i, to)]) + sibling - relief;
                     self.shift(&[(i, from)]);
                     if delta < -EPS && best.is_none_or(|(d, _)| delta < d) {
                         best = Some((delta, to));
@@ -543,6 +638,37 @@ impl<'p> Search<'p> {
         }
     }
 
+    /// What a move of `size` threads into LLC `to`, which has `idle` idle cores for
+    /// it, costs on SMT cores: each thread that takes the free sibling of a busy core
+    /// slows both ([`SMT_SLOWDOWN`]), which no other term sees. Threads that land on
+    /// busy CPUs are time-sharing, which [`Self::timeshare_term`] counts.
+    fn sibling_cost(
+        &self,
+        layout: &Layout,
+        mask: &AllowedMask,
+        to: usize,
+        size: usize,
+        idle: usize,
+    ) -> f64 {
+        let topo = layout.topology();
+        let per_core = topo.num_cpus() / topo.cores().len().max(1);
+        if idle >= size || per_core < 2 {
+            return 0.0;
+        }
+        let free = layout.occ.free_count(mask.filter(topo.llc_cpu_indices(to)));
+        let siblings = free.saturating_sub(idle * per_core);
+        2.0 * SMT_SLOWDOWN * (size - idle).min(siblings) as f64
+    }
+
+    /// The `k` LLCs with the least work per CPU.
+    fn least_loaded(&self, k: usize) -> Vec<usize> {
+        let per_cpu = |l: usize| self.load[l] / self.cap[l].max(1.0);
+        let mut v: Vec<usize> = (0..self.load.len()).collect();
+        v.sort_by(|&a, &b| per_cpu(a).total_cmp(&per_cpu(b)).then(a.cmp(&b)));
+        v.truncate(k);
+        v
+    }
+
     /// The `k` LLCs with the least pressure.
     fn coolest(&self, k: usize) -> Vec<usize> {
         self.coolest_where(k, |_| true)
@@ -577,6 +703,23 @@ impl<'p> Search<'p> {
     fn sort_by_misses(&self, v: &mut [usize]) {
         v.sort_by(|&x, &y| self.misses[x].total_cmp(&self.misses[y]).then(x.cmp(&y)));
     }
+}
+
+/// How much longer, on average, each thread of `load` CPUs' worth of work runs on
+/// `cpus` CPUs than alone. The kernel keeps whole threads on CPUs: with `q` threads
+/// on every CPU and `r` CPUs holding one more, the threads' run times add up to
+/// `cpus·q² + r·(2q + 1)` against `load` alone (3 threads on 2 CPUs: one runs alone
+/// and two take turns, 5 against 3, where an even split would say 4.5). Interpolated
+/// between whole threads, so it is convex in the load and a move that only shuffles
+/// which CPU runs an odd thread gains nothing.
+fn timeshare_per_thread(load: f64, cpus: f64) -> f64 {
+    let cpus = cpus.max(1.0);
+    if load <= cpus {
+        return 0.0;
+    }
+    let q = (load / cpus).floor();
+    let r = load - q * cpus;
+    (cpus * q * q + r * (2.0 * q + 1.0)) / load - 1.0
 }
 
 /// A handful of distinct indices on the stack.
@@ -725,6 +868,68 @@ mod tests {
             moved.iter().all(|r| r.contains("at least 67%")),
             "{moved:?}"
         );
+    }
+
+    /// Whole threads per CPU: 3 on 2 CPUs cost 5 thread-times against 3 (one alone,
+    /// two in turns), 4 on 2 cost 8, and a fraction interpolates between them.
+    #[test]
+    fn time_sharing_counts_whole_threads_per_cpu() {
+        let total = |load: f64, cpus: f64| load * (1.0 + timeshare_per_thread(load, cpus));
+        assert_eq!(timeshare_per_thread(2.0, 2.0), 0.0);
+        assert_eq!(timeshare_per_thread(1.5, 4.0), 0.0);
+        assert!((total(3.0, 2.0) - 5.0).abs() < 1e-12);
+        assert!((total(4.0, 2.0) - 8.0).abs() < 1e-12);
+        assert!((total(3.5, 2.0) - 6.5).abs() < 1e-12);
+        // Moving a thread from 4-on-2 to 2-on-2 gains nothing: 3 + 3 cost what 4 + 2 do.
+        assert!((total(3.0, 2.0) * 2.0 - (total(4.0, 2.0) + total(2.0, 2.0))).abs() < 1e-12);
+    }
+
+    /// More busy threads than CPUs: an 8-thread group and six single-threaded
+    /// programs, all with memory on node 0 of a two-node machine of four CPUs per node.
+    /// The maximum-local start gives the group node 0 first and sends all six singles
+    /// to node 1, ten threads' worth on its four CPUs beside four on node 0's. Moving
+    /// singles back home costs no locality and shortens time-sharing, and the search
+    /// weighs that now: it stops where the two nodes carry the same work.
+    #[test]
+    fn time_sharing_is_balanced_between_caches() {
+        let topo = numasched_model::topology::spec::parse("2n:1l:4c:1t").expect("spec");
+        let mut wide = numasched_model::testkit::proc_on(100, "stream", 0, 20.0, 1.5);
+        wide.threads = 8;
+        wide.cpu_demand = 8.0;
+        let mut processes = vec![wide];
+        for k in 0..6 {
+            let mut p = numasched_model::testkit::proc_on(200 + k, "compute", 0, 0.1, 1.01);
+            p.cpu_demand = 1.0;
+            processes.push(p);
+        }
+        let s = Snapshot {
+            topology: topo.clone(),
+            processes,
+            others_pinned: Default::default(),
+            others_taken: Default::default(),
+        };
+        let start = maxlocal::place(&s);
+        let on_node = |cpus: &[usize]| topo.cpus()[cpus[0]].node;
+        let singles_on = |node: usize, cpus: &[Vec<usize>]| {
+            cpus[1..].iter().filter(|c| on_node(c) == node).count()
+        };
+        assert_eq!(
+            singles_on(1, &start.cpus),
+            6,
+            "the start this test is about"
+        );
+        let plan = Auto::default().plan(&s);
+        let home = plan.placements[1..]
+            .iter()
+            .filter(|pl| pl.nodes == [0])
+            .count();
+        assert_eq!(home, 3, "{plan:?}");
+        let back: Vec<&str> = plan.placements[1..]
+            .iter()
+            .filter(|pl| pl.reason.contains("busy threads outnumber the CPUs"))
+            .map(|pl| pl.reason.as_str())
+            .collect();
+        assert_eq!(back.len(), 3, "{plan:?}");
     }
 
     /// The caches a single move may go to are the quietest ones *with an idle core*:

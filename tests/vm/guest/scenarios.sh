@@ -97,6 +97,20 @@ wait_touched() {
   return 1
 }
 
+# Why load $1 (logging to $2) has not touched its memory: gone (with its last log line
+# and any out-of-memory kill the kernel logged) or still running with how much touched.
+untouched_why() {
+  if [ -d "/proc/$1" ]; then echo "still running with $(( $(total_pages "$1") / 256 )) MiB touched"; return; fi
+  echo "exited; its log: $(grep -v ' GB moved ' "$2" 2>/dev/null | tail -n 1); kernel: $(dmesg | grep -iE 'out of memory|oom-kill|killed process' | tail -n 1)"
+}
+
+# Free MiB on node $1 once the page cache is dropped (earlier scenarios' files and
+# loads leave it smaller than MemTotal: a bound load sized from the total can be killed).
+node_free_mib() {
+  sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null
+  awk '/MemFree/ { print int($4 / 1024) }' "/sys/devices/system/node/node$1/meminfo"
+}
+
 # CPU seconds used so far by $1: utime + stime, or utime alone with $2 = user. (Page
 # migration is copied by the kernel in the caller's context: it shows as stime.)
 cpu_seconds() {
@@ -660,7 +674,7 @@ run_case() {
   rm -f /tmp/case-load.log
   pid=$(LOAD_LOG=/tmp/case-load.log; LOAD_REPORT=1; start_stream "$MIGRATE_HOME" "$mib" 300 "" --touch-node)
   if ! wait_touched "$pid" "$mib"; then
-    CASE_ERR="load never touched its ${mib}M"; stop_pids $pid $hogs; return 1
+    CASE_ERR="load never touched its ${mib}M: $(untouched_why "$pid" /tmp/case-load.log)"; stop_pids $pid $hogs; return 1
   fi
   sleep 1
   trail "$mgr: load $pid touched its memory"
@@ -913,7 +927,7 @@ blind_case() {
     pids="$pids $pid"
   done
   for pid in $pids; do
-    wait_touched "$pid" "$mib" || { BLIND_ERR="load $pid never touched its ${mib}M"; stop_pids $pids; return 1; }
+    wait_touched "$pid" "$mib" || { BLIND_ERR="load $pid never touched its ${mib}M: $(untouched_why "$pid" /tmp/blind-load.log)"; stop_pids $pids; return 1; }
     /usr/bin/taskset -apc "$(commas "$CPUS_0")" "$pid" >/dev/null
   done
   sleep 1
@@ -969,12 +983,15 @@ blind_case() {
 }
 
 scenario_blind() {
-  local m mib rows="" node_mib why="" json=""
+  local m mib rows="" node_mib free_mib why="" json=""
   [ "$MIGRATE_HOME" != 0 ] || { echo "SKIP blind: needs a home node other than node 0"; return; }
-  # Two loads in 70% of the home node's memory, at most 320 MiB each (numad manages
-  # only processes over 300 MB, so on the smaller nodes it leaves them alone).
+  # Two loads in 70% of the home node's memory and 80% of what is free there, at most
+  # 320 MiB each (numad manages only processes over 300 MB, so on the smaller nodes it
+  # leaves them alone).
   node_mib=$(awk '/MemTotal/ { print int($4 / 1024) }' "/sys/devices/system/node/node$MIGRATE_HOME/meminfo")
-  mib=$(awk -v n="$node_mib" 'BEGIN { m = int(n * 0.7 / 2); if (m > 320) m = 320; print m }')
+  free_mib=$(node_free_mib "$MIGRATE_HOME")
+  mib=$(awk -v n="$node_mib" -v f="$free_mib" 'BEGIN { m = int(n * 0.7 / 2); if (m > int(f * 0.8 / 2)) m = int(f * 0.8 / 2); if (m > 320) m = 320; print m }')
+  say "node $MIGRATE_HOME: $node_mib MiB, $free_mib MiB free"
   for m in none autonuma numad numasched; do
     trail "blind: $m"
     if ! blind_case "$m" "$mib"; then echo "FAIL blind: case '$m': $BLIND_ERR"; return; fi

@@ -159,6 +159,14 @@ pub struct Actuator<K: Kernel> {
     orphans: Orphans,
 }
 
+/// What keeping up with forks and exits did: the descendants newly journaled (still
+/// journaled at the end), and the orphans given back with how that went.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Followed {
+    pub adopted: Vec<u32>,
+    pub restored: Vec<(u32, Restored)>,
+}
+
 /// One pass's migration time: a deadline all its moves share, and what they spent.
 #[derive(Debug, Clone, Copy)]
 struct StepClock {
@@ -350,17 +358,15 @@ impl<K: Kernel> Actuator<K> {
     /// one per thread of init.) `between`: a pass between epochs, started by forks of
     /// these journaled processes (or exits) the proc connector reported; the walk
     /// starts from them alone.
-    pub fn follow_forks(
-        &mut self,
-        tasks_changed: bool,
-        between: Option<&[u32]>,
-    ) -> Vec<(u32, Restored)> {
+    pub fn follow_forks(&mut self, tasks_changed: bool, between: Option<&[u32]>) -> Followed {
+        let mut followed = Followed::default();
         if self.config.dry_run {
-            return Vec::new();
+            return followed;
         }
         if tasks_changed {
             let protected = self.protection();
-            undo::adopt_descendants(&self.kernel, &mut self.journal, between, protected);
+            followed.adopted =
+                undo::adopt_descendants(&self.kernel, &mut self.journal, between, protected);
         }
         let protected = self.protection();
         let found = self.orphans.find(
@@ -371,13 +377,17 @@ impl<K: Kernel> Actuator<K> {
             between.is_none(),
         );
         if found.is_empty() {
-            return Vec::new();
+            return followed;
         }
-        self.adopt_descendants();
-        found
+        followed.adopted.extend(self.adopt_descendants());
+        followed.restored = found
             .into_iter()
             .map(|pid| (pid, self.restore(pid)))
-            .collect()
+            .collect();
+        // What went back with an orphan is no longer journaled.
+        let journal = &self.journal;
+        followed.adopted.retain(|&p| journal.entry(p).is_some());
+        followed
     }
 
     /// Pids never touched: 0, 1, 2, numasched itself and the configured exclusions.
@@ -404,9 +414,9 @@ impl<K: Kernel> Actuator<K> {
     /// Journals the descendants that carry a set numasched gave their parent (see
     /// [`undo::adopt_descendants`]). Runs in every epoch a task came or went in (see
     /// [`Self::follow_forks`]) and before every restore.
-    pub fn adopt_descendants(&mut self) -> usize {
+    pub fn adopt_descendants(&mut self) -> Vec<u32> {
         if self.config.dry_run {
-            return 0;
+            return Vec::new();
         }
         let protected = self.protection();
         undo::adopt_descendants(&self.kernel, &mut self.journal, None, protected)
@@ -1263,7 +1273,7 @@ mod tests {
         a.kernel().fork(100, 170, 170);
         a.kernel()
             .with_proc(170, |p| p.threads.insert(170, vec![1].into())); // its own choice
-        assert_eq!(a.adopt_descendants(), 2);
+        assert_eq!(a.adopt_descendants().len(), 2);
         let e = a.journal().get(150, 150).expect("child journaled");
         assert!(e.adopted);
         assert_eq!(e.original, vec![0, 1], "the parent's original");
@@ -1272,7 +1282,7 @@ mod tests {
             a.journal().get(170, 170).is_none(),
             "its own pin is not ours"
         );
-        assert_eq!(a.adopt_descendants(), 0, "once");
+        assert!(a.adopt_descendants().is_empty(), "once");
         // Released: the parent and what inherited its set go back; the other stays.
         a.restore(100);
         assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![0, 1].into()));
@@ -1290,14 +1300,16 @@ mod tests {
         let k = kernel(&[(1, 1), (100, 1)]);
         let mut a = actuator(k);
         a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
-        assert!(a.follow_forks(false, None).is_empty());
+        assert_eq!(a.follow_forks(false, None), Followed::default());
         assert_eq!(a.journal().get(100, 100).and_then(|e| e.session), Some(100));
         a.kernel().fork(100, 150, 150); // carries {0}
         a.kernel().exit(100);
         // The caller's word: nothing came or went, so nothing is looked for.
-        assert!(a.follow_forks(false, None).is_empty());
+        assert_eq!(a.follow_forks(false, None), Followed::default());
         assert!(a.journal().get(150, 150).is_none());
-        let r = a.follow_forks(true, None);
+        let f = a.follow_forks(true, None);
+        assert!(f.adopted.is_empty(), "150 went back with the orphan: {f:?}");
+        let r = f.restored;
         assert_eq!(r.len(), 1, "{r:?}");
         assert_eq!(r[0].0, 150);
         assert_eq!(a.kernel().affinity_of(150, 150), Some(vec![0, 1].into()));
@@ -1311,7 +1323,7 @@ mod tests {
         let k = kernel(&[(1, 1), (100, 1)]);
         let mut a = actuator(k);
         a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
-        assert!(a.follow_forks(true, None).is_empty());
+        assert_eq!(a.follow_forks(true, None), Followed::default());
         a.kernel().fork(100, 150, 150); // carries {0}
         a.kernel().exit(100);
         a.kernel().fork(150, 160, 160); // so does its child
@@ -1347,7 +1359,7 @@ mod tests {
         a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
         a.kernel().fork(100, 150, 150);
         a.apply(&plan(&[(100, &[1])]), &snap(&[100]));
-        assert_eq!(a.adopt_descendants(), 1);
+        assert_eq!(a.adopt_descendants().len(), 1);
         a.restore(100);
         assert_eq!(a.kernel().affinity_of(150, 150), Some(vec![0, 1].into()));
     }

@@ -51,7 +51,7 @@ pub mod regions;
 pub mod report;
 pub mod undo;
 
-pub use actuator::{Actuator, ActuatorConfig};
+pub use actuator::{Actuator, ActuatorConfig, Followed};
 pub use bucket::TokenBucket;
 #[cfg(any(test, feature = "testing"))]
 pub use fake::{Call, FakeKernel, Fault};

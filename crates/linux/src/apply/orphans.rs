@@ -292,7 +292,10 @@ mod tests {
         let (k, mut j) = machine();
         let mut o = Orphans::default();
         k.fork(20, 30, 200);
-        assert_eq!(undo::adopt_descendants(&k, &mut j, None, |p| p <= 2), 1);
+        assert_eq!(
+            undo::adopt_descendants(&k, &mut j, None, |p| p <= 2).len(),
+            1
+        );
         orphans(&k, &mut j, &mut o);
         k.exit(20);
         assert_eq!(orphans(&k, &mut j, &mut o), vec![30]);

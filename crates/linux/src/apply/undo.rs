@@ -152,8 +152,8 @@ pub fn adopt_descendants<K: Kernel + ?Sized>(
     journal: &mut Journal,
     roots: Option<&[u32]>,
     protected: impl Fn(u32) -> bool,
-) -> usize {
-    let mut adopted = 0;
+) -> Vec<u32> {
+    let mut adopted = Vec::new();
     let mut queue: Vec<u32> = match roots {
         Some(r) => r
             .iter()
@@ -196,7 +196,7 @@ pub fn adopt_descendants<K: Kernel + ?Sized>(
             if !adopt(kernel, journal, kid, &id, &given, &original) {
                 continue;
             }
-            adopted += 1;
+            adopted.push(kid);
             queue.push(kid);
         }
     }

@@ -15,6 +15,7 @@
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
 
 /// One process event. Threads are events too (`pid != tgid`); [`Event::is_process`]
 /// says which ones concern a whole process.
@@ -320,15 +321,8 @@ fn event(cn: &[u8]) -> Option<Event> {
 
 /// CLOCK_MONOTONIC now, in the connector's unit (nanoseconds).
 pub fn monotonic_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime(2) writes one timespec we own.
-    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) } != 0 {
-        return 0;
-    }
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map_or(0, |t| Duration::from(t).as_nanos() as u64)
 }
 
 #[cfg(test)]
