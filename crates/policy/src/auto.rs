@@ -16,8 +16,8 @@
 //! kilo-instruction, `c_p = m_p · f_p` the pressure it puts on its LLC (N-MASS's
 //! `MPKI · np`), `r_p` its cache reuse (the fraction of its misses more cache would
 //! remove: near 0 for streaming programs), `Λ_hn` the misses crossing from memory node h
-//! to running node n, and `T` N-MASS's THRESHOLD. `W_l` is the CPUs' worth of work on
-//! LLC l (the processes' demand and others' pinned work), `C_l` its CPUs and `n_l` the
+//! to running node n, and `T` N-MASS's THRESHOLD. `W_l` is the busy threads on LLC l
+//! (the processes' whole busy threads and the CPUs others' work holds), `C_l` its CPUs and `n_l` the
 //! processes sharing it; `g` is how much longer a thread runs once busy threads
 //! outnumber CPUs, with whole threads per CPU as the kernel keeps them
 //! ([`timeshare_per_thread`]): a physical term, not fitted. The reading: a program hurts from
@@ -49,7 +49,7 @@ use crate::maxlocal::{self, Layout};
 use crate::nmass::THRESHOLD_MPKI;
 use crate::Policy;
 use numasched_model::plan::{follow_memory, Plan};
-use numasched_model::snapshot::Snapshot;
+use numasched_model::snapshot::{Snapshot, SLOT_SLACK};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AutoParams {
@@ -294,11 +294,11 @@ struct Search<'p> {
     link: Vec<f64>,
     link_sens: Vec<f64>,
     link_sens_m: Vec<f64>,
-    /// Per process: CPUs' worth of work it needs.
+    /// Per process: its busy threads ([`busy_threads`]).
     demand: Vec<f64>,
-    /// Per LLC: its CPUs, the CPUs' worth of work on it (ours and others' pinned work)
-    /// and how many processes share it (a group over several LLCs counts in each by
-    /// its share), for the time-sharing term.
+    /// Per LLC: its CPUs, the busy threads on it (ours, and the CPUs others' work
+    /// holds) and how many processes share it (a group over several LLCs counts in
+    /// each by its share), for the time-sharing term.
     cap: Vec<f64>,
     load: Vec<f64>,
     sharers: Vec<f64>,
@@ -348,21 +348,17 @@ impl<'p> Search<'p> {
             link: vec![0.0; nodes * nodes],
             link_sens: vec![0.0; nodes * nodes],
             link_sens_m: vec![0.0; nodes * nodes],
-            demand: snap
-                .processes
-                .iter()
-                .map(|p| p.cpu_demand.max(0.0).min(p.threads.max(1) as f64))
-                .collect(),
+            demand: snap.processes.iter().map(busy_threads).collect(),
             cap: (0..llcs)
                 .map(|l| topo.llc_cpu_indices(l).len() as f64)
                 .collect(),
             load: vec![0.0; llcs],
             sharers: vec![0.0; llcs],
         };
-        for (cpu, busy) in &snap.others_pinned {
-            if let Some(c) = topo.cpu(*cpu) {
-                s.load[c.llc] += busy.max(0.0);
-            }
+        // Others' work in whole CPUs, as every policy counts room: a fraction of a CPU
+        // of interrupts is not a thread to take turns with.
+        for c in snap.others_taken.iter().filter_map(|&c| topo.cpu(c)) {
+            s.load[c.llc] += 1.0;
         }
         for i in 0..n {
             match s.llc[i] {
@@ -705,6 +701,15 @@ impl<'p> Search<'p> {
     }
 }
 
+/// Busy threads of `p`, whole: demand just over a whole number is the same number (a
+/// housekeeping thread beside a busy one, [`SLOT_SLACK`]), and sampling noise must not
+/// make a full LLC look oversubscribed, which would send a process away from its memory.
+fn busy_threads(p: &numasched_model::snapshot::Process) -> f64 {
+    (p.cpu_demand - SLOT_SLACK)
+        .ceil()
+        .clamp(0.0, p.threads.max(1) as f64)
+}
+
 /// How much longer, on average, each thread of `load` CPUs' worth of work runs on
 /// `cpus` CPUs than alone. The kernel keeps whole threads on CPUs: with `q` threads
 /// on every CPU and `r` CPUs holding one more, the threads' run times add up to
@@ -868,6 +873,36 @@ mod tests {
             moved.iter().all(|r| r.contains("at least 67%")),
             "{moved:?}"
         );
+    }
+
+    /// Two uncharacterised busy loads with their memory on node 1, which has just
+    /// their two CPUs and a little interrupt work, each measured at 1.05 CPUs: they
+    /// stay with their memory. Counting the fractions as time-sharing sent one to
+    /// node 0 (the QEMU bed's blind scenario caught it); a CPU others' work really
+    /// holds is a thread to take turns with, and then one may go.
+    #[test]
+    fn fractions_of_a_cpu_are_not_time_sharing() {
+        let topo = numasched_model::topology::spec::parse("2n:1l:2c:1t").expect("spec");
+        let load = |pid: u32| {
+            let mut p = numasched_model::snapshot::Process::new(pid, "load");
+            p.threads = 2;
+            p.cpu_demand = 1.05;
+            p.memory_bytes.insert(1, 320 << 20);
+            p.current_cpus = vec![0, 1].into();
+            p
+        };
+        let mut s = Snapshot {
+            topology: topo,
+            processes: vec![load(100), load(101)],
+            others_pinned: [(2, 0.2), (3, 0.2)].into_iter().collect(),
+            others_taken: Default::default(),
+        };
+        let on_node_1 = |plan: &Plan| plan.placements.iter().filter(|pl| pl.nodes == [1]).count();
+        let plan = Auto::default().plan(&s);
+        assert_eq!(on_node_1(&plan), 2, "{plan:?}");
+        s.others_taken = [3].into_iter().collect();
+        let plan = Auto::default().plan(&s);
+        assert!(on_node_1(&plan) < 2, "{plan:?}");
     }
 
     /// Whole threads per CPU: 3 on 2 CPUs cost 5 thread-times against 3 (one alone,
