@@ -17,11 +17,11 @@
 //! `MPKI · np`), `r_p` its cache reuse (the fraction of its misses more cache would
 //! remove: near 0 for streaming programs), `Λ_hn` the misses crossing from memory node h
 //! to running node n, and `T` N-MASS's THRESHOLD. `W_l` is the busy threads on LLC l
-//! (the processes' whole busy threads and the CPUs others' work holds), `C_l` its CPUs and `n_l` the
-//! processes sharing it; `g` is how much longer a thread runs once busy threads
-//! outnumber CPUs, with whole threads per CPU as the kernel keeps them
-//! ([`timeshare_per_thread`]): a physical term, not fitted. The reading: a program hurts from
-//! others' traffic in proportion to how memory-latency bound it is, which is what
+//! (the processes' whole busy threads and the CPUs others' work holds), `C_l` its CPUs
+//! and `n_l` the processes sharing it; `g` is how much longer a thread runs once busy
+//! threads outnumber CPUs, with whole threads per CPU as the kernel keeps them
+//! (`timeshare_per_thread`): a physical term, not fitted. The reading: a program hurts
+//! from others' traffic in proportion to how memory-latency bound it is, which is what
 //! `np − 1` measures, and at THRESHOLD the queueing costs it about one remote hop (κ = 1);
 //! two programs that both reuse the cache also evict each other's working sets, which
 //! costs more than bandwidth alone (κc = 2). κ follows from that reading; κc was chosen
