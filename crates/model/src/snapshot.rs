@@ -184,12 +184,18 @@ impl Process {
         best.map(|(n, _)| n)
     }
 
-    /// How many CPUs the group should be given: one per thread it can keep busy.
-    /// Demand just over a whole number does not earn another CPU: 1.05 CPUs' worth
-    /// measured live is one busy thread plus a reporting or housekeeping thread, and
-    /// rounding it up to two made the plan flip with sampling noise.
+    /// How many CPUs the group should be given: one per thread it can keep busy, and
+    /// at least one.
     pub fn slots(&self) -> usize {
-        let busy = (self.cpu_demand - SLOT_SLACK).ceil().max(1.0) as usize;
+        self.busy_threads().max(1)
+    }
+
+    /// Threads it keeps busy, whole (0 for an idle process). Demand just over a whole
+    /// number is that number: 1.05 CPUs' worth measured live is one busy thread plus a
+    /// reporting or housekeeping thread, and rounding it up to two made plans flip with
+    /// sampling noise.
+    pub fn busy_threads(&self) -> usize {
+        let busy = (self.cpu_demand - SLOT_SLACK).ceil().max(0.0) as usize;
         busy.min(self.threads.max(1) as usize)
     }
 }
@@ -533,6 +539,9 @@ mod tests {
         assert_eq!(p.slots(), 3);
         p.cpu_demand = 0.0;
         assert_eq!(p.slots(), 1);
+        assert_eq!(p.busy_threads(), 0, "idle: a CPU to run on, no busy thread");
+        p.cpu_demand = 1.05;
+        assert_eq!(p.busy_threads(), 1);
         p.threads = 2;
         p.cpu_demand = 6.0;
         assert_eq!(p.slots(), 2);

@@ -49,7 +49,7 @@ use crate::maxlocal::{self, Layout};
 use crate::nmass::THRESHOLD_MPKI;
 use crate::Policy;
 use numasched_model::plan::{follow_memory, Plan};
-use numasched_model::snapshot::{Snapshot, SLOT_SLACK};
+use numasched_model::snapshot::Snapshot;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AutoParams {
@@ -294,7 +294,7 @@ struct Search<'p> {
     link: Vec<f64>,
     link_sens: Vec<f64>,
     link_sens_m: Vec<f64>,
-    /// Per process: its busy threads ([`busy_threads`]).
+    /// Per process: its busy threads (`Process::busy_threads`).
     demand: Vec<f64>,
     /// Per LLC: its CPUs, the busy threads on it (ours, and the CPUs others' work
     /// holds) and how many processes share it (a group over several LLCs counts in
@@ -348,7 +348,13 @@ impl<'p> Search<'p> {
             link: vec![0.0; nodes * nodes],
             link_sens: vec![0.0; nodes * nodes],
             link_sens_m: vec![0.0; nodes * nodes],
-            demand: snap.processes.iter().map(busy_threads).collect(),
+            // Whole threads: sampling noise (1.05 CPUs' worth) must not make a full
+            // LLC look oversubscribed and send a process away from its memory.
+            demand: snap
+                .processes
+                .iter()
+                .map(|p| p.busy_threads() as f64)
+                .collect(),
             cap: (0..llcs)
                 .map(|l| topo.llc_cpu_indices(l).len() as f64)
                 .collect(),
@@ -699,15 +705,6 @@ impl<'p> Search<'p> {
     fn sort_by_misses(&self, v: &mut [usize]) {
         v.sort_by(|&x, &y| self.misses[x].total_cmp(&self.misses[y]).then(x.cmp(&y)));
     }
-}
-
-/// Busy threads of `p`, whole: demand just over a whole number is the same number (a
-/// housekeeping thread beside a busy one, [`SLOT_SLACK`]), and sampling noise must not
-/// make a full LLC look oversubscribed, which would send a process away from its memory.
-fn busy_threads(p: &numasched_model::snapshot::Process) -> f64 {
-    (p.cpu_demand - SLOT_SLACK)
-        .ceil()
-        .clamp(0.0, p.threads.max(1) as f64)
 }
 
 /// How much longer, on average, each thread of `load` CPUs' worth of work runs on
