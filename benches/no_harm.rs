@@ -307,6 +307,15 @@ fn main() {
             worst_of(1),
             worst_of(2)
         );
+        // Which load is worst off decides whose harm it is: the managed one (reports
+        // `a`, `b`, …) or a neighbour left to the kernel (`y`, `z`).
+        if per_load.len() > 1 {
+            let each: Vec<String> = per_load
+                .iter()
+                .map(|(name, r)| format!("{name} {:.3} {:.3}", r[1], r[2]))
+                .collect();
+            println!("    per load (llc cpu): {}", each.join("; "));
+        }
         json.push(serde_json::json!({
             "case": case.name,
             "unmanaged_rate": total[0],

@@ -90,7 +90,7 @@ proptest! {
             for pl in &plan.placements {
                 prop_assert_eq!(pl.cpus.len(), s.processes.iter().find(|p| p.pid == pl.pid).unwrap().slots());
                 for c in &pl.cpus {
-                    prop_assert!(used.insert(*c), "{}: CPU {} given twice with room to spare", name, c);
+                    prop_assert!(used.insert(*c), "{}: CPU {} given twice with room to spare: {:#?}", name, c, plan.placements.iter().map(|p| (p.pid, p.cpus.clone(), p.reason.clone())).collect::<Vec<_>>());
                 }
             }
         }

@@ -536,6 +536,15 @@ impl<'p> Search<'p> {
             .iter()
             .map(|h| h.map_or(0..0, |h| topo.nodes()[h].llcs.clone()))
             .collect();
+        // Only where busy threads outnumber the CPUs must anyone take turns. Elsewhere a
+        // crowded-looking LLC is the estimate's doing (a group spread over several LLCs
+        // counts in each by its size, while the kernel runs its threads on idle CPUs
+        // first): a move out of it may take free SMT siblings, never busy CPUs, which
+        // would make the time-sharing it counts (the property test
+        // `nmass_never_stacks_while_cpus_are_idle`).
+        let taking_turns = layout.cpus.iter().map(Vec::len).sum::<usize>()
+            + layout.snapshot.others_taken.len()
+            > topo.num_cpus();
         for _ in 0..self.params.max_passes {
             let mut improved = false;
             // Where a process could usefully go: back to its home node, or to one of the
@@ -575,7 +584,9 @@ impl<'p> Search<'p> {
                         continue;
                     }
                     let idle = room(layout, &masks[i], to);
-                    if idle < size && !crowded {
+                    if idle < size
+                        && !(crowded && (taking_turns || free_cpus(layout, &masks[i], to) >= size))
+                    {
                         continue;
                     }
                     let sibling = self.sibling_cost(layout, &masks[i], to, size, idle);
@@ -657,7 +668,7 @@ impl<'p> Search<'p> {
         if idle >= size || per_core < 2 {
             return 0.0;
         }
-        let free = layout.occ.free_count(mask.filter(topo.llc_cpu_indices(to)));
+        let free = free_cpus(layout, mask, to);
         let siblings = free.saturating_sub(idle * per_core);
         2.0 * SMT_SLOWDOWN * (size - idle).min(siblings) as f64
     }
@@ -783,6 +794,13 @@ fn room(layout: &Layout, mask: &AllowedMask, llc: usize) -> usize {
     layout
         .occ
         .idle_cores(mask.filter(layout.topology().llc_cpu_indices(llc)))
+}
+
+/// Free CPUs of LLC `llc` the process may use, SMT siblings of busy cores included.
+fn free_cpus(layout: &Layout, mask: &AllowedMask, llc: usize) -> usize {
+    layout
+        .occ
+        .free_count(mask.filter(layout.topology().llc_cpu_indices(llc)))
 }
 
 /// The CPUs of LLC `llc` the process may use. Its new CPUs are picked from them least
@@ -1176,5 +1194,48 @@ mod tests {
             let homes: Vec<u32> = map.chars().map(|c| c.to_digit(10).unwrap()).collect();
             assert_eq!(nodes, homes, "map {map}");
         }
+    }
+
+    /// Eight busy threads on eight CPUs (two nodes of two SMT cores): the start spreads
+    /// a 3-thread group over both caches, which then look crowded (its work counted in
+    /// each by size) though every thread has a CPU. No move may put a thread on a busy
+    /// CPU then: it would make the time-sharing the estimate fears (a random property
+    /// test found one, CI 2026-11-30).
+    #[test]
+    fn no_thread_is_stacked_while_every_thread_has_a_cpu() {
+        let topo = numasched_model::topology::spec::parse("2n:1l:2c:2t").expect("spec");
+        let proc_ = |pid: u32, threads: u32, demand: f64, mpki: f64| {
+            let mut p = numasched_model::Process::new(pid, "prop");
+            p.threads = threads;
+            p.cpu_demand = demand;
+            p.mpki = Some(mpki);
+            p
+        };
+        let mut first = proc_(100, 1, 1.0, 0.0);
+        first.numa_penalty = Some(1.55);
+        let mut last = proc_(104, 1, 0.77, 0.0);
+        last.memory_bytes.insert(0, 256 << 20);
+        let s = Snapshot {
+            topology: topo.clone(),
+            processes: vec![
+                first,
+                proc_(101, 2, 1.55, 22.8),
+                proc_(102, 1, 1.0, 6.2),
+                proc_(103, 3, 2.31, 0.0),
+                last,
+            ],
+            others_pinned: Default::default(),
+            others_taken: Default::default(),
+        };
+        let plan = Auto::default().plan(&s);
+        let mut cpus: Vec<u32> = plan
+            .placements
+            .iter()
+            .flat_map(|p| p.cpus.clone())
+            .collect();
+        let n = cpus.len();
+        cpus.sort_unstable();
+        cpus.dedup();
+        assert_eq!(cpus.len(), n, "{plan:?}");
     }
 }
