@@ -15,8 +15,9 @@
 //! each round so that drift of a shared machine falls on all three alike. Reported per
 //! case: the median over rounds of the loads' summed rate, the managed/unmanaged ratio
 //! of those medians, the median fastest/slowest rate among the loads, and per load its
-//! median rate against its own unmanaged median (the worst-off load). Results also
-//! go to `target/no_harm.json`.
+//! median rate against its own unmanaged median (the worst-off load, and each load on a
+//! line of its own where there are several: `a`, `b`, … managed, `y`, `z` not). Results
+//! also go to `target/no_harm.json`.
 
 #[path = "live/mod.rs"]
 mod live;
