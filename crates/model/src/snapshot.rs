@@ -283,6 +283,12 @@ fn at_most_max_processes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<P
 }
 
 impl Snapshot {
+    /// CPUs the machine's busy work wants: a slot per busy thread of each process, and
+    /// each CPU others' work holds. More than the machine has, and someone takes turns.
+    pub fn wanted_cpus(&self) -> usize {
+        self.processes.iter().map(Process::slots).sum::<usize>() + self.others_taken.len()
+    }
+
     pub fn load(path: &Path) -> Result<Snapshot, SnapshotError> {
         let text = crate::files::read_text(path, MAX_SNAPSHOT_BYTES, "snapshot").map_err(|e| {
             SnapshotError::Io {

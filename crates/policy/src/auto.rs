@@ -542,9 +542,7 @@ impl<'p> Search<'p> {
         // first): a move out of it may take free SMT siblings, never busy CPUs, which
         // would make the time-sharing it counts (the property test
         // `nmass_never_stacks_while_cpus_are_idle`).
-        let taking_turns = layout.cpus.iter().map(Vec::len).sum::<usize>()
-            + layout.snapshot.others_taken.len()
-            > topo.num_cpus();
+        let taking_turns = layout.snapshot.wanted_cpus() > topo.num_cpus();
         for _ in 0..self.params.max_passes {
             let mut improved = false;
             // Where a process could usefully go: back to its home node, or to one of the

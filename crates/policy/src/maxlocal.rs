@@ -145,8 +145,7 @@ pub fn place(snapshot: &Snapshot) -> Layout<'_> {
     };
     let mut pressure = vec![0.0; topo.llcs().len()];
     // Others' work competes for CPUs like a busy thread.
-    let demand: usize =
-        snapshot.processes.iter().map(|p| p.slots()).sum::<usize>() + snapshot.others_taken.len();
+    let demand = snapshot.wanted_cpus();
     // Fallback orders are per home node, not per process: sort them once.
     let orders: Vec<Vec<usize>> = (0..topo.nodes().len())
         .map(|h| topo.nodes_by_distance(h))
