@@ -50,7 +50,7 @@ impl Policy for Linux {
 
 /// Least loaded node, then LLC within it, then CPUs: the domain hierarchy top-down.
 /// Load is per CPU so nodes and LLCs of different sizes compare fairly.
-fn least_loaded(occ: &Occupancy, allowed: &[usize], slots: usize) -> Vec<usize> {
+pub(crate) fn least_loaded(occ: &Occupancy, allowed: &[usize], slots: usize) -> Vec<usize> {
     let topo = occ.topology();
     let avg = |cpus: &mut dyn Iterator<Item = usize>| {
         let (sum, n) = cpus.fold((0.0, 0usize), |(s, n), c| (s + occ.load(c), n + 1));

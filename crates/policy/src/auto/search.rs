@@ -1,0 +1,639 @@
+//! The search `auto` runs from each start: single moves and swaps, each costed in O(1)
+//! from per-LLC and per-link aggregates, first improvement until a pass changes nothing.
+
+use super::AutoParams;
+use crate::alloc::{AllowedMask, SMT_SLOWDOWN};
+use crate::locality::remote_factor;
+use crate::maxlocal::Layout;
+
+/// Aggregates that let a move be costed in O(1).
+pub(super) struct Search<'p> {
+    params: &'p AutoParams,
+    nodes: usize,
+    /// Node index of each LLC.
+    llc_node: Vec<usize>,
+    /// Per process: its LLC while it lives in one (movable), else `None`.
+    pub(super) llc: Vec<Option<usize>>,
+    home: Vec<Option<usize>>,
+    sens: Vec<f64>,
+    reuse: Vec<f64>,
+    misses: Vec<f64>,
+    /// Remote factor f of process i on node index n, at `[i * nodes + n]`.
+    factor: Vec<f64>,
+    /// Per LLC: Σ c (all processes), Σ sens and Σ sens·c (movable ones).
+    pressure: Vec<f64>,
+    sens_sum: Vec<f64>,
+    sens_c: Vec<f64>,
+    /// Per LLC, for capacity contention: Σ c·r, Σ sens·r, Σ sens·r²·c.
+    reuse_c: Vec<f64>,
+    sens_r: Vec<f64>,
+    sens_rrc: Vec<f64>,
+    /// Per (home, run) node pair: Σ misses, Σ sens, Σ sens·misses of remote processes.
+    link: Vec<f64>,
+    link_sens: Vec<f64>,
+    link_sens_m: Vec<f64>,
+    /// Per process: its busy threads (`Process::busy_threads`).
+    demand: Vec<f64>,
+    /// Per LLC: its CPUs, the busy threads on it (ours, and the CPUs others' work
+    /// holds) and how many processes share it (a group over several LLCs counts in
+    /// each by its share), for the time-sharing term.
+    cap: Vec<f64>,
+    load: Vec<f64>,
+    sharers: Vec<f64>,
+}
+
+impl<'p> Search<'p> {
+    pub(super) fn new(layout: &Layout, params: &'p AutoParams) -> Search<'p> {
+        let topo = layout.topology();
+        let snap = layout.snapshot;
+        let n = layout.cpus.len();
+        let nodes = topo.nodes().len();
+        let llcs = topo.llcs().len();
+        let weight = |i: usize| {
+            let p = &snap.processes[i];
+            p.cpu_demand.min(p.slots() as f64)
+        };
+        let mut s = Search {
+            params,
+            nodes,
+            llc_node: topo.llcs().iter().map(|l| l.node).collect(),
+            llc: (0..n).map(|i| layout.llc_of(i)).collect(),
+            home: snap
+                .processes
+                .iter()
+                .map(|p| p.home_node().and_then(|h| topo.node_index(h)))
+                .collect(),
+            sens: layout.np.iter().map(|np| (np - 1.0).max(0.0)).collect(),
+            reuse: snap
+                .processes
+                .iter()
+                .map(|p| p.cache_reuse.unwrap_or(params.default_reuse))
+                .collect(),
+            misses: (0..n).map(|i| layout.mpki[i] * weight(i)).collect(),
+            factor: snap
+                .processes
+                .iter()
+                .enumerate()
+                .flat_map(|(i, p)| (0..nodes).map(move |at| (i, p, at)))
+                .map(|(i, p, at)| remote_factor(topo, p, layout.np[i], at))
+                .collect(),
+            pressure: vec![0.0; llcs],
+            sens_sum: vec![0.0; llcs],
+            sens_c: vec![0.0; llcs],
+            reuse_c: vec![0.0; llcs],
+            sens_r: vec![0.0; llcs],
+            sens_rrc: vec![0.0; llcs],
+            link: vec![0.0; nodes * nodes],
+            link_sens: vec![0.0; nodes * nodes],
+            link_sens_m: vec![0.0; nodes * nodes],
+            // Whole threads: sampling noise (1.05 CPUs' worth) must not make a full
+            // LLC look oversubscribed and send a process away from its memory.
+            demand: snap
+                .processes
+                .iter()
+                .map(|p| p.busy_threads() as f64)
+                .collect(),
+            cap: (0..llcs)
+                .map(|l| topo.llc_cpu_indices(l).len() as f64)
+                .collect(),
+            load: vec![0.0; llcs],
+            sharers: vec![0.0; llcs],
+        };
+        // Others' work in whole CPUs, as every policy counts room: a fraction of a CPU
+        // of interrupts is not a thread to take turns with.
+        for c in snap.others_taken.iter().filter_map(|&c| topo.cpu(c)) {
+            s.load[c.llc] += 1.0;
+        }
+        for i in 0..n {
+            match s.llc[i] {
+                Some(l) => s.enter(i, l, 1.0),
+                None => {
+                    // Groups spread over several LLCs press on each, and stay put.
+                    let k = layout.cpus[i].len().max(1) as f64;
+                    for &cpu in &layout.cpus[i] {
+                        let c = topo.cpus()[cpu];
+                        s.pressure[c.llc] += s.misses[i] * s.f(i, c.node) / k;
+                    }
+                    // Their threads are given whole LLCs and the kernel balances them
+                    // over those: their work is spread by the LLCs' sizes.
+                    let mut spanned: Vec<usize> =
+                        layout.cpus[i].iter().map(|&c| topo.cpus()[c].llc).collect();
+                    spanned.sort_unstable();
+                    spanned.dedup();
+                    let total: f64 = spanned.iter().map(|&l| s.cap[l]).sum();
+                    for &l in &spanned {
+                        let share = s.cap[l] / total.max(1.0);
+                        s.load[l] += s.demand[i] * share;
+                        s.sharers[l] += share;
+                    }
+                }
+            }
+        }
+        s
+    }
+
+    /// What time-sharing costs the processes on LLC `l`, summed over them: see
+    /// [`timeshare_per_thread`].
+    fn timeshare_term(&self, l: usize) -> f64 {
+        self.sharers[l] * timeshare_per_thread(self.load[l], self.cap[l])
+    }
+
+    pub(super) fn timeshare_cost(&self, i: usize) -> f64 {
+        self.llc[i].map_or(0.0, |l| timeshare_per_thread(self.load[l], self.cap[l]))
+    }
+
+    /// Whether LLC `l` has more work than CPUs.
+    fn oversubscribed(&self, l: usize) -> bool {
+        self.load[l] > self.cap[l] + 1e-6
+    }
+
+    fn f(&self, i: usize, node: usize) -> f64 {
+        self.factor[i * self.nodes + node]
+    }
+
+    /// Adds (`sign` = 1) or removes (−1) process `i` on LLC `l`.
+    fn enter(&mut self, i: usize, l: usize, sign: f64) {
+        let node = self.llc_node[l];
+        let c = self.misses[i] * self.f(i, node);
+        self.pressure[l] += sign * c;
+        self.sens_sum[l] += sign * self.sens[i];
+        self.sens_c[l] += sign * self.sens[i] * c;
+        let r = self.reuse[i];
+        self.reuse_c[l] += sign * c * r;
+        self.sens_r[l] += sign * self.sens[i] * r;
+        self.sens_rrc[l] += sign * self.sens[i] * r * r * c;
+        if let Some(k) = self.link_key(i, node) {
+            self.link[k] += sign * self.misses[i];
+            self.link_sens[k] += sign * self.sens[i];
+            self.link_sens_m[k] += sign * self.sens[i] * self.misses[i];
+        }
+        self.load[l] += sign * self.demand[i];
+        self.sharers[l] += sign;
+    }
+
+    fn link_key(&self, i: usize, node: usize) -> Option<usize> {
+        match self.home[i] {
+            Some(h) if h != node => Some(h * self.nodes + node),
+            _ => None,
+        }
+    }
+
+    fn scale(&self) -> f64 {
+        self.params.contention_weight / self.params.threshold
+    }
+
+    /// Σ over the LLC's processes of sens · (pressure of the others), and likewise for
+    /// a link: the pairwise form `S·P − Σ sens·c` of the contention terms.
+    fn llc_term(&self, l: usize) -> f64 {
+        let bandwidth = self.sens_sum[l] * self.pressure[l] - self.sens_c[l];
+        let capacity = self.sens_r[l] * self.reuse_c[l] - self.sens_rrc[l];
+        bandwidth
+            + self.params.capacity_weight / self.params.contention_weight.max(1e-12) * capacity
+    }
+
+    fn link_term(&self, k: usize) -> f64 {
+        self.link_sens[k] * self.link[k] - self.link_sens_m[k]
+    }
+
+    pub(super) fn remote_cost(&self, i: usize) -> f64 {
+        self.llc[i].map_or(0.0, |l| self.f(i, self.llc_node[l]) - 1.0)
+    }
+
+    pub(super) fn contention_cost(&self, i: usize) -> f64 {
+        let Some(l) = self.llc[i] else { return 0.0 };
+        let node = self.llc_node[l];
+        let own = self.misses[i] * self.f(i, node);
+        let mut others = self.pressure[l] - own;
+        if let Some(k) = self.link_key(i, node) {
+            others += self.link[k] - self.misses[i];
+        }
+        let capacity = self.reuse[i] * (self.reuse_c[l] - own * self.reuse[i]);
+        let ratio = self.params.capacity_weight / self.params.contention_weight.max(1e-12);
+        self.scale() * self.sens[i] * (others + ratio * capacity).max(0.0)
+    }
+
+    /// Everything the estimate says process `i` loses where `layout` has it, on the
+    /// scale each step of the search is judged on: remote execution, contention and
+    /// time-sharing, plus what sharing a core with another busy thread costs it
+    /// ([`SMT_SLOWDOWN`]), which the search weighs only move by move. A group spread
+    /// over several caches counts the mean over its CPUs. Summed over the processes it
+    /// compares where two starts ended.
+    pub(super) fn process_cost(&self, layout: &Layout, i: usize) -> f64 {
+        let cpus = &layout.cpus[i];
+        if cpus.is_empty() {
+            return 0.0;
+        }
+        let placed = match self.llc[i] {
+            Some(_) => self.remote_cost(i) + self.contention_cost(i) + self.timeshare_cost(i),
+            None => {
+                let topo = layout.topology();
+                let k = cpus.len() as f64;
+                cpus.iter()
+                    .map(|&c| {
+                        let cpu = topo.cpus()[c];
+                        let f = self.f(i, cpu.node);
+                        let own = self.misses[i] * f / k;
+                        let others = (self.pressure[cpu.llc] - own).max(0.0);
+                        (f - 1.0)
+                            + self.scale() * self.sens[i] * others
+                            + timeshare_per_thread(self.load[cpu.llc], self.cap[cpu.llc])
+                    })
+                    .sum::<f64>()
+                    / k
+            }
+        };
+        placed + SMT_SLOWDOWN * core_shared(layout, i)
+    }
+
+    /// [`Self::process_cost`] summed over every process.
+    pub(super) fn total_cost(&self, layout: &Layout) -> f64 {
+        (0..self.llc.len())
+            .map(|i| self.process_cost(layout, i))
+            .sum()
+    }
+
+    /// Cost of the parts of the objective that moving `procs` between `llcs` can change.
+    fn local_cost(&self, procs: &Few<2>, llcs: &Few<4>) -> f64 {
+        let mut links = Few::<8>::default();
+        for &i in procs.items() {
+            for &l in llcs.items() {
+                if let Some(k) = self.link_key(i, self.llc_node[l]) {
+                    links.insert(k);
+                }
+            }
+        }
+        let remote: f64 = procs.items().iter().map(|&i| self.remote_cost(i)).sum();
+        let llc: f64 = llcs.items().iter().map(|&l| self.llc_term(l)).sum();
+        let link: f64 = links.items().iter().map(|&k| self.link_term(k)).sum();
+        let shared: f64 = llcs.items().iter().map(|&l| self.timeshare_term(l)).sum();
+        remote + self.scale() * (llc + link) + shared
+    }
+
+    /// Moves each of `moves` (process, destination) and returns the change of cost.
+    /// Allocation-free: it runs for every candidate of every pass.
+    fn apply(&mut self, moves: &[(usize, usize)]) -> f64 {
+        let mut procs = Few::<2>::default();
+        let mut llcs = Few::<4>::default();
+        for &(i, to) in moves {
+            procs.insert(i);
+            if let Some(from) = self.llc[i] {
+                llcs.insert(from);
+            }
+            llcs.insert(to);
+        }
+        let before = self.local_cost(&procs, &llcs);
+        self.shift(moves);
+        self.local_cost(&procs, &llcs) - before
+    }
+
+    /// Moves without costing: to take a trial step back.
+    fn shift(&mut self, moves: &[(usize, usize)]) {
+        for &(i, to) in moves {
+            if let Some(from) = self.llc[i] {
+                self.enter(i, from, -1.0);
+            }
+            self.enter(i, to, 1.0);
+            self.llc[i] = Some(to);
+        }
+    }
+
+    /// Runs the search, moving CPUs in `layout` to follow every accepted step.
+    pub(super) fn improve(&mut self, layout: &mut Layout) {
+        const EPS: f64 = 1e-9;
+        let n = self.llc.len();
+        let n_llc = self.pressure.len();
+        let masks: Vec<AllowedMask> = layout
+            .snapshot
+            .processes
+            .iter()
+            .map(|p| AllowedMask::of(layout.topology(), p))
+            .collect();
+        let topo = layout.topology();
+        let home_llcs: Vec<std::ops::Range<usize>> = self
+            .home
+            .iter()
+            .map(|h| h.map_or(0..0, |h| topo.nodes()[h].llcs.clone()))
+            .collect();
+        // Only where busy threads outnumber the CPUs must anyone take turns. Elsewhere a
+        // crowded-looking LLC is the estimate's doing (a group spread over several LLCs
+        // counts in each by its size, while the kernel runs its threads on idle CPUs
+        // first): a move out of it may take free SMT siblings, never busy CPUs, which
+        // would make the time-sharing it counts (the property test
+        // `nmass_never_stacks_while_cpus_are_idle`).
+        let taking_turns = layout.snapshot.wanted_cpus() > topo.num_cpus();
+        for _ in 0..self.params.max_passes {
+            let mut improved = false;
+            // Where a process could usefully go: back to its home node, or to one of the
+            // quietest caches with an idle core (a single move needs one; the quietest
+            // of all can be full of compute-bound threads that put no pressure on it).
+            // Probing only those keeps a pass O(processes) on machines with dozens of
+            // LLCs; on two-node machines it is every LLC anyway.
+            let cool = self.coolest_where(self.params.swap_candidates.max(1), |l| {
+                layout.occ.idle_cores_in_llc(l) > 0
+            });
+            let spare = self.least_loaded(self.params.swap_candidates.max(1));
+            // Single moves to an LLC with free CPUs for the whole group, or, for a
+            // process whose LLC has more work than CPUs, to one with less work per CPU.
+            for i in 0..n {
+                let Some(from) = self.llc[i] else { continue };
+                let crowded = self.oversubscribed(from);
+                // Leaving a time-shared LLC frees no core: the time-sharing term counts
+                // what it saves.
+                let relief = if crowded {
+                    0.0
+                } else {
+                    smt_relief(layout, &masks[i], i, from)
+                };
+                let mut best: Option<(f64, usize)> = None;
+                let mut dests = Few::<16>::default();
+                let spare_if_crowded = spare.iter().copied().filter(|_| crowded);
+                for l in home_llcs[i]
+                    .clone()
+                    .chain(cool.iter().copied())
+                    .chain(spare_if_crowded)
+                {
+                    dests.insert(l);
+                }
+                let size = layout.cpus[i].len();
+                for &to in dests.items() {
+                    if to == from {
+                        continue;
+                    }
+                    let idle = room(layout, &masks[i], to);
+                    if idle < size
+                        && !(crowded && (taking_turns || free_cpus(layout, &masks[i], to) >= size))
+                    {
+                        continue;
+                    }
+                    let sibling = self.sibling_cost(layout, &masks[i], to, size, idle);
+                    let delta = self.apply(&[(i, to)]) + sibling - relief;
+                    self.shift(&[(i, from)]);
+                    if delta < -EPS && best.is_none_or(|(d, _)| delta < d) {
+                        best = Some((delta, to));
+                    }
+                }
+                if let Some((_, to)) = best {
+                    self.apply(&[(i, to)]);
+                    relocate(layout, &masks, &[(i, to)]);
+                    improved = true;
+                }
+            }
+            // Swaps: the heaviest of a hotter LLC with the lightest of a cooler one.
+            let k = self.params.swap_candidates;
+            let mut members = self.members_by_misses(n_llc);
+            let k_llcs = self.params.swap_candidates.max(1);
+            let cool = self.coolest(k_llcs);
+            let mut hot = self.coolest(n_llc);
+            hot.reverse();
+            hot.truncate(k_llcs);
+            for &a in &hot {
+                for &b in &cool {
+                    if a == b || self.pressure[a] <= self.pressure[b] {
+                        continue;
+                    }
+                    let heavy: Vec<usize> = members[a].iter().rev().take(k).copied().collect();
+                    let light: Vec<usize> = members[b].iter().take(k).copied().collect();
+                    let mut best: Option<(f64, usize, usize)> = None;
+                    for &i in &heavy {
+                        for &j in &light {
+                            if layout.cpus[i].len() != layout.cpus[j].len()
+                                || !fits_after_swap(layout, &masks, i, j, b)
+                                || !fits_after_swap(layout, &masks, j, i, a)
+                            {
+                                continue;
+                            }
+                            let delta = self.apply(&[(i, b), (j, a)]);
+                            self.shift(&[(i, a), (j, b)]);
+                            if delta < -EPS && best.is_none_or(|(d, _, _)| delta < d) {
+                                best = Some((delta, i, j));
+                            }
+                        }
+                    }
+                    if let Some((_, i, j)) = best {
+                        self.apply(&[(i, b), (j, a)]);
+                        relocate(layout, &masks, &[(i, b), (j, a)]);
+                        for (l, out, inn) in [(a, i, j), (b, j, i)] {
+                            members[l].retain(|&x| x != out);
+                            members[l].push(inn);
+                            self.sort_by_misses(&mut members[l]);
+                        }
+                        improved = true;
+                    }
+                }
+            }
+            if !improved {
+                break;
+            }
+        }
+    }
+
+    /// What a move of `size` threads into LLC `to`, which has `idle` idle cores for
+    /// it, costs on SMT cores: each thread that takes the free sibling of a busy core
+    /// slows both ([`SMT_SLOWDOWN`]), which no other term sees. Threads that land on
+    /// busy CPUs are time-sharing, which [`Self::timeshare_term`] counts.
+    fn sibling_cost(
+        &self,
+        layout: &Layout,
+        mask: &AllowedMask,
+        to: usize,
+        size: usize,
+        idle: usize,
+    ) -> f64 {
+        let topo = layout.topology();
+        let per_core = topo.num_cpus() / topo.cores().len().max(1);
+        if idle >= size || per_core < 2 {
+            return 0.0;
+        }
+        let free = free_cpus(layout, mask, to);
+        let siblings = free.saturating_sub(idle * per_core);
+        2.0 * SMT_SLOWDOWN * (size - idle).min(siblings) as f64
+    }
+
+    /// The `k` LLCs with the least work per CPU.
+    fn least_loaded(&self, k: usize) -> Vec<usize> {
+        let per_cpu = |l: usize| self.load[l] / self.cap[l].max(1.0);
+        let mut v: Vec<usize> = (0..self.load.len()).collect();
+        v.sort_by(|&a, &b| per_cpu(a).total_cmp(&per_cpu(b)).then(a.cmp(&b)));
+        v.truncate(k);
+        v
+    }
+
+    /// The `k` LLCs with the least pressure.
+    fn coolest(&self, k: usize) -> Vec<usize> {
+        self.coolest_where(k, |_| true)
+    }
+
+    /// The `k` LLCs with the least pressure among those `keep` accepts.
+    fn coolest_where(&self, k: usize, keep: impl Fn(usize) -> bool) -> Vec<usize> {
+        let mut v: Vec<usize> = (0..self.pressure.len()).filter(|&l| keep(l)).collect();
+        v.sort_by(|&a, &b| {
+            self.pressure[a]
+                .total_cmp(&self.pressure[b])
+                .then(a.cmp(&b))
+        });
+        v.truncate(k);
+        v
+    }
+
+    /// Movable processes per LLC, lightest misses first.
+    fn members_by_misses(&self, n_llc: usize) -> Vec<Vec<usize>> {
+        let mut m: Vec<Vec<usize>> = vec![Vec::new(); n_llc];
+        for (i, l) in self.llc.iter().enumerate() {
+            if let Some(l) = l {
+                m[*l].push(i);
+            }
+        }
+        for v in &mut m {
+            self.sort_by_misses(v);
+        }
+        m
+    }
+
+    fn sort_by_misses(&self, v: &mut [usize]) {
+        v.sort_by(|&x, &y| self.misses[x].total_cmp(&self.misses[y]).then(x.cmp(&y)));
+    }
+}
+
+/// How much longer, on average, each thread of `load` CPUs' worth of work runs on
+/// `cpus` CPUs than alone. The kernel keeps whole threads on CPUs: with `q` threads
+/// on every CPU and `r` CPUs holding one more, the threads' run times add up to
+/// `cpus·q² + r·(2q + 1)` against `load` alone (3 threads on 2 CPUs: one runs alone
+/// and two take turns, 5 against 3, where an even split would say 4.5). Interpolated
+/// between whole threads, so it is convex in the load and a move that only shuffles
+/// which CPU runs an odd thread gains nothing.
+pub(super) fn timeshare_per_thread(load: f64, cpus: f64) -> f64 {
+    let cpus = cpus.max(1.0);
+    if load <= cpus {
+        return 0.0;
+    }
+    let q = (load / cpus).floor();
+    let r = load - q * cpus;
+    (cpus * q * q + r * (2.0 * q + 1.0)) / load - 1.0
+}
+
+/// A handful of distinct indices on the stack.
+#[derive(Debug, Clone, Copy)]
+struct Few<const N: usize> {
+    items: [usize; N],
+    len: usize,
+}
+
+impl<const N: usize> Default for Few<N> {
+    fn default() -> Self {
+        Few {
+            items: [0; N],
+            len: 0,
+        }
+    }
+}
+
+impl<const N: usize> Few<N> {
+    fn insert(&mut self, x: usize) {
+        if !self.items().contains(&x) && self.len < N {
+            self.items[self.len] = x;
+            self.len += 1;
+        }
+    }
+
+    fn items(&self) -> &[usize] {
+        &self.items[..self.len]
+    }
+}
+
+/// What process `i` and the threads beside it on its cores would gain from a core of
+/// its own: both stop sharing a pipeline ([`SMT_SLOWDOWN`] each, for SMT siblings; two
+/// threads time-sharing one CPU lose more, so this errs low there). Counted only when
+/// its LLC has no idle core it may use (otherwise the kernel, balancing inside the LLC,
+/// or the CPU pick already gives it one). A single move goes only to an LLC with idle
+/// cores for it ([`room`]), so this is what every such move saves besides what the
+/// cost function sees. Without it, the maximum-local start that fills a node's SMT
+/// siblings before using another node stayed: on `4n:2l:2c:2t`, four compute-bound
+/// processes on one LLC's two cores ran 1.67 times as long as alone while whole nodes
+/// idled, because leaving cost them 1-5% of remote execution and gained nothing the
+/// cost could see.
+pub(super) fn smt_relief(layout: &Layout, mask: &AllowedMask, i: usize, llc: usize) -> f64 {
+    if room(layout, mask, llc) > 0 {
+        return 0.0;
+    }
+    let demand = layout.snapshot.processes[i].cpu_demand;
+    2.0 * SMT_SLOWDOWN * layout.occ.core_overlap(&layout.cpus[i], demand)
+}
+
+/// How many of process `i`'s threads share a physical core with other busy work: per
+/// CPU of its own, the smaller of its thread there and the load on that core's other
+/// CPUs (not its own). Threads taking turns on one CPU are time-sharing, counted apart.
+fn core_shared(layout: &Layout, i: usize) -> f64 {
+    let topo = layout.topology();
+    let cpus = &layout.cpus[i];
+    let demand = layout.snapshot.processes[i].cpu_demand;
+    let own = (demand / cpus.len().max(1) as f64).min(1.0);
+    cpus.iter()
+        .map(|&c| {
+            let core = &topo.cores()[topo.cpus()[c].core];
+            let beside: f64 = core
+                .cpus
+                .iter()
+                .filter_map(|&id| topo.cpu(id))
+                .filter(|d| !cpus.contains(&d.index))
+                .map(|d| layout.occ.load(d.index).min(1.0))
+                .sum();
+            own.min(beside)
+        })
+        .sum()
+}
+
+/// Idle cores the process may use in `llc`: a move is only worth considering to a
+/// thread of its own. The cost function has no SMT term, so a free sibling of a busy
+/// core would look like room and cost both threads ~40% (a sphinx3 moved beside a
+/// perlbench while whole cores of another LLC idled).
+fn room(layout: &Layout, mask: &AllowedMask, llc: usize) -> usize {
+    if mask.is_all() {
+        return layout.occ.idle_cores_in_llc(llc);
+    }
+    layout
+        .occ
+        .idle_cores(mask.filter(layout.topology().llc_cpu_indices(llc)))
+}
+
+/// Free CPUs of LLC `llc` the process may use, SMT siblings of busy cores included.
+fn free_cpus(layout: &Layout, mask: &AllowedMask, llc: usize) -> usize {
+    layout
+        .occ
+        .free_count(mask.filter(layout.topology().llc_cpu_indices(llc)))
+}
+
+/// The CPUs of LLC `llc` the process may use. Its new CPUs are picked from them least
+/// loaded first, so free ones when there are: on an overcommitted machine a swap
+/// frees no CPU (the others time-sharing it stay), and looking for free CPUs only
+/// left the process with none, that is where it was, while its reason said it moved.
+fn llc_cpus(layout: &Layout, mask: &AllowedMask, llc: usize) -> Vec<usize> {
+    mask.filter(layout.topology().llc_cpu_indices(llc))
+        .collect()
+}
+
+/// Whether process `i` would find its CPUs in LLC `to` once `j` has left it.
+fn fits_after_swap(layout: &Layout, masks: &[AllowedMask], i: usize, j: usize, to: usize) -> bool {
+    let mut free = room(layout, &masks[i], to);
+    free += layout.cpus[j]
+        .iter()
+        .filter(|&&c| masks[i].contains(c))
+        .count();
+    free >= layout.cpus[i].len()
+}
+
+/// Gives the moved processes CPUs in their new LLCs (all leave first, so swaps fit).
+fn relocate(layout: &mut Layout, masks: &[AllowedMask], moves: &[(usize, usize)]) {
+    let demand = |layout: &Layout, i: usize| layout.snapshot.processes[i].cpu_demand;
+    let mut sizes = Vec::with_capacity(moves.len());
+    for &(i, _) in moves {
+        let old = std::mem::take(&mut layout.cpus[i]);
+        layout.occ.remove(&old, demand(layout, i));
+        sizes.push(old.len());
+    }
+    for (&(i, to), size) in moves.iter().zip(sizes) {
+        let cands = llc_cpus(layout, &masks[i], to);
+        let cpus = layout.occ.pick(&cands, size);
+        layout.occ.add(&cpus, demand(layout, i));
+        layout.cpus[i] = cpus;
+    }
+}
