@@ -27,6 +27,8 @@ pub struct Occupancy<'t> {
     free_per_llc: Vec<usize>,
     /// Idle physical cores per LLC, kept in step with `core_load` likewise.
     idle_cores_per_llc: Vec<usize>,
+    /// Load per LLC, the sum of its CPUs' `cpu_load`, likewise.
+    load_per_llc: Vec<f64>,
 }
 
 impl<'t> Occupancy<'t> {
@@ -50,6 +52,7 @@ impl<'t> Occupancy<'t> {
                     cores.len()
                 })
                 .collect(),
+            load_per_llc: vec![0.0; topo.llcs().len()],
         }
     }
 
@@ -87,6 +90,11 @@ impl<'t> Occupancy<'t> {
     /// Free CPUs in LLC `llc`.
     pub fn free_in_llc(&self, llc: usize) -> usize {
         self.free_per_llc[llc]
+    }
+
+    /// Demand placed on LLC `llc`, in O(1).
+    pub fn llc_load(&self, llc: usize) -> f64 {
+        self.load_per_llc[llc]
     }
 
     /// Physical cores with nothing on any of their CPUs, counted among `candidates`:
@@ -188,8 +196,10 @@ impl<'t> Occupancy<'t> {
         let share = demand.signum() * demand.abs().max(FREE * 10.0) / cpus.len() as f64;
         for &c in cpus {
             let was_free = self.is_free(c);
-            self.cpu_load[c] = (self.cpu_load[c] + share).max(0.0);
+            let before = self.cpu_load[c];
+            self.cpu_load[c] = (before + share).max(0.0);
             let llc = self.topo.cpus()[c].llc;
+            self.load_per_llc[llc] += self.cpu_load[c] - before;
             match (was_free, self.is_free(c)) {
                 (true, false) => self.free_per_llc[llc] -= 1,
                 (false, true) => self.free_per_llc[llc] += 1,
@@ -280,16 +290,21 @@ mod tests {
         assert_eq!(ids(&t, &Occupancy::new(&t).pick(&all, 2)), vec![0, 1]);
     }
 
-    /// The O(1) count per LLC agrees with counting, through adds and removes of every
+    /// The O(1) counts and load per LLC agree with counting, through adds and removes of every
     /// size (a process's share spread over CPUs of several cores and LLCs).
     #[test]
-    fn the_idle_core_count_per_llc_keeps_step() {
+    fn the_idle_core_count_and_load_per_llc_keep_step() {
         let t = topology::machine("2n:2l:2c:2t").unwrap();
         let mut occ = Occupancy::new(&t);
         let check = |occ: &Occupancy| {
             for l in 0..t.llcs().len() {
                 let counted = occ.idle_cores(t.llc_cpu_indices(l).iter().copied());
                 assert_eq!(occ.idle_cores_in_llc(l), counted, "LLC {l}");
+                let load: f64 = t.llc_cpu_indices(l).iter().map(|&c| occ.load(c)).sum();
+                assert!(
+                    (occ.llc_load(l) - load).abs() < 1e-9,
+                    "LLC {l}: load {load}"
+                );
             }
         };
         check(&occ);

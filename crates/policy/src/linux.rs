@@ -49,66 +49,101 @@ impl Policy for Linux {
 }
 
 /// Least loaded node, then LLC within it, then CPUs: the domain hierarchy top-down.
-/// Load is per CPU so nodes and LLCs of different sizes compare fairly.
+/// Load is per CPU so nodes and LLCs of different sizes compare fairly. A domain with
+/// idle CPUs for the whole group wins over a busier-looking one without: the kernel
+/// wakes tasks onto idle CPUs before it weighs load. A group larger than its domain's
+/// room spills over the next domain up, idle CPUs first.
 pub(crate) fn least_loaded(occ: &Occupancy, allowed: &[usize], slots: usize) -> Vec<usize> {
     let topo = occ.topology();
-    let avg = |cpus: &mut dyn Iterator<Item = usize>| {
-        let (sum, n) = cpus.fold((0.0, 0usize), |(s, n), c| (s + occ.load(c), n + 1));
-        if n == 0 {
-            f64::INFINITY
-        } else {
-            sum / n as f64
+    // A process that may run anywhere is counted from the per-LLC aggregates, in
+    // O(LLCs) rather than O(CPUs): `auto` asks this for every process it plans.
+    let anywhere = allowed.len() == topo.num_cpus();
+    let in_llc = |l: usize| -> Domain {
+        if anywhere {
+            return Domain {
+                free: occ.free_in_llc(l),
+                load: occ.llc_load(l),
+                cpus: topo.llc_cpu_indices(l).len(),
+            };
         }
-    };
-    // A domain with idle CPUs for the whole group wins over a busier-looking one
-    // without: the kernel wakes tasks onto idle CPUs before it weighs load.
-    let best_by = |groups: Vec<Vec<usize>>| -> Vec<usize> {
-        groups
-            .into_iter()
-            .filter(|g| !g.is_empty())
-            .min_by(|a, b| {
-                let room = |g: &Vec<usize>| occ.free_count(g.iter().copied()) < slots;
-                room(a)
-                    .cmp(&room(b))
-                    .then(avg(&mut a.iter().copied()).total_cmp(&avg(&mut b.iter().copied())))
-                    .then(b.len().cmp(&a.len()))
+        allowed
+            .iter()
+            .filter(|&&c| topo.cpus()[c].llc == l)
+            .fold(Domain::default(), |d, &c| Domain {
+                free: d.free + usize::from(occ.is_free(c)),
+                load: d.load + occ.load(c),
+                cpus: d.cpus + 1,
             })
-            .unwrap_or_default()
     };
-    let node = best_by(
-        (0..topo.nodes().len())
-            .map(|ni| {
-                allowed
-                    .iter()
-                    .copied()
-                    .filter(|&c| topo.cpus()[c].node == ni)
-                    .collect()
-            })
-            .collect(),
-    );
-    // A group larger than the node's room spills over the whole allowed set, idle
-    // CPUs first.
-    let spill = |g: &[usize]| occ.free_count(g.iter().copied()) < slots;
-    if node.len() < slots || (spill(&node) && !spill(allowed)) {
-        return occ.pick(allowed, slots);
-    }
-    let ni = topo.cpus()[node[0]].node;
-    let llc = best_by(
-        topo.nodes()[ni]
+    let in_node = |n: usize| -> Domain {
+        topo.nodes()[n]
             .llcs
             .clone()
-            .map(|l| {
-                node.iter()
-                    .copied()
-                    .filter(|&c| topo.cpus()[c].llc == l)
-                    .collect()
-            })
-            .collect(),
-    );
-    if llc.len() < slots || (spill(&llc) && !spill(&node)) {
-        occ.pick(&node, slots)
+            .map(in_llc)
+            .fold(Domain::default(), Domain::plus)
+    };
+    let least = |domains: &mut dyn Iterator<Item = (usize, Domain)>| {
+        domains
+            .filter(|(_, d)| d.cpus > 0)
+            .min_by(|(_, a), (_, b)| a.compare(b, slots))
+    };
+    let nodes: Vec<Domain> = (0..topo.nodes().len()).map(in_node).collect();
+    let Some((ni, node)) = least(&mut nodes.iter().copied().enumerate()) else {
+        return Vec::new();
+    };
+    let machine_free: usize = nodes.iter().map(|d| d.free).sum();
+    let on = |cpus: &mut dyn Iterator<Item = usize>| -> Vec<usize> {
+        cpus.filter(|&c| anywhere || allowed.contains(&c)).collect()
+    };
+    let node_llcs = topo.nodes()[ni].llcs.clone();
+    let node_cpus = || {
+        on(&mut node_llcs
+            .clone()
+            .flat_map(|l| topo.llc_cpu_indices(l).iter().copied()))
+    };
+    if node.cpus < slots || (node.free < slots && machine_free >= slots) {
+        return occ.pick(allowed, slots);
+    }
+    let Some((l, llc)) = least(&mut node_llcs.clone().map(|l| (l, in_llc(l)))) else {
+        return occ.pick(&node_cpus(), slots);
+    };
+    if llc.cpus < slots || (llc.free < slots && node.free >= slots) {
+        occ.pick(&node_cpus(), slots)
     } else {
-        occ.pick(&llc, slots)
+        occ.pick(&on(&mut topo.llc_cpu_indices(l).iter().copied()), slots)
+    }
+}
+
+/// What [`least_loaded`] weighs of a node's or an LLC's CPUs the process may use.
+#[derive(Debug, Clone, Copy, Default)]
+struct Domain {
+    free: usize,
+    load: f64,
+    cpus: usize,
+}
+
+impl Domain {
+    fn plus(self, other: Domain) -> Domain {
+        Domain {
+            free: self.free + other.free,
+            load: self.load + other.load,
+            cpus: self.cpus + other.cpus,
+        }
+    }
+
+    /// Room for the whole group first, then load per CPU, then the larger domain.
+    /// Loads closer than rounding are equal, however they were summed.
+    fn compare(&self, other: &Domain, slots: usize) -> std::cmp::Ordering {
+        let (a, b) = (self.load / self.cpus as f64, other.load / other.cpus as f64);
+        let per_cpu = if (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0) {
+            std::cmp::Ordering::Equal
+        } else {
+            a.total_cmp(&b)
+        };
+        (self.free < slots)
+            .cmp(&(other.free < slots))
+            .then(per_cpu)
+            .then(other.cpus.cmp(&self.cpus))
     }
 }
 
