@@ -359,13 +359,13 @@ fn kernel_reasons(run: &Run, local_total: f64, cleared: &dyn Fn(usize) -> bool) 
                 (a, Some(b)) => {
                     let whence = match a {
                         Some(a) if a != b => format!(
-                            "rather than LLC {a} (node {}), where CPU load alone puts it",
+                            " rather than LLC {a} (node {}), where CPU load alone puts it",
                             node_of(a)
                         ),
-                        _ => "where CPU load alone puts it".to_string(),
+                        _ => ", where CPU load alone puts it".to_string(),
                     };
                     format!(
-                        "LLC {b} (node {}), {whence}: estimated slowdown {:.1}% remote + \
+                        "LLC {b} (node {}){whence}: estimated slowdown {:.1}% remote + \
                          {:.1}% contention + {:.1}% time-sharing",
                         node_of(b),
                         100.0 * search.remote_cost(i),
