@@ -253,12 +253,13 @@ impl Auto {
     /// of contention only, and the caller adds where the memory really is.
     fn place(&self, snapshot: &Snapshot, follows: bool) -> Plan {
         let local = maxlocal::place(snapshot);
-        let kernel = starts::kernel(&local);
+        // With one LLC there is nowhere to move: both starts end where they began.
+        let kernel = (snapshot.topology.llcs().len() > 1).then(|| starts::kernel(&local));
         let local = self.run(local);
-        let kernel = self.run(kernel);
+        let kernel = kernel.map(|k| self.run(k));
         // Memory cleared because it will follow (not kept for a cpuset's mems).
         let cleared = |i: usize| follows && snapshot.processes[i].memory_bytes.is_empty();
-        if kernel.total < local.total - tie(local.total) {
+        if let Some(kernel) = kernel.filter(|k| k.total < local.total - tie(local.total)) {
             let reasons = kernel_reasons(&kernel, local.total, &cleared);
             return kernel.layout.into_plan(self.name(), reasons);
         }

@@ -12,7 +12,8 @@ use crate::maxlocal::Layout;
 /// placed again as the load balancer would, by CPU load alone, in pid order (least
 /// loaded node, then LLC, then CPUs: [`crate::linux`]), with as many CPUs as `local`
 /// gave it. The rest (groups wider than a cache) stay as `local` has them, so both
-/// starts count them alike.
+/// starts count them alike. Reasons are written for where the search ends, so the
+/// start's own `why` is left as it was.
 pub(super) fn kernel<'s>(local: &Layout<'s>) -> Layout<'s> {
     let snap = local.snapshot;
     let topo = local.topology();
@@ -21,22 +22,13 @@ pub(super) fn kernel<'s>(local: &Layout<'s>) -> Layout<'s> {
         .filter(|&i| local.llc_of(i).is_some())
         .collect();
     for &i in &movable {
-        let demand = snap.processes[i].cpu_demand;
-        let old = std::mem::take(&mut k.cpus[i]);
-        k.occ.remove(&old, demand);
-        k.cpus[i] = old;
+        k.occ.remove(&k.cpus[i], snap.processes[i].cpu_demand);
     }
     movable.sort_by_key(|&i| snap.processes[i].pid);
     for i in movable {
         let p = &snap.processes[i];
-        let size = k.cpus[i].len();
-        let cpus = least_loaded(&k.occ, &alloc::allowed(topo, p), size);
+        let cpus = least_loaded(&k.occ, &alloc::allowed(topo, p), k.cpus[i].len());
         k.occ.add(&cpus, p.cpu_demand);
-        let node = cpus.first().map(|&c| topo.nodes()[topo.cpus()[c].node].id);
-        k.why[i] = match node {
-            Some(n) => format!("node {n}, where CPU load alone puts it (the kernel's balancing)"),
-            None => "no CPU allowed".to_string(),
-        };
         k.cpus[i] = cpus;
     }
     k
