@@ -9,7 +9,7 @@
 //! - its run-queue delay ([`schedstat`], read for busy processes numasched placed,
 //!   and for children carrying a narrow set numasched gave their parent):
 //!   threads that were runnable but waited for a CPU are demand that sharing hid,
-//!   counted with what it ran. When numasched narrowed it, with more
+//!   counted with what it ran once it has lasted two epochs. When numasched narrowed it, with more
 //!   runnable threads than CPUs in its set, that is the sign of a throttled process,
 //!   and it makes the trigger re-plan at once. (One runnable thread that waits is
 //!   waiting for co-runners, which a wider set of its own would not change.)
@@ -98,6 +98,8 @@ struct Track {
     seen: u8,
     /// Threads at the last reading.
     threads: u32,
+    /// Waiting the last reading would have counted as demand (see `hidden` below).
+    hidden: f64,
 }
 
 /// Per managed process, the recent past that sizing needs.
@@ -118,6 +120,7 @@ impl Needs {
         t.delay = r.delay.map(|d| (d, now));
         if r.stopped {
             t.demands.clear();
+            t.hidden = 0.0;
             let urgent = (!was_stopped && r.narrowed_to.is_some())
                 .then(|| format!("pid {} stopped; its CPUs are free", key.pid));
             return Need {
@@ -140,10 +143,18 @@ impl Needs {
         // than a set its workers would outgrow at once.
         // (One runnable thread that waits is waiting for co-runners: a wider set
         // would not let it run more, so its wait is no demand.)
-        let hidden = match r.delay {
+        //
+        // Only what waited in two readings running counts: one epoch of waiting is
+        // as often a co-runner's burst, a report thread woken beside the worker, or a
+        // guest's vCPU descheduled, and a tenth of a thread on top of a busy one is a
+        // second CPU, which on a node of two sends a neighbour off its memory.
+        // A set that really holds a process back is seen sooner by the throttled rule
+        // below, which this does not touch.
+        let hidden_now = match r.delay {
             Some(d) if d.runnable > 1 => waiting,
             _ => 0.0,
         };
+        let hidden = hidden_now.min(std::mem::replace(&mut t.hidden, hidden_now));
         let first = if t.seen == 1 && r.demand >= IDLE_DEMAND && r.age_s < YOUNG_S {
             f64::from(r.threads.max(1))
         } else {
@@ -373,6 +384,28 @@ mod tests {
         r.narrowed_to = None;
         r.delay = None;
         assert_eq!(n.update(k, r, 2.5).demand, 2.0);
+    }
+
+    /// The 4n `blind` flake: a one-worker load on a node of two CPUs, its report
+    /// thread runnable beside it once while the guest was busy. One epoch's wait
+    /// made it "need 2 CPUs", and the re-plan sent its neighbour off its memory.
+    /// Waiting that lasts counts; one epoch of it does not.
+    #[test]
+    fn one_epoch_of_waiting_is_no_demand_but_two_are() {
+        let mut n = Needs::default();
+        let k = pk(10, 1);
+        let mut r = reading(1.0, 2);
+        r.narrowed_to = Some(2);
+        r.delay = delay(0.0);
+        n.update(k, r, 0.0);
+        assert_eq!(n.update(k, r, 1.0).demand, 1.0);
+        r.delay = delay(0.2);
+        let spike = n.update(k, r, 2.0);
+        assert_eq!(spike.demand, 1.0, "{spike:?}");
+        assert!(spike.urgent.is_none(), "{spike:?}");
+        r.delay = delay(0.4);
+        let lasting = n.update(k, r, 3.0);
+        assert!((lasting.demand - 1.2).abs() < 1e-9, "{lasting:?}");
     }
 
     #[test]
