@@ -130,6 +130,7 @@ fn snapshot(topology: Topology) -> Snapshot {
         processes,
         others_pinned: Default::default(),
         others_taken: Default::default(),
+        others_demand: Default::default(),
     }
 }
 

@@ -41,6 +41,7 @@ fn snapshot(n: usize) -> Snapshot {
         processes,
         others_pinned: Default::default(),
         others_taken: Default::default(),
+        others_demand: Default::default(),
     }
 }
 

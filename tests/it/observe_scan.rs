@@ -423,6 +423,52 @@ fn a_processs_waited_for_children_are_not_others_work() {
 /// Work free to move counts nowhere however busy it keeps a CPU: here a free neighbour
 /// on CPU 1, where a pinned pair on CPU 0 pushed it (the no_harm bench's case). A span
 /// under MIN_TICKS (a very short epoch) is not read: the last finding stands.
+/// A program whose main thread only waits for its worker (most do) waits in the
+/// worker's schedstat: summed over its threads, its work pinned to CPU 0 is what it
+/// ran and what the worker waited, a whole CPU, not the half that the main thread's
+/// schedstat alone said (three loads on two CPUs read as two).
+#[test]
+fn an_unselected_programs_waiting_is_its_workers_too() {
+    let (_d, f) = fake();
+    let topo = machine();
+    let ours = FakeProcess::new(100, "ours");
+    let mut two = FakeProcess::new(300, "two");
+    two.start_time = 10 * TICKS;
+    two.cpus_allowed = "0".into();
+    two.cpu_ticks = 45 * TICKS;
+    let two = two.threads_on(&[0, 0]);
+    f.add(&ours).unwrap();
+    f.add(&two).unwrap();
+    let waits = |f: &FakeProcfs, main: u64, worker: u64| {
+        f.write(300, "schedstat", &format!("0 {main} 0\n")).unwrap();
+        f.write(300, "task/300/schedstat", &format!("0 {main} 0\n"))
+            .unwrap();
+        f.write(300, "task/301/schedstat", &format!("0 {worker} 0\n"))
+            .unwrap();
+    };
+    waits(&f, 0, 45_000_000_000);
+    f.set_cpu_times(&[(0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0)])
+        .unwrap();
+    let mut scanner =
+        Scanner::new(config(f.root())).with_filter(Box::new(|c| c.stat.comm == "ours"));
+    scanner.scan(&topo).unwrap();
+    // One second: the worker ran half of it and waited the other half.
+    f.set_uptime(101.0).unwrap();
+    let mut two = two;
+    two.cpu_ticks += TICKS / 2;
+    let two = two.threads_on(&[0, 0]);
+    f.update(&two).unwrap();
+    waits(&f, 0, 45_500_000_000);
+    f.set_cpu_times(&[(0, 100, 0), (1, 0, 100), (2, 0, 100), (3, 0, 100)])
+        .unwrap();
+    let obs = scanner.scan(&topo).unwrap();
+    assert!(obs.problems.is_empty(), "{:?}", obs.problems);
+    let pinned = &obs.snapshot.others_pinned;
+    assert!((pinned[&0] - 1.0).abs() < 1e-9, "{pinned:?}");
+    let demand = &obs.snapshot.others_demand;
+    assert!((demand[&0] - 1.0).abs() < 1e-9, "{demand:?}");
+}
+
 #[test]
 fn others_pinned_work_is_interrupts_and_what_unselected_affinities_keep_on_a_cpu() {
     let (_d, f) = fake();

@@ -52,6 +52,7 @@ fn snapshot_with(pins: bool) -> impl Strategy<Value = Snapshot> {
                 .collect(),
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         })
     })
 }
@@ -150,7 +151,7 @@ proptest! {
         p.cpu_demand = threads as f64;
         p.memory_bytes.insert(home % nodes, 1 << 28);
         let want = p.slots().min(topo.num_cpus());
-        let s = Snapshot { topology: topo, processes: vec![p], others_pinned: Default::default(), others_taken: Default::default() };
+        let s = Snapshot { topology: topo, processes: vec![p], others_pinned: Default::default(), others_taken: Default::default(), others_demand: Default::default() };
         for name in policy::NAMES.iter().filter(|n| **n != "numad") {
             let plan = policy::by_name(name).unwrap().plan(&s);
             let got = plan.placements[0].cpus.len();

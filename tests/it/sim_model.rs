@@ -291,6 +291,7 @@ fn snapshot() -> Snapshot {
         processes: procs,
         others_pinned: Default::default(),
         others_taken: Default::default(),
+        others_demand: Default::default(),
     }
 }
 

@@ -44,6 +44,7 @@ fn snapshot(pids: &[u32], allowed_cpus: Option<CpuSet>) -> Snapshot {
             .collect(),
         others_pinned: Default::default(),
         others_taken: Default::default(),
+        others_demand: Default::default(),
     }
 }
 

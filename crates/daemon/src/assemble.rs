@@ -108,6 +108,7 @@ impl Built {
             processes: Vec::new(),
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         });
         let plan = rep
             .plan

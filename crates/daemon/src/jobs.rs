@@ -621,6 +621,7 @@ mod tests {
             processes: pids.iter().map(|&p| Process::new(p, "t")).collect(),
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         }
     }
 

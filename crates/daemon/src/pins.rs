@@ -67,6 +67,7 @@ mod tests {
             processes: vec![a, child, pinned, narrow],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         }
     }
 

@@ -328,6 +328,7 @@ mod tests {
                 .collect(),
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         }
     }
 

@@ -62,6 +62,7 @@ pub fn nehalem_workload(programs: &[&str], map: &str) -> Snapshot {
         processes,
         others_pinned: Default::default(),
         others_taken: Default::default(),
+        others_demand: Default::default(),
     }
 }
 
@@ -190,6 +191,7 @@ pub fn build(raw: &RawSnapshot) -> Snapshot {
         processes,
         others_pinned: Default::default(),
         others_taken: Default::default(),
+        others_demand: Default::default(),
     };
     assert_eq!(snap.validate(), Ok(()));
     snap

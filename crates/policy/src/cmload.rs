@@ -548,6 +548,7 @@ mod tests {
             processes: vec![child, parent],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[0].cpus, vec![1], "{plan:#?}");
@@ -567,6 +568,7 @@ mod tests {
             processes: vec![child, heavy, parent],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[2].nodes, vec![1]);
@@ -588,6 +590,7 @@ mod tests {
             processes: vec![a, b, c, new],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[3].cpus, vec![1], "{plan:#?}");
@@ -604,6 +607,7 @@ mod tests {
             processes: vec![p],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         assert_eq!(CmLoad::default().plan(&s).placements[0].nodes, vec![1]);
     }
@@ -619,6 +623,7 @@ mod tests {
             processes: vec![remote, local],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         // Without `remote`, node 0 holds 2 GiB of Mload-weighted memory and node 1 none.
@@ -637,6 +642,7 @@ mod tests {
             processes: vec![a, b],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         let mut cpus: Vec<u32> = plan.placements.iter().map(|p| p.cpus[0]).collect();
@@ -670,6 +676,7 @@ mod tests {
             processes: procs,
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         let mut per_cpu = [0; 4];
@@ -694,6 +701,7 @@ mod tests {
             processes: vec![parent, child, other],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[1].cpus, vec![3]);
@@ -712,6 +720,7 @@ mod tests {
             processes: vec![p],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let pl = &CmLoad::default().plan(&s).placements[0];
         assert_eq!(pl.cpus, vec![0, 1, 2]);
@@ -725,6 +734,7 @@ mod tests {
             processes: vec![placed(1, 0, 1.0, &[]), Process::new(2, "x")],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = CmLoad::default().plan(&s);
         assert_eq!(plan.placements[1].cpus, vec![1]);

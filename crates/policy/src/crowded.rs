@@ -128,6 +128,7 @@ mod tests {
             processes: procs,
             others_pinned: others.iter().copied().collect(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         }
     }
 
@@ -205,6 +206,7 @@ mod tests {
             processes: vec![Process::new(10, "a")],
             others_pinned: [(2, 1.0), (3, 1.0)].into_iter().collect(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let p = plan(&s, &[(10, &[2])]);
         assert_eq!(

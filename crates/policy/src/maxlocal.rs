@@ -514,6 +514,7 @@ mod tests {
             ],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = MaxLocal.plan(&s);
         assert!(plan.placements.iter().all(|p| p.nodes == vec![4]));
@@ -558,6 +559,7 @@ mod tests {
             processes: vec![p],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = MaxLocal.plan(&s);
         assert_eq!(plan.placements[0].cpus.len(), 6);
@@ -585,6 +587,7 @@ mod tests {
             processes,
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = MaxLocal.plan(&s);
         assert_eq!(

@@ -300,6 +300,7 @@ mod tests {
             processes: procs,
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         }
     }
 
@@ -522,6 +523,7 @@ mod tests {
             processes: procs,
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = MemBus::default().plan(&s);
         // The first two get node 1's two dies; the others spill to node 0's dies

@@ -297,6 +297,7 @@ mod tests {
             processes: (1..=6).map(|pid| proc_on(pid, "p", 0, 10.0, 1.1)).collect(),
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let moves_with = |t: f64| refine(&mut maxlocal::place(&s), t).len();
         assert_eq!(moves_with(10.0), 0, "11 is above the threshold");
@@ -341,6 +342,7 @@ mod tests {
             processes: (1..=3).map(|pid| proc_on(pid, "p", 0, 20.0, 1.3)).collect(),
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let mut layout = maxlocal::place(&s);
         for i in 0..3 {

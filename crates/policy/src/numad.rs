@@ -705,6 +705,7 @@ mod tests {
             processes: vec![small, idle],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         for pl in &plan.placements {
@@ -725,6 +726,7 @@ mod tests {
             processes: vec![small, big],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert!(plan.placements[0].cpus.is_empty());
@@ -767,6 +769,7 @@ mod tests {
             processes: vec![a, c],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         // Raw spare resources favour node 1 on both counts...
         let st = NodeState::new(&s);
@@ -799,6 +802,7 @@ mod tests {
             processes: vec![a],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert_eq!(plan.placements[0].nodes, vec![0]);
@@ -825,6 +829,7 @@ mod tests {
             processes: vec![p],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert_eq!(plan.placements[0].nodes, vec![0, 1], "{plan:#?}");
@@ -851,6 +856,7 @@ mod tests {
             processes: vec![p, other],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert_eq!(plan.placements[0].nodes, vec![3]);
@@ -865,6 +871,7 @@ mod tests {
             processes: vec![proc_at(1, 2.0, &[(0, 2 * GIB)])],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let plan = Numad::default().plan(&s);
         assert!(plan.placements[0].cpus.is_empty());

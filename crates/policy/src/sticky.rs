@@ -148,6 +148,7 @@ mod tests {
             processes: procs,
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         }
     }
 
@@ -222,6 +223,7 @@ mod tests {
             processes: vec![at(10, &[2]), at(11, &[0])],
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         };
         let core = |c: u32| smt.topology.cpu(c).map(|cpu| cpu.core);
         assert_eq!(core(0), core(2), "CPUs 0 and 2 are one core's threads");

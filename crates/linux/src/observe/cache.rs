@@ -158,9 +158,10 @@ pub(crate) struct Entry {
     busy: bool,
     kernel_thread: bool,
     pub wanted: bool,
-    /// The main thread's run-queue wait (ns) and the uptime it was read at, when last
-    /// read as a busy process the scan does not select: the base of its next rate.
-    pub waited: Option<(u64, f64)>,
+    /// Its threads' run-queue wait (ns), the uptime it was read at, and whether every
+    /// thread's was summed (or the main thread's alone), when last read as a busy
+    /// process the scan does not select: the base of its next rate.
+    pub waited: Option<(u64, f64, bool)>,
     /// Its place in the pass that met it: see [`due`].
     phase: u64,
     affinity: Option<Kept<Affinity>>,

@@ -121,6 +121,24 @@ pub fn others_pinned(
     pinned
 }
 
+/// Others' work on each CPU, free to move or not: each unselected process's CPUs'
+/// worth (run or waited for) spread evenly over the CPUs it may run on. What the
+/// kernel would balance, as a hard pin must count it (the snapshot's `others_demand`).
+pub fn others_demand(others: impl IntoIterator<Item = (f64, CpuSet)>) -> BTreeMap<CpuId, f64> {
+    let mut out: BTreeMap<CpuId, f64> = BTreeMap::new();
+    for (demand, cpus) in others {
+        if demand <= 0.0 || cpus.is_empty() {
+            continue;
+        }
+        let each = demand / cpus.len() as f64;
+        for &c in cpus.iter() {
+            *out.entry(c).or_default() += each;
+        }
+    }
+    out.retain(|_, d| *d >= NOTHING);
+    out
+}
+
 /// The `cpuN user nice system idle iowait irq softirq [steal ...]` lines.
 pub fn parse(text: &str, path: &Path) -> Result<CpuTimes, ObserveError> {
     let mut cpus = BTreeMap::new();

@@ -43,6 +43,7 @@
 //! | `bandwidth_gbps`          | resctrl MBM ([`resctrl`]), groups holding one process only  |
 //! | `others_pinned` (snapshot)| `/proc/stat` irq and softirq per CPU between passes, and    |
 //! |                           | unselected busy processes' demand and `Cpus_allowed_list`  |
+//! | `others_demand` (snapshot)| unselected busy processes' run + wait, over their CPUs     |
 //!
 //! NUMA hinting faults (`/proc/<pid>/sched`) are read into
 //! [`ProcInfo::numa_faults`](proc::ProcInfo::numa_faults): a sample of the nodes a

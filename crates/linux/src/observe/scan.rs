@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use super::cache::{Cache, Cached, Changed, Entry, Tally};
-use super::cpu_time::{others_pinned, CpuTimes, MIN_TICKS};
+use super::cpu_time::{others_demand, others_pinned, CpuTimes, MIN_TICKS};
 use super::error::ObserveError;
 use super::others::{others_taken, Basis, Span};
 use super::pids::PidLister;
@@ -123,6 +123,8 @@ pub struct Scanner {
     /// each, and what was last found.
     previous_cpu_times: Option<CpuTimes>,
     last_others: BTreeMap<CpuId, f64>,
+    /// Others' work free to move or not, at the last reading.
+    last_demand: BTreeMap<CpuId, f64>,
     /// The CPUs others' work held at the last reading.
     last_taken: CpuSet,
     /// An unreadable `/proc/stat` was reported (once: it is no process's problem).
@@ -190,6 +192,7 @@ impl Scanner {
             previous_uptime: None,
             previous_cpu_times: None,
             last_others: BTreeMap::new(),
+            last_demand: BTreeMap::new(),
             last_taken: CpuSet::new(),
             cpu_times_reported: false,
             pass: 0,
@@ -315,6 +318,7 @@ impl Scanner {
             {
                 obs.snapshot.others_pinned = self.last_others.clone();
                 obs.snapshot.others_taken = self.last_taken.clone();
+                obs.snapshot.others_demand = self.last_demand.clone();
             }
             Ok(now) => {
                 if let Some(before) = &self.previous_cpu_times {
@@ -329,8 +333,11 @@ impl Scanner {
                         DemandBasis::Lifetime => Basis::Lifetime,
                     };
                     self.last_taken = others_taken(topology, &busy, &spans, over, &self.last_taken);
+                    self.last_demand =
+                        others_demand(unselected.iter().map(|u| (u.demand, u.cpus.clone())));
                     obs.snapshot.others_pinned = self.last_others.clone();
                     obs.snapshot.others_taken = self.last_taken.clone();
+                    obs.snapshot.others_demand = self.last_demand.clone();
                 }
                 self.previous_cpu_times = Some(now);
             }
@@ -338,6 +345,7 @@ impl Scanner {
                 // Planning goes on as if every CPU were free of others' work.
                 self.previous_cpu_times = None;
                 self.last_others.clear();
+                self.last_demand.clear();
                 self.last_taken = CpuSet::new();
                 if !std::mem::replace(&mut self.cpu_times_reported, true) {
                     obs.problems.push(e);
@@ -543,7 +551,7 @@ impl Scanner {
         entry.wanted = self.wanted(&stat, demand);
         if !entry.wanted {
             let busy = busy_enough(&stat, demand)
-                .then(|| unselected(&dir, &mut entry, demand, ctx))
+                .then(|| unselected(&dir, &mut entry, demand, stat.num_threads, ctx))
                 .flatten();
             if busy.is_none() {
                 entry.waited = None;
@@ -609,6 +617,7 @@ fn empty_observation(topology: &Topology, uptime: f64, basis: DemandBasis) -> Ob
             processes: Vec::new(),
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         },
         details: HashMap::new(),
         problems: Vec::new(),
@@ -689,19 +698,33 @@ fn spans(obs: &Observation, machine: &CpuSet) -> Vec<Span> {
 /// worth since its last read; `entry` already saw this pass's stat, and keeps the wait
 /// read here for the next). Nothing if its status cannot be read (gone, or a kernel
 /// that hides it), as it is not ours to report on; without schedstat, what it ran.
+///
+/// Waiting is summed over every thread up to [`OTHERS_THREADS_SUMMED`]: a worker
+/// beside a main thread that only waits for it (most programs) waits in its own
+/// schedstat, and counting the main thread's alone read three loads on two CPUs as
+/// two, so a hard pin beside them never backed off. Beyond that many threads, the
+/// main thread's alone, a lower bound, for what one read per thread would cost.
 fn unselected(
     dir: &ProcDir,
     entry: &mut Entry,
     ran: f64,
+    threads: u32,
     ctx: &PassContext<'_>,
 ) -> Option<Unselected> {
     let before = entry.waited.take();
     let cpus = dir.status().ok()??.cpus_allowed?.intersection(&ctx.machine);
-    let wait = dir.main_thread_wait().ok().flatten();
-    entry.waited = wait.map(|w| (w, ctx.uptime));
+    let summed = (2..=OTHERS_THREADS_SUMMED).contains(&threads);
+    let wait = if summed {
+        dir.run_delay().ok().flatten().map(|d| d.wait_ns)
+    } else {
+        dir.main_thread_wait().ok().flatten()
+    };
+    entry.waited = wait.map(|w| (w, ctx.uptime, summed));
     // From the last read, or over its lifetime at a first (a lower bound for one that
-    // just turned busy).
-    let (w0, t0) = before.unwrap_or((0, entry.start_time() as f64 / ctx.tps));
+    // just turned busy) or where the last read summed other threads.
+    let (w0, t0) = before
+        .filter(|b| b.2 == summed)
+        .map_or((0, entry.start_time() as f64 / ctx.tps), |b| (b.0, b.1));
     let at = |wait_ns| RunDelay {
         wait_ns,
         ..RunDelay::default()
@@ -712,6 +735,10 @@ fn unselected(
         cpus,
     })
 }
+
+/// Threads of an unselected busy process whose run-queue waits are summed (one
+/// `schedstat` and one `stat` read each): see `unselected`.
+pub const OTHERS_THREADS_SUMMED: u32 = 16;
 
 /// CPUs' worth of CPU time a process used since its last read.
 #[derive(Debug, Clone, Copy, Default)]

@@ -25,6 +25,7 @@ fn processes_do_not_share_cores_while_whole_cores_idle() {
             .collect(),
         others_pinned: Default::default(),
         others_taken: Default::default(),
+        others_demand: Default::default(),
     };
     let plan = Auto::default().plan(&s);
     let mut cores: Vec<usize> = plan
@@ -69,6 +70,7 @@ fn fractions_of_a_cpu_are_not_time_sharing() {
         processes: vec![load(100), load(101)],
         others_pinned: [(2, 0.2), (3, 0.2)].into_iter().collect(),
         others_taken: Default::default(),
+        others_demand: Default::default(),
     };
     let on_node_1 = |plan: &Plan| plan.placements.iter().filter(|pl| pl.nodes == [1]).count();
     let plan = Auto::default().plan(&s);
@@ -115,6 +117,7 @@ fn time_sharing_is_balanced_between_caches() {
         processes,
         others_pinned: Default::default(),
         others_taken: Default::default(),
+        others_demand: Default::default(),
     };
     let start = maxlocal::place(&s);
     let on_node = |cpus: &[usize]| topo.cpus()[cpus[0]].node;
@@ -167,6 +170,7 @@ fn an_idle_core_is_found_past_quiet_full_caches() {
         processes,
         others_pinned: Default::default(),
         others_taken: Default::default(),
+        others_demand: Default::default(),
     };
     let plan = Auto::default().plan(&s);
     let mut owner: std::collections::HashMap<usize, u32> = Default::default();
@@ -383,6 +387,7 @@ fn no_thread_is_stacked_while_every_thread_has_a_cpu() {
         ],
         others_pinned: Default::default(),
         others_taken: Default::default(),
+        others_demand: Default::default(),
     };
     let plan = Auto::default().plan(&s);
     let mut cpus: Vec<u32> = plan
@@ -422,6 +427,7 @@ fn a_start_from_the_kernels_balancing_finds_what_a_step_of_no_gain_hides() {
         processes,
         others_pinned: Default::default(),
         others_taken: Default::default(),
+        others_demand: Default::default(),
     };
     let auto = Auto::default();
     let local = auto.run(maxlocal::place(&s));

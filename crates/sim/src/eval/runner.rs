@@ -664,6 +664,7 @@ mod tests {
                 processes,
                 others_pinned: Default::default(),
                 others_taken: Default::default(),
+                others_demand: Default::default(),
             },
         }
     }

@@ -93,6 +93,7 @@ fn run_slice(model: &TimeModel, snapshot: &Snapshot, slice: &[(usize, CpuId)]) -
             .collect(),
         others_pinned: Default::default(),
         others_taken: Default::default(),
+        others_demand: Default::default(),
     };
     let placements = slice
         .iter()
@@ -148,6 +149,7 @@ mod tests {
             processes,
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         }
     }
 

@@ -598,6 +598,7 @@ pub fn case_at(
             processes,
             others_pinned: Default::default(),
             others_taken: Default::default(),
+            others_demand: Default::default(),
         },
     })
 }
