@@ -22,7 +22,7 @@ pub struct ManageArgs {
     /// nmass-regression, membus, cmload, numad.
     #[arg(long, value_name = "P", value_parser = parse_policy)]
     pub policy: Option<crate::policy::PolicyKind>,
-    /// Epoch length, e.g. 1s, 500ms [default: 1s].
+    /// Epoch length, e.g. 1s, 500ms; up to 4 times longer while every managed process is idle [default: 1s].
     #[arg(long, allow_hyphen_values = true, value_name = "DURATION", value_parser = parse_duration)]
     pub interval: Option<Duration>,
     /// Plan and report every epoch, change nothing (what a killed daemon left in the

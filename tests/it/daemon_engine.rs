@@ -630,6 +630,30 @@ fn a_stop_or_an_exit_of_a_placed_process_re_plans_at_once() {
     );
 }
 
+/// An epoch may be followed by a longer one (`daemon::pace`) only when it planned
+/// nothing and nothing managed is busy: a process that turns busy ends the calm in the
+/// epoch that sees it.
+#[test]
+fn an_epoch_is_calm_only_when_nothing_happened_and_nothing_managed_is_busy() {
+    let mut b = bed(everyone(), 5.0, 30);
+    b.add(100, "mcf", 0, 1000);
+    assert!(!b.epoch(0.0).calm, "the first plan");
+    let r = b.epoch(1.0);
+    assert!(r.calm, "idle and unchanged: {:?} {:?}", r.replan, r.waiting);
+    // One busy second (at the scanner's clock ticks per second).
+    let tps = numasched::observe::ScanConfig::default().ticks_per_second;
+    let mut p = FakeProcess::new(100, "mcf").pages(&[(0, 1000)]);
+    p.start_time = 1000;
+    p.cpu_ticks = tps;
+    p.state = 'R';
+    b.fake.update(&p).expect("busy");
+    let r = b.epoch(2.0);
+    assert!(!r.calm, "busy");
+    p.cpu_ticks += tps;
+    b.fake.update(&p).expect("still busy");
+    assert!(!b.epoch(3.0).calm, "busy, with nothing else to do");
+}
+
 /// Job 1 holds node 1's CPUs, and its task's memory is on node 0, where it may not go;
 /// job 2 holds CPU 1 and opted out; a process outside every job has its memory on
 /// node 1, but only CPU 0 is no job's.

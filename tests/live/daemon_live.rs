@@ -1729,3 +1729,40 @@ fn a_daemon_whose_lock_file_goes_stops_and_gives_back() {
         "nothing left to recover"
     );
 }
+
+/// With every managed process idle and nothing happening, epochs stretch to four times
+/// the interval (`daemon::pace`): what keeps the daemon cheap on an idle machine. At
+/// 200 ms, 4 s would hold 20 epochs unstretched; stretched, about 5. A busy machine
+/// only slows epochs, so the bound holds there too.
+#[test]
+fn epochs_stretch_while_everything_managed_is_idle() {
+    let Some(_alone) = two_cpus_alone() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = named_copy(dir.path(), "sleep", "nsd_pace");
+    let Some(p) = Guard::spawn(Command::new(&bin).arg("60")) else {
+        return;
+    };
+    let d = Daemon::start(dir.path(), &["--include-comm", "nsd_pace"]);
+    d.wait_managed(p.pid(), 3);
+    if !d.log().contains("proc connector yes") {
+        eprintln!("skipped: no proc connector here, so epochs never stretch");
+        return;
+    }
+    // Three calm epochs, then doubling: stretched to the full 800 ms within 2 s.
+    std::thread::sleep(Duration::from_secs(2));
+    let epochs = || {
+        d.status()
+            .and_then(|s| s["epochs"].as_u64())
+            .expect("status")
+    };
+    let before = epochs();
+    std::thread::sleep(Duration::from_secs(4));
+    let ran = epochs() - before;
+    assert!(
+        (1..=10).contains(&ran),
+        "{ran} epochs in 4 s at a 200 ms interval, all idle\n{}",
+        d.log()
+    );
+}

@@ -90,6 +90,10 @@ pub struct EpochReport {
     /// Placements planned for processes whose Slurm job asked for advice only, where
     /// the advice changed.
     pub advice: Vec<String>,
+    /// Every managed process idle (by its sized demand) and nothing planned, applied,
+    /// adopted, released or migrated: an epoch the next may follow later (see
+    /// [`super::pace`]).
+    pub calm: bool,
 }
 
 pub struct Engine<K: Kernel> {
@@ -310,6 +314,7 @@ impl<K: Kernel> Engine<K> {
         }
         let tasks_changed = !self.scanner.no_task_came_or_went();
         rep.adopted = self.follow_forks(tasks_changed, None, unix, &mut rep);
+        rep.calm = calm(&rep, &obs.snapshot);
         self.last_seen = std::mem::take(&mut obs.snapshot.processes);
         self.last_chars = chars;
         Ok(rep)
@@ -859,6 +864,21 @@ struct Record {
     changes: u64,
     /// Reported as not characterisable (reported once).
     told_uncharacterised: bool,
+}
+
+/// See [`EpochReport::calm`]; `snapshot` holds the managed processes, sized.
+fn calm(rep: &EpochReport, snapshot: &Snapshot) -> bool {
+    rep.replan.is_empty()
+        && rep.waiting.is_empty()
+        && rep.arrived.is_empty()
+        && rep.adopted.is_empty()
+        && rep.released.is_empty()
+        && rep.migrations.is_empty()
+        && rep.advice.is_empty()
+        && snapshot
+            .processes
+            .iter()
+            .all(|p| p.cpu_demand < numasched_policy::granularity::IDLE_DEMAND)
 }
 
 /// What a process used and waited for over the last epoch.

@@ -34,6 +34,7 @@ pub mod logging;
 pub mod metrics;
 pub mod need;
 pub mod nodes;
+pub mod pace;
 pub mod paths;
 pub mod pins;
 pub mod privileges;

@@ -26,6 +26,7 @@ use super::config::Options;
 use super::engine::EpochReport;
 use super::forks::{thread_cpu_time, Follower};
 use super::metrics::{BoundMetrics, MetricsServer};
+use super::pace::Pace;
 use super::privileges;
 use super::socket::{Bound, Server, Shared};
 use super::status_board::{Board, Wake};
@@ -169,12 +170,13 @@ pub fn serve(
     // standing problems look new again.
     let mut pass_notes = Dedup::default();
     let mut lost_lock: Option<std::path::PathBuf> = None;
+    let mut pace = Pace::default();
     let ended = 'epochs: loop {
         let t0 = Instant::now();
         if let Some(f) = &follower {
             f.begin();
         }
-        match built
+        let calm = match built
             .engine
             .epoch(clock.elapsed().as_secs_f64(), unix_now())
         {
@@ -185,10 +187,14 @@ pub fn serve(
                     // interval's job.
                     log_followed(f, &built, Duration::ZERO, &rep.adopted);
                 }
+                rep.calm
             }
             // procfs itself unreadable: nothing to decide on; try again next epoch.
-            Err(e) => warn!("observation failed: {e}"),
-        }
+            Err(e) => {
+                warn!("observation failed: {e}");
+                false
+            }
+        };
         shared.epoch_done(built.engine.epochs());
         if let Some(lock) = built.journal_lock.as_ref().filter(|l| !l.still_named()) {
             lost_lock = Some(lock.path().to_path_buf());
@@ -201,7 +207,7 @@ pub fn serve(
                 break Some(Ended::Exited(status));
             }
         }
-        let deadline = t0 + opts.interval;
+        let mut deadline = t0 + pace.next(opts.interval, calm, follower.is_some());
         loop {
             // A fork or exit to follow waits for the pass's spacing, never past the
             // epoch, which follows them itself.
@@ -213,7 +219,15 @@ pub fn serve(
             let mut publish = || publish(&shared, &built, opts, started, took);
             match wait(&rx, until_next, &mut until, &mut publish)? {
                 Waited::Ended(e) => break 'epochs Some(e),
-                Waited::Tasks => continue,
+                Waited::Tasks => {
+                    // A managed process forked or exited: the epoch is the interval
+                    // again, so that what follows is planned as soon as it would be.
+                    if pace.stretched() {
+                        pace.woken();
+                        deadline = deadline.min(t0 + opts.interval);
+                    }
+                    continue;
+                }
                 Waited::Deadline if Instant::now() >= deadline => break,
                 Waited::Deadline => {}
             }
