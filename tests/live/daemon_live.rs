@@ -1765,4 +1765,7 @@ fn epochs_stretch_while_everything_managed_is_idle() {
         "{ran} epochs in 4 s at a 200 ms interval, all idle\n{}",
         d.log()
     );
+    // And status says so, rather than "every 0.2s".
+    let shown = d.status().and_then(|s| s["stretched_s"].as_f64());
+    assert!(shown.is_some_and(|s| s > 0.2), "{shown:?}");
 }

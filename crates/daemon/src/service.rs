@@ -208,6 +208,7 @@ pub fn serve(
             }
         }
         let mut deadline = t0 + pace.next(opts.interval, calm, follower.is_some());
+        let stretched = pace.stretched().then_some((deadline - t0).as_secs_f64());
         loop {
             // A fork or exit to follow waits for the pass's spacing, never past the
             // epoch, which follows them itself.
@@ -216,7 +217,7 @@ pub fn serve(
                 .filter(|f| f.pending())
                 .map(|f| f.next_pass_at().unwrap_or(t0).max(t0));
             let until_next = due.map_or(deadline, |d| d.min(deadline));
-            let mut publish = || publish(&shared, &built, opts, started, took);
+            let mut publish = || publish(&shared, &built, opts, started, took, stretched);
             match wait(&rx, until_next, &mut until, &mut publish)? {
                 Waited::Ended(e) => break 'epochs Some(e),
                 Waited::Tasks => {
@@ -450,16 +451,24 @@ fn log_released(rep: &EpochReport, notes: &mut Dedup) {
 
 /// Builds the status for the readers waiting on the board, unless an earlier wake
 /// of the same epoch already did.
-fn publish(shared: &Shared, built: &Built, opts: &Options, started: i64, took: Duration) {
+fn publish(
+    shared: &Shared,
+    built: &Built,
+    opts: &Options,
+    started: i64,
+    took: Duration,
+    stretched_s: Option<f64>,
+) {
     if !shared.wanted() {
         return;
     }
-    let s = built.status(
+    let mut s = built.status(
         opts.interval.as_secs_f64(),
         opts.dry_run,
         opts.migrate_pages,
         started,
         took,
     );
+    s.stretched_s = stretched_s;
     shared.put(s);
 }

@@ -22,6 +22,10 @@ pub struct DaemonStatus {
     pub now_unix: i64,
     pub policy: String,
     pub interval_s: f64,
+    /// The epoch's length where it is stretched because every managed process is
+    /// idle (see `pace`); absent at `interval_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stretched_s: Option<f64>,
     pub dry_run: bool,
     pub migrate_pages: bool,
     pub sensors: Sensors,
@@ -155,6 +159,7 @@ impl DaemonStatus {
             now_unix: 0,
             policy: String::new(),
             interval_s: 0.0,
+            stretched_s: None,
             dry_run: false,
             migrate_pages: false,
             sensors_in_use: sensors.in_use().into_iter().map(String::from).collect(),
@@ -207,11 +212,14 @@ impl DaemonStatus {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "numasched {} (pid {}), policy {}, every {}s{}{}; {}, {}",
+            "numasched {} (pid {}), policy {}, every {}s{}{}{}; {}, {}",
             self.version,
             self.pid,
             self.policy,
             self.interval_s,
+            self.stretched_s
+                .map(|s| format!(" (now {s}s: everything it manages is idle)"))
+                .unwrap_or_default(),
             if self.dry_run { ", DRY RUN" } else { "" },
             if self.migrate_pages {
                 ", page migration on"
