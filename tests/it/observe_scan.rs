@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use numasched::observe::fakeproc::{FakeProcess, FakeProcfs, TICKS};
+use numasched::observe::fakeproc::{FakeProcess, FakeProcfs, FakeThread, TICKS};
 use numasched::observe::{
     read_process, DemandBasis, ObserveError, ProcDir, ReadOptions, ScanConfig, Scanner,
 };
@@ -417,12 +417,113 @@ fn a_processs_waited_for_children_are_not_others_work() {
     );
 }
 
-/// Others' pinned work per CPU: each CPU's interrupt time between passes (`stat`), and
-/// of each busy process the scan does not select what its affinity keeps on its CPUs,
-/// run or waited for (its main thread's `schedstat`).
-/// Work free to move counts nowhere however busy it keeps a CPU: here a free neighbour
-/// on CPU 1, where a pinned pair on CPU 0 pushed it (the no_harm bench's case). A span
-/// under MIN_TICKS (a very short epoch) is not read: the last finding stands.
+/// A scanner that selects the processes named `load`, after a first pass with every
+/// CPU of [`machine`] idle.
+fn loads_scanned(f: &FakeProcfs, topo: &Topology) -> Scanner {
+    f.set_cpu_times(&[(0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0)])
+        .unwrap();
+    let mut scanner =
+        Scanner::new(config(f.root())).with_filter(Box::new(|c| c.stat.comm == "load"));
+    scanner.scan(topo).unwrap();
+    scanner
+}
+
+/// A virtual CPU its host deschedules loses the ticks it would have counted, busy or
+/// not: two loads alone on node 2's CPUs ran 0.6 of a CPU each in a second of wall
+/// time, and those CPUs counted 60 ticks each, all busy. Others' work there is none.
+/// As shares of the ticks counted the CPUs read wholly busy, and the 0.4 left on each
+/// read as a CPU of others' work (the QEMU bed's `blind` on its 2-node guest, which
+/// then sent a load off its memory and back, epoch after epoch).
+#[test]
+fn lost_ticks_of_a_virtual_cpu_are_not_others_work() {
+    let (_d, f) = fake();
+    let topo = machine();
+    let load = |pid: u32, cpu: u32, ticks: u64| {
+        let mut p = FakeProcess::new(pid, "load");
+        p.start_time = 10 * TICKS;
+        p.cpus_allowed = "2-3".into();
+        p.cpu_ticks = ticks;
+        p.threads_on(&[cpu])
+    };
+    f.add(&load(100, 2, 10 * TICKS)).unwrap();
+    f.add(&load(200, 3, 10 * TICKS)).unwrap();
+    let mut scanner = loads_scanned(&f, &topo);
+    f.set_uptime(101.0).unwrap();
+    let lost = TICKS * 6 / 10;
+    f.update(&load(100, 2, 10 * TICKS + lost)).unwrap();
+    f.update(&load(200, 3, 10 * TICKS + lost)).unwrap();
+    f.set_cpu_times(&[(0, 0, TICKS), (1, 0, TICKS), (2, lost, 0), (3, lost, 0)])
+        .unwrap();
+    let obs = scanner.scan(&topo).unwrap();
+    assert!(obs.problems.is_empty(), "{:?}", obs.problems);
+    assert!(
+        obs.snapshot.others_taken.is_empty(),
+        "{}",
+        obs.snapshot.others_taken
+    );
+}
+
+/// Others' work per cache counts a managed process's work where its threads that ran
+/// this epoch are, not where a sleeping helper was last seen. Two loads free to run
+/// anywhere run on node 2, each with a report thread asleep since it last ran on node
+/// 0, while node 0 ran half a CPU of others' work on each CPU: with half of each load
+/// put on its helper's old CPU, the loads' own work read as a CPU of others' on node 2,
+/// which a plan would then keep their neighbours off.
+#[test]
+fn a_managed_process_works_where_its_busy_threads_ran_not_where_a_sleeper_was() {
+    let (_d, f) = fake();
+    let topo = machine();
+    let load = |pid: u32, worker_cpu: u32, helper_cpu: u32, ticks: u64| {
+        let mut p = FakeProcess::new(pid, "load");
+        p.start_time = 10 * TICKS;
+        p.cpus_allowed = "0-3".into();
+        p.cpu_ticks = ticks;
+        p.threads = vec![
+            FakeThread {
+                tid: pid,
+                cpu: helper_cpu,
+                cpu_ticks: 0,
+            },
+            FakeThread {
+                tid: pid + 1,
+                cpu: worker_cpu,
+                cpu_ticks: ticks,
+            },
+        ];
+        p
+    };
+    let other = |ticks: u64| {
+        let mut p = FakeProcess::new(300, "other");
+        p.start_time = 10 * TICKS;
+        p.cpu_ticks = ticks;
+        p.threads_on(&[0])
+    };
+    f.add(&load(100, 2, 0, 10 * TICKS)).unwrap();
+    f.add(&load(200, 3, 1, 10 * TICKS)).unwrap();
+    f.add(&other(10 * TICKS)).unwrap();
+    let mut scanner = loads_scanned(&f, &topo);
+    // One second: each worker ran its CPU of node 2 whole; the helpers slept; node
+    // 0's CPUs were each half busy with others' work.
+    f.set_uptime(101.0).unwrap();
+    f.update(&load(100, 2, 0, 11 * TICKS)).unwrap();
+    f.update(&load(200, 3, 1, 11 * TICKS)).unwrap();
+    f.update(&other(11 * TICKS)).unwrap();
+    f.set_cpu_times(&[(0, 50, 50), (1, 50, 50), (2, 100, 0), (3, 100, 0)])
+        .unwrap();
+    let obs = scanner.scan(&topo).unwrap();
+    assert!(obs.problems.is_empty(), "{:?}", obs.problems);
+    let taken = &obs.snapshot.others_taken;
+    assert!(
+        !taken.contains(2) && !taken.contains(3),
+        "node 2 is the loads' own: {taken}"
+    );
+    assert_eq!(
+        taken.len(),
+        1,
+        "a CPU's worth of others' work on node 0: {taken}"
+    );
+}
+
 /// A program whose main thread only waits for its worker (most do) waits in the
 /// worker's schedstat: summed over its threads, its work pinned to CPU 0 is what it
 /// ran and what the worker waited, a whole CPU, not the half that the main thread's
@@ -469,6 +570,12 @@ fn an_unselected_programs_waiting_is_its_workers_too() {
     assert!((demand[&0] - 1.0).abs() < 1e-9, "{demand:?}");
 }
 
+/// Others' pinned work per CPU: each CPU's interrupt time between passes (`stat`), and
+/// of each busy process the scan does not select what its affinity keeps on its CPUs,
+/// run or waited for (its threads' `schedstat`).
+/// Work free to move counts nowhere however busy it keeps a CPU: here a free neighbour
+/// on CPU 1, where a pinned pair on CPU 0 pushed it (the no_harm bench's case). A span
+/// under MIN_TICKS (a very short epoch) is not read: the last finding stands.
 #[test]
 fn others_pinned_work_is_interrupts_and_what_unselected_affinities_keep_on_a_cpu() {
     let (_d, f) = fake();

@@ -39,6 +39,7 @@ use std::collections::HashMap;
 use super::error::ObserveError;
 use super::proc::{sole_thread, Affinity, Memory, ProcDir, ReadOptions, Source, Stat, ThreadStat};
 use super::scan_config::ScanConfig;
+use numasched_model::CpuSet;
 
 /// Costly file groups (status; `task/*/stat`; numa_maps with sched) of one pass.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -388,6 +389,9 @@ pub(crate) struct Cached<'a> {
     /// CPUs' worth by which the threads read afresh in this pass ran faster than one
     /// CPU each since their last read (see [`thread_overrun`]); 0 when they were not.
     pub thread_overrun: f64,
+    /// CPUs of the threads that ran since their last read (see [`ran_on`]); `None`
+    /// when they were not read afresh against an earlier list.
+    pub ran_on: Option<CpuSet>,
 }
 
 /// A remembered part, counted as reused.
@@ -452,6 +456,7 @@ impl Source for Cached<'_> {
                 let secs = now.read_uptime - then.read_uptime;
                 let tps = self.config.ticks_per_second.max(1) as f64;
                 self.thread_overrun = thread_overrun(&then.value, &now.value, secs, tps);
+                self.ran_on = Some(ran_on(&then.value, &now.value));
             }
             // Not read after all (gone, or an error): the old list stays the baseline.
             (None, before) => self.entry.threads = before,
@@ -467,6 +472,27 @@ impl Source for Cached<'_> {
         let age = self.config.numa_maps_max_age;
         self.read(stat, |d| d.memory(opts), |e| &mut e.memory, age)
     }
+}
+
+/// The CPUs of the threads in `now` that ran since `then` (both sorted by tid): a
+/// thread new since counts if it ran at all.
+///
+/// Where a process's threads were last seen is where its work is only for those that
+/// ran: a report thread asleep for seconds still names the CPU it last ran on. Half of
+/// a two-thread load's demand was put there (others' estimate spreads a demand evenly
+/// over the CPUs its threads were seen on), and the load's own CPU read as others'
+/// work.
+pub(crate) fn ran_on(then: &[ThreadStat], now: &[ThreadStat]) -> CpuSet {
+    let mut old = then.iter().peekable();
+    let mut out = CpuSet::new();
+    for t in now {
+        while old.next_if(|o| o.tid < t.tid).is_some() {}
+        let before = old.next_if(|o| o.tid == t.tid).map_or(0, |o| o.cpu_ticks);
+        if let Some(cpu) = t.processor.filter(|_| t.cpu_ticks > before) {
+            out.insert(cpu);
+        }
+    }
+    out
 }
 
 /// CPUs' worth by which threads seen in both lists ran more than one CPU each over

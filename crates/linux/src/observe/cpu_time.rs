@@ -53,27 +53,45 @@ impl CpuTimes {
             .unwrap_or(0)
     }
 
-    /// Each CPU's busy share between `earlier` and this reading (0 to 1: CPUs'
-    /// worth). A CPU missing from either (it went offline or came online between), or
-    /// whose counters did not advance, is left out.
-    pub fn busy_since(&self, earlier: &CpuTimes) -> BTreeMap<CpuId, f64> {
-        self.share_since(earlier, |t| t.busy)
+    /// Each CPU's busy time between `earlier` and this reading, `secs` of wall time
+    /// apart, in CPUs' worth (0 to 1) at `tps` ticks a second. A CPU missing from
+    /// either (it went offline or came online between), or whose counters did not
+    /// advance, is left out.
+    ///
+    /// Per second of wall time, as a process's demand is read, not as a share of the
+    /// ticks the CPU counted: a virtual CPU its host deschedules while it runs loses
+    /// those ticks (no steal clock under QEMU's TCG; steal, left out of both, under
+    /// KVM), so a CPU that ran one busy load all the time counted no idle tick and read
+    /// wholly busy while the load read 0.6 of a CPU, and the 0.4 between read as
+    /// others' work: two loads on a node of two CPUs read as a CPU of others' (the
+    /// QEMU bed's `blind`, 2-node guest, flipping a load off its memory and back).
+    pub fn busy_since(&self, earlier: &CpuTimes, secs: f64, tps: f64) -> BTreeMap<CpuId, f64> {
+        self.per_second_since(earlier, secs, tps, |t| t.busy)
     }
 
-    /// Each CPU's share spent serving interrupts between `earlier` and this reading,
-    /// as [`CpuTimes::busy_since`] reads the busy share.
-    pub fn irq_since(&self, earlier: &CpuTimes) -> BTreeMap<CpuId, f64> {
-        self.share_since(earlier, |t| t.irq)
+    /// Each CPU's time serving interrupts between `earlier` and this reading, as
+    /// [`CpuTimes::busy_since`] reads the busy time.
+    pub fn irq_since(&self, earlier: &CpuTimes, secs: f64, tps: f64) -> BTreeMap<CpuId, f64> {
+        self.per_second_since(earlier, secs, tps, |t| t.irq)
     }
 
-    fn share_since(&self, earlier: &CpuTimes, of: impl Fn(&Ticks) -> u64) -> BTreeMap<CpuId, f64> {
+    fn per_second_since(
+        &self,
+        earlier: &CpuTimes,
+        secs: f64,
+        tps: f64,
+        of: impl Fn(&Ticks) -> u64,
+    ) -> BTreeMap<CpuId, f64> {
+        if !(secs > 0.0 && tps > 0.0) {
+            return BTreeMap::new();
+        }
         self.0
             .iter()
             .filter_map(|(cpu, now)| {
                 let before = earlier.0.get(cpu)?;
                 let total = now.total.checked_sub(before.total).filter(|t| *t > 0)?;
                 let part = of(now).saturating_sub(of(before)).min(total);
-                Some((*cpu, part as f64 / total as f64))
+                Some((*cpu, (part as f64 / tps / secs).min(1.0)))
             })
             .collect()
     }
@@ -213,14 +231,27 @@ mod tests {
             Path::new("stat"),
         )
         .expect("parse");
-        let busy = after.busy_since(&before);
+        let busy = after.busy_since(&before, 1.0, 100.0);
         assert_eq!(busy.len(), 2, "cpu3 has no earlier reading: {busy:?}");
         assert!((busy[&0] - 1.0).abs() < 1e-9, "{busy:?}");
         assert!(busy[&2].abs() < 1e-9, "{busy:?}");
         assert!(before
-            .busy_since(&after)
+            .busy_since(&after, 1.0, 100.0)
             .values()
             .all(|b| *b == 0.0 || b.is_finite()));
+        assert!(after.busy_since(&before, 0.0, 100.0).is_empty());
+    }
+
+    /// A virtual CPU descheduled by its host while busy counts 60 ticks in a second,
+    /// all busy: 0.6 of a CPU, as the process it ran reads, not all of one.
+    #[test]
+    fn busy_time_is_per_second_of_wall_time_not_per_tick_counted() {
+        let before = parse("cpu0 0 0 0 0 0 0 0 0\n", Path::new("stat")).expect("parse");
+        let after = parse("cpu0 60 0 0 0 0 0 0 0\n", Path::new("stat")).expect("parse");
+        let busy = after.busy_since(&before, 1.0, 100.0);
+        assert!((busy[&0] - 0.6).abs() < 1e-9, "{busy:?}");
+        // Never more than the CPU, whatever the clocks say.
+        assert!((after.busy_since(&before, 0.5, 100.0)[&0] - 1.0).abs() < 1e-9);
     }
 
     #[test]

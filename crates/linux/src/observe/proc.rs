@@ -196,6 +196,10 @@ pub struct ProcInfo {
     /// [`Stat::child_ticks`]); 0 at first sight.
     #[serde(default)]
     pub children_demand: f64,
+    /// CPUs of the threads that ran since the last read, where both thread lists were
+    /// read; `None` otherwise (see `cache::ran_on`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran_on: Option<CpuSet>,
 }
 
 impl ProcInfo {
@@ -212,6 +216,7 @@ impl ProcInfo {
             numa_faults: BTreeMap::new(),
             denied: Vec::new(),
             children_demand: 0.0,
+            ran_on: None,
         }
     }
 

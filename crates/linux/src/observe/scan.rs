@@ -121,7 +121,8 @@ pub struct Scanner {
     previous_uptime: Option<f64>,
     /// Every CPU's times at the start of the span measured, for what others ran on
     /// each, and what was last found.
-    previous_cpu_times: Option<CpuTimes>,
+    /// The last `/proc/stat` reading differenced from, and the uptime it was read at.
+    previous_cpu_times: Option<(CpuTimes, f64)>,
     last_others: BTreeMap<CpuId, f64>,
     /// Others' work free to move or not, at the last reading.
     last_demand: BTreeMap<CpuId, f64>,
@@ -287,7 +288,7 @@ impl Scanner {
         // Whatever was not carried over exited (or was not seen): forgotten here.
         self.cache = next;
         self.previous_uptime = Some(uptime);
-        let cpu_times = match first_sample {
+        let (cpu_times, cpu_at) = match first_sample {
             // After the processes were read, so that a sample taken at start does not
             // age them (a load seconds old read a tick of CPU more and was sized as
             // young, for all its threads): until the CPUs' clocks moved enough to read
@@ -302,10 +303,11 @@ impl Scanner {
                     }
                     std::thread::sleep(self.config.first_cpu_span);
                 }
-                self.previous_cpu_times = Some(t);
-                CpuTimes::read(root)
+                self.previous_cpu_times = Some((t, uptime));
+                let now = CpuTimes::read(root);
+                (now, read_uptime(root).unwrap_or(uptime))
             }
-            None => cpu_times,
+            None => (cpu_times, uptime),
         };
         match cpu_times {
             // Too short a span to read a share from (short epochs): the last reading
@@ -314,18 +316,19 @@ impl Scanner {
                 if self
                     .previous_cpu_times
                     .as_ref()
-                    .is_some_and(|before| now.ticks_since(before) < MIN_TICKS) =>
+                    .is_some_and(|(before, _)| now.ticks_since(before) < MIN_TICKS) =>
             {
                 obs.snapshot.others_pinned = self.last_others.clone();
                 obs.snapshot.others_taken = self.last_taken.clone();
                 obs.snapshot.others_demand = self.last_demand.clone();
             }
             Ok(now) => {
-                if let Some(before) = &self.previous_cpu_times {
+                if let Some((before, at)) = &self.previous_cpu_times {
                     let spans = spans(&obs, &topology.all_cpus());
-                    let busy = now.busy_since(before);
+                    let (secs, tps) = (cpu_at - at, ctx.tps);
+                    let busy = now.busy_since(before, secs, tps);
                     self.last_others = others_pinned(
-                        &now.irq_since(before),
+                        &now.irq_since(before, secs, tps),
                         unselected.iter().map(|u| (u.demand, u.cpus.clone())),
                     );
                     let over = match basis {
@@ -339,7 +342,7 @@ impl Scanner {
                     obs.snapshot.others_taken = self.last_taken.clone();
                     obs.snapshot.others_demand = self.last_demand.clone();
                 }
-                self.previous_cpu_times = Some(now);
+                self.previous_cpu_times = Some((now, cpu_at));
             }
             Err(e) => {
                 // Planning goes on as if every CPU were free of others' work.
@@ -589,8 +592,14 @@ impl Scanner {
             tally,
             uptime: ctx.uptime,
             thread_overrun: 0.0,
+            ran_on: None,
         };
-        let read = assemble(stat, &self.config.read, &mut src);
+        let read = assemble(stat, &self.config.read, &mut src).map(|info| {
+            info.map(|mut i| {
+                i.ran_on = src.ran_on.take();
+                i
+            })
+        });
         let demand = Demand {
             own: (demand.own - src.thread_overrun).max(0.0),
             ..demand
@@ -685,10 +694,17 @@ fn spans(obs: &Observation, machine: &CpuSet) -> Vec<Span> {
             // Its waited-for children ran in the set it gave them: theirs, counted as
             // others', would take its own CPUs.
             let children = info.map_or(0.0, |i| i.children_demand);
+            // Where its threads that ran this epoch are, where that was read; else
+            // where its threads were last seen.
+            let ran_on = info
+                .and_then(|i| i.ran_on.as_ref())
+                .map(|r| r.intersection(machine))
+                .filter(|r| !r.is_empty())
+                .unwrap_or_else(|| p.current_cpus.clone());
             Span {
                 demand: p.cpu_demand + children,
                 cpus,
-                ran_on: p.current_cpus.clone(),
+                ran_on,
             }
         })
         .collect()
