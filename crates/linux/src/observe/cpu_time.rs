@@ -53,45 +53,49 @@ impl CpuTimes {
             .unwrap_or(0)
     }
 
-    /// Each CPU's busy time between `earlier` and this reading, `secs` of wall time
-    /// apart, in CPUs' worth (0 to 1) at `tps` ticks a second. A CPU missing from
-    /// either (it went offline or came online between), or whose counters did not
-    /// advance, is left out.
+    /// Each CPU's busy share between `earlier` and this reading (0 to 1: CPUs'
+    /// worth). A CPU missing from either (it went offline or came online between), or
+    /// whose counters did not advance, is left out.
+    pub fn busy_since(&self, earlier: &CpuTimes) -> BTreeMap<CpuId, f64> {
+        self.share_since(earlier, |t| t.busy)
+    }
+
+    /// Each CPU's share spent serving interrupts between `earlier` and this reading,
+    /// as [`CpuTimes::busy_since`] reads the busy share.
+    pub fn irq_since(&self, earlier: &CpuTimes) -> BTreeMap<CpuId, f64> {
+        self.share_since(earlier, |t| t.irq)
+    }
+
+    /// Each CPU's ticks counted between `earlier` and this reading, as a share of the
+    /// ticks `secs` of wall time hold at `tps` a second (0 to 1).
     ///
-    /// Per second of wall time, as a process's demand is read, not as a share of the
-    /// ticks the CPU counted: a virtual CPU its host deschedules while it runs loses
-    /// those ticks (no steal clock under QEMU's TCG; steal, left out of both, under
-    /// KVM), so a CPU that ran one busy load all the time counted no idle tick and read
-    /// wholly busy while the load read 0.6 of a CPU, and the 0.4 between read as
-    /// others' work: two loads on a node of two CPUs read as a CPU of others' (the
-    /// QEMU bed's `blind`, 2-node guest, flipping a load off its memory and back).
-    pub fn busy_since(&self, earlier: &CpuTimes, secs: f64, tps: f64) -> BTreeMap<CpuId, f64> {
-        self.per_second_since(earlier, secs, tps, |t| t.busy)
-    }
-
-    /// Each CPU's time serving interrupts between `earlier` and this reading, as
-    /// [`CpuTimes::busy_since`] reads the busy time.
-    pub fn irq_since(&self, earlier: &CpuTimes, secs: f64, tps: f64) -> BTreeMap<CpuId, f64> {
-        self.per_second_since(earlier, secs, tps, |t| t.irq)
-    }
-
-    fn per_second_since(
-        &self,
-        earlier: &CpuTimes,
-        secs: f64,
-        tps: f64,
-        of: impl Fn(&Ticks) -> u64,
-    ) -> BTreeMap<CpuId, f64> {
+    /// Below 1 where a virtual CPU's host descheduled it while busy: those ticks are
+    /// lost (no steal clock under QEMU's TCG; steal, left out of the total, under
+    /// KVM), to the CPU's count and to the process it ran alike. A process's demand,
+    /// per second of wall time, then reads low against its CPU's busy share: a CPU
+    /// that ran one load all the time counted no idle tick and read wholly busy while
+    /// the load read 0.6 of a CPU. Divided by this, they compare (see `scan::spans`).
+    pub fn counted_since(&self, earlier: &CpuTimes, secs: f64, tps: f64) -> BTreeMap<CpuId, f64> {
         if !(secs > 0.0 && tps > 0.0) {
             return BTreeMap::new();
         }
         self.0
             .iter()
             .filter_map(|(cpu, now)| {
+                let total = now.total.checked_sub(earlier.0.get(cpu)?.total)?;
+                Some((*cpu, (total as f64 / tps / secs).min(1.0)))
+            })
+            .collect()
+    }
+
+    fn share_since(&self, earlier: &CpuTimes, of: impl Fn(&Ticks) -> u64) -> BTreeMap<CpuId, f64> {
+        self.0
+            .iter()
+            .filter_map(|(cpu, now)| {
                 let before = earlier.0.get(cpu)?;
                 let total = now.total.checked_sub(before.total).filter(|t| *t > 0)?;
                 let part = of(now).saturating_sub(of(before)).min(total);
-                Some((*cpu, (part as f64 / tps / secs).min(1.0)))
+                Some((*cpu, part as f64 / total as f64))
             })
             .collect()
     }
@@ -231,27 +235,28 @@ mod tests {
             Path::new("stat"),
         )
         .expect("parse");
-        let busy = after.busy_since(&before, 1.0, 100.0);
+        let busy = after.busy_since(&before);
         assert_eq!(busy.len(), 2, "cpu3 has no earlier reading: {busy:?}");
         assert!((busy[&0] - 1.0).abs() < 1e-9, "{busy:?}");
         assert!(busy[&2].abs() < 1e-9, "{busy:?}");
         assert!(before
-            .busy_since(&after, 1.0, 100.0)
+            .busy_since(&after)
             .values()
             .all(|b| *b == 0.0 || b.is_finite()));
-        assert!(after.busy_since(&before, 0.0, 100.0).is_empty());
     }
 
     /// A virtual CPU descheduled by its host while busy counts 60 ticks in a second,
-    /// all busy: 0.6 of a CPU, as the process it ran reads, not all of one.
+    /// all busy: wholly busy, and 0.6 of the ticks the second held.
     #[test]
-    fn busy_time_is_per_second_of_wall_time_not_per_tick_counted() {
+    fn a_cpu_that_lost_ticks_reads_busy_and_counted_short() {
         let before = parse("cpu0 0 0 0 0 0 0 0 0\n", Path::new("stat")).expect("parse");
         let after = parse("cpu0 60 0 0 0 0 0 0 0\n", Path::new("stat")).expect("parse");
-        let busy = after.busy_since(&before, 1.0, 100.0);
-        assert!((busy[&0] - 0.6).abs() < 1e-9, "{busy:?}");
-        // Never more than the CPU, whatever the clocks say.
-        assert!((after.busy_since(&before, 0.5, 100.0)[&0] - 1.0).abs() < 1e-9);
+        assert!((after.busy_since(&before)[&0] - 1.0).abs() < 1e-9);
+        let counted = after.counted_since(&before, 1.0, 100.0);
+        assert!((counted[&0] - 0.6).abs() < 1e-9, "{counted:?}");
+        // Never more than the span, whatever the clocks say.
+        assert!((after.counted_since(&before, 0.5, 100.0)[&0] - 1.0).abs() < 1e-9);
+        assert!(after.counted_since(&before, 0.0, 100.0).is_empty());
     }
 
     #[test]

@@ -324,11 +324,11 @@ impl Scanner {
             }
             Ok(now) => {
                 if let Some((before, at)) = &self.previous_cpu_times {
-                    let spans = spans(&obs, &topology.all_cpus());
-                    let (secs, tps) = (cpu_at - at, ctx.tps);
-                    let busy = now.busy_since(before, secs, tps);
+                    let counted = now.counted_since(before, cpu_at - at, ctx.tps);
+                    let spans = spans(&obs, &topology.all_cpus(), &counted);
+                    let busy = now.busy_since(before);
                     self.last_others = others_pinned(
-                        &now.irq_since(before, secs, tps),
+                        &now.irq_since(before),
                         unselected.iter().map(|u| (u.demand, u.cpus.clone())),
                     );
                     let over = match basis {
@@ -679,8 +679,11 @@ fn finish(
     }
 }
 
-/// The selected processes as the estimate of others' work per cache sees them.
-fn spans(obs: &Observation, machine: &CpuSet) -> Vec<Span> {
+/// The selected processes as the estimate of others' work per cache sees them: each
+/// one's demand in shares of the ticks its CPUs counted (`counted`, see
+/// [`CpuTimes::counted_since`]), as the CPUs' busy shares are, never more than its
+/// threads.
+fn spans(obs: &Observation, machine: &CpuSet, counted: &BTreeMap<CpuId, f64>) -> Vec<Span> {
     obs.snapshot
         .processes
         .iter()
@@ -701,14 +704,30 @@ fn spans(obs: &Observation, machine: &CpuSet) -> Vec<Span> {
                 .map(|r| r.intersection(machine))
                 .filter(|r| !r.is_empty())
                 .unwrap_or_else(|| p.current_cpus.clone());
+            let where_ = if ran_on.is_empty() { &cpus } else { &ran_on };
+            let known: Vec<f64> = where_
+                .iter()
+                .filter_map(|c| counted.get(c))
+                .copied()
+                .collect();
+            let share = if known.is_empty() {
+                1.0
+            } else {
+                (known.iter().sum::<f64>() / known.len() as f64).max(MIN_COUNTED)
+            };
             Span {
-                demand: p.cpu_demand + children,
+                demand: ((p.cpu_demand + children) / share)
+                    .min(f64::from(p.threads.max(1)) + children),
                 cpus,
                 ran_on,
             }
         })
         .collect()
 }
+
+/// The least share of its ticks a CPU is taken to have counted: below it, a reading is
+/// a clock that stalled rather than a host that descheduled it.
+const MIN_COUNTED: f64 = 0.25;
 
 /// What others' work that cannot move needs of a busy unselected process (`ran`: CPUs'
 /// worth since its last read; `entry` already saw this pass's stat, and keeps the wait
