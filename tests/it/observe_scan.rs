@@ -524,6 +524,50 @@ fn a_managed_process_works_where_its_busy_threads_ran_not_where_a_sleeper_was() 
     );
 }
 
+/// A load narrowed to node 2 this epoch ran a little on CPU 0 before it: its demand is
+/// scaled by the ticks counted where it may run now, not by CPU 0's, which its host
+/// descheduled (a quarter of its ticks counted). Scaled by both, the load read 1.76
+/// CPUs on CPU 2 and hid the 0.9 of a CPU that others' work kept CPU 3 busy.
+#[test]
+fn a_narrowed_loads_work_is_scaled_by_the_ticks_counted_where_it_may_run() {
+    let (_d, f) = fake();
+    let topo = machine();
+    let load = |ticks: u64, helper_ticks: u64| {
+        let mut p = FakeProcess::new(100, "load");
+        p.start_time = 10 * TICKS;
+        p.cpus_allowed = "2-3".into();
+        p.cpu_ticks = ticks + helper_ticks;
+        p.threads = vec![
+            FakeThread {
+                tid: 100,
+                cpu: 0,
+                cpu_ticks: helper_ticks,
+            },
+            FakeThread {
+                tid: 101,
+                cpu: 2,
+                cpu_ticks: ticks,
+            },
+        ];
+        p
+    };
+    f.add(&load(10 * TICKS, TICKS)).unwrap();
+    let mut scanner = loads_scanned(&f, &topo);
+    // One second: the worker ran CPU 2 whole, the helper a tenth of a second on CPU 0
+    // before the narrowing; CPU 0 counted 25 ticks, CPU 3 was 0.9 busy.
+    f.set_uptime(101.0).unwrap();
+    f.update(&load(11 * TICKS, TICKS + TICKS / 10)).unwrap();
+    f.set_cpu_times(&[(0, 10, 15), (1, 0, 100), (2, 100, 0), (3, 90, 10)])
+        .unwrap();
+    let obs = scanner.scan(&topo).unwrap();
+    assert!(obs.problems.is_empty(), "{:?}", obs.problems);
+    let taken = &obs.snapshot.others_taken;
+    assert!(
+        taken.iter().any(|c| *c == 2 || *c == 3),
+        "others' work keeps one of node 2's CPUs: {taken}"
+    );
+}
+
 /// A program whose main thread only waits for its worker (most do) waits in the
 /// worker's schedstat: summed over its threads, its work pinned to CPU 0 is what it
 /// ran and what the worker waited, a whole CPU, not the half that the main thread's

@@ -698,10 +698,12 @@ fn spans(obs: &Observation, machine: &CpuSet, counted: &BTreeMap<CpuId, f64>) ->
             // others', would take its own CPUs.
             let children = info.map_or(0.0, |i| i.children_demand);
             // Where its threads that ran this epoch are, where that was read; else
-            // where its threads were last seen.
+            // where its threads were last seen. Inside what it may use now, as where
+            // its work is put (`others_taken`) is: a thread that ran on a CPU before a
+            // narrowing this epoch will not run there again.
             let ran_on = info
                 .and_then(|i| i.ran_on.as_ref())
-                .map(|r| r.intersection(machine))
+                .map(|r| r.intersection(&cpus))
                 .filter(|r| !r.is_empty())
                 .unwrap_or_else(|| p.current_cpus.clone());
             let where_ = if ran_on.is_empty() { &cpus } else { &ran_on };
