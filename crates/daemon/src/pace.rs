@@ -47,8 +47,11 @@ impl Pace {
     }
 
     /// A fork or exit of a managed process was reported: back to the interval.
-    pub fn woken(&mut self) {
+    /// Whether the epoch under way was stretched, and so must be cut short.
+    pub fn woken(&mut self) -> bool {
+        let was = self.stretched();
         self.calm = 0;
+        was
     }
 
     /// Whether the current epoch is longer than the interval.
@@ -82,7 +85,8 @@ mod tests {
         for _ in 0..5 {
             p.next(S, true, true);
         }
-        p.woken();
+        assert!(p.woken(), "it was stretched");
+        assert!(!p.woken(), "and is no longer");
         assert!(!p.stretched());
         assert_eq!(p.next(S, true, true), S, "counted again from a fork");
     }

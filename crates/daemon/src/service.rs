@@ -208,7 +208,7 @@ pub fn serve(
             }
         }
         let mut deadline = t0 + pace.next(opts.interval, calm, follower.is_some());
-        let stretched = pace.stretched().then_some((deadline - t0).as_secs_f64());
+        let mut stretched = pace.stretched().then_some((deadline - t0).as_secs_f64());
         loop {
             // A fork or exit to follow waits for the pass's spacing, never past the
             // epoch, which follows them itself.
@@ -222,10 +222,11 @@ pub fn serve(
                 Waited::Ended(e) => break 'epochs Some(e),
                 Waited::Tasks => {
                     // A managed process forked or exited: the epoch is the interval
-                    // again, so that what follows is planned as soon as it would be.
-                    if pace.stretched() {
-                        pace.woken();
-                        deadline = deadline.min(t0 + opts.interval);
+                    // again, so that what follows is planned as soon as it would be,
+                    // and status says so from now on.
+                    if pace.woken() {
+                        (deadline, stretched) = (deadline.min(t0 + opts.interval), None);
+                        shared.outdated();
                     }
                     continue;
                 }

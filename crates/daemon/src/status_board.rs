@@ -69,6 +69,13 @@ impl<T: Clone> Board<T> {
         self.lock().epoch
     }
 
+    /// The loop: the status on the board no longer says what the loop does (a fork
+    /// ended a stretched pace), so the next reader waits for a new one.
+    pub fn outdated(&self) {
+        let mut s = self.lock();
+        s.of_epoch = s.of_epoch.min(s.epoch.saturating_sub(1));
+    }
+
     /// The loop: whether a reader waits for a status newer than the board's.
     pub fn wanted(&self) -> bool {
         let s = self.lock();
@@ -130,6 +137,23 @@ mod tests {
         assert!(rx.try_recv().is_err());
         assert!(!b.wanted());
         assert_eq!(b.epochs(), 0);
+    }
+
+    #[test]
+    fn an_outdated_status_is_built_again_before_it_is_read() {
+        let (tx, rx) = mpsc::channel();
+        let b = Board::<u64>::new(tx);
+        b.epoch_done(1);
+        b.put(7);
+        assert!(!b.wanted());
+        b.outdated();
+        assert!(b.wanted());
+        // The loop is not answering: the reader gets the old one, having asked.
+        assert_eq!(b.current(Duration::from_millis(10)), Some(7));
+        assert_eq!(rx.try_recv(), Ok(Wake::Status));
+        b.put(8);
+        assert!(!b.wanted());
+        assert_eq!(b.current(Duration::from_millis(10)), Some(8));
     }
 
     #[test]
