@@ -865,7 +865,10 @@ fn clap_usage_errors_exit_2_without_panicking() {
 }
 
 /// The random suite is drawn from its seed, the same on every run, and
-/// reports the kernel's NUMA balancing next to Linux.
+/// reports the kernel's NUMA balancing next to Linux. On a machine of one cache per
+/// node: random-migrate's oracle tries every page map with every placement, 172 s for
+/// two cases of a debug build on 2n:2l:2c:2t here, 1.8 s on this one, and what is
+/// checked is the draw and the labels, not the search.
 #[test]
 fn random_suite_is_deterministic_per_seed() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -880,13 +883,13 @@ fn random_suite_is_deterministic_per_seed() {
             "--cases",
             "2",
             "--machine",
-            "2n:2l:2c:2t",
+            "2n:1l:2c:1t",
             "--json",
             path.to_str().unwrap(),
         ]);
         assert_eq!(code, 0, "{err}");
         assert!(
-            out.contains(&format!("suite {suite} on 2n:2l:2c:2t")),
+            out.contains(&format!("suite {suite} on 2n:1l:2c:1t")),
             "{out}"
         );
         // Never "held out" on a training seed (the label itself: suites.rs).
@@ -910,7 +913,7 @@ fn random_suite_is_deterministic_per_seed() {
         &policies[..5],
         ["linux", "autonuma", "nmass", "auto", "oracle"]
     );
-    assert!(results.iter().all(|r| r["machine"] == "2n:2l:2c:2t"));
+    assert!(results.iter().all(|r| r["machine"] == "2n:1l:2c:1t"));
     // Each program's thread count, in results.json only (results.csv keeps its columns).
     for r in results {
         let threads = r["threads"].as_array().unwrap_or_else(|| panic!("{r}"));
