@@ -788,10 +788,13 @@ balancing() { [ -w /proc/sys/kernel/numa_balancing ] && echo "$1" >/proc/sys/ker
 scenario_migrate() {
   # At the default 1 s interval: the bound below is two intervals, and what an epoch
   # costs under TCG apart from page moves (reading /proc: 0.4-0.9 s measured) does not
-  # shrink with the interval. Steps of 100 ms move ~3 MB an epoch here, so 320 MiB
-  # take ~110 epochs: the window is 200 s (it ends 3 s after the load settles).
+  # shrink with the interval. Steps of 100 ms move ~3 MB an epoch here, so 160 MiB
+  # take ~55 epochs: the window is 200 s (it ends 3 s after the load settles). 160,
+  # not the numad comparison's 320 MiB (numad's threshold, not numasched's): the 320
+  # settled after 93-130 s (CI 2026-11-30), a third of CI's time in the VM bed, and
+  # the steps and epochs bounded here are as many as the check needs at half of it.
   DAEMON_INTERVAL_MS=1000
-  if ! run_case numasched 320 200 1; then
+  if ! run_case numasched 160 200 1; then
     unset DAEMON_INTERVAL_MS; echo "FAIL migrate: $CASE_ERR"; return
   fi
   unset DAEMON_INTERVAL_MS
