@@ -2,8 +2,9 @@
 //! the previous epoch (Majo & Gross, ISMM 2011); numasched also re-plans when managed
 //! processes arrive or leave, when a process's memory moved to another node (its
 //! home changed, so what "local" means changed), and when the CPUs it may use changed
-//! (a Slurm job began or ended beside it, someone re-pinned it), and when others' work
-//! takes or leaves CPUs a plan counted as room or not (the snapshot's `others_taken`).
+//! (a Slurm job began or ended beside it, someone re-pinned it), when others' work
+//! takes or leaves CPUs a plan counted as room or not (the snapshot's `others_taken`),
+//! and when others' work grows beside pinned work (a hard pin there may now time-share).
 //!
 //! Hysteresis, so nothing thrashes: the MPKI baseline is the value *at the last plan*,
 //! not the previous epoch, so a slow drift is noticed but noise around a level is not;
@@ -27,7 +28,7 @@ use numasched_model::topology::NodeId;
 use numasched_model::CpuSet;
 use numasched_model::Snapshot;
 use numasched_policy::crowded::is_crowded;
-use numasched_policy::granularity::IDLE_DEMAND;
+use numasched_policy::granularity::{IDLE_DEMAND, OVERBOOKED};
 
 use numasched_model::ProcessKey;
 
@@ -66,6 +67,9 @@ pub struct Trigger {
     crowded: CpuSet,
     /// CPUs others' work held at the last plan (the snapshot's `others_taken`).
     taken: CpuSet,
+    /// Others' work, free to move or not, per LLC at the last plan (the snapshot's
+    /// `others_demand`).
+    demand: Vec<f64>,
     last_plan: Option<f64>,
 }
 
@@ -115,6 +119,7 @@ impl Trigger {
             .filter(|&c| is_crowded(topo, others, c))
             .collect();
         self.taken = snapshot.others_taken.clone();
+        self.demand = llc_demand(snapshot);
         let before = std::mem::take(&mut self.at_plan);
         self.at_plan = snapshot
             .processes
@@ -223,6 +228,7 @@ impl Trigger {
         }
         self.crowding(snapshot, &mut harms);
         self.taking(snapshot, &mut out);
+        self.overbooking(snapshot, &mut out);
         let left = self.at_plan.len() - seen;
         if !arrived.is_empty() {
             out.insert(0, format!("{} arrived ({})", arrived.len(), pids(&arrived)));
@@ -275,6 +281,48 @@ impl Trigger {
             }
         }
     }
+}
+
+impl Trigger {
+    /// Others' work grew by [`OVERBOOKED`] or more on an LLC where some of it is pinned
+    /// since the last plan: a hard pin there that was no time-sharing may be now
+    /// (see `numasched_policy::granularity`), and only a plan looks. What others ran
+    /// and waited is read per epoch, so the plan made as a load became busy can have
+    /// seen too little of it; where nothing else changed (every CPU already taken),
+    /// nothing else would re-plan (a load stayed pinned beside a pinned and a free
+    /// neighbour for 14 s, CI 2026-11-30). An improvement, so it waits for the
+    /// interval; a fall is no reason, as with crowding.
+    fn overbooking(&self, snapshot: &Snapshot, out: &mut Vec<String>) {
+        let (topo, others) = (&snapshot.topology, &snapshot.others_pinned);
+        for (l, now) in llc_demand(snapshot).into_iter().enumerate() {
+            let was = self.demand.get(l).copied().unwrap_or(0.0);
+            let pinned = topo.llcs()[l]
+                .cpus
+                .iter()
+                .any(|c| is_crowded(topo, others, *c));
+            if pinned && now >= was + OVERBOOKED {
+                out.push(format!(
+                    "others' work on LLC {l} (node {}) keeps {now:.1} CPUs busy, was {was:.1}",
+                    topo.nodes()[topo.llcs()[l].node].id
+                ));
+            }
+        }
+    }
+}
+
+/// Others' work per LLC, free to move or not (the snapshot's `others_demand`).
+fn llc_demand(snapshot: &Snapshot) -> Vec<f64> {
+    snapshot
+        .topology
+        .llcs()
+        .iter()
+        .map(|llc| {
+            llc.cpus
+                .iter()
+                .filter_map(|c| snapshot.others_demand.get(c))
+                .sum()
+        })
+        .collect()
 }
 
 /// CPUs a process can keep busy, counted only up to the CPUs it may run on: "needs 3
@@ -474,6 +522,39 @@ mod tests {
                 "others' work holds 1 CPU of LLC 1 (node 1), was 0".into()
             ])
         );
+    }
+
+    #[test]
+    fn others_work_growing_beside_pinned_work_re_plans_after_the_interval() {
+        let mut t = Trigger::default();
+        let mut s = snap(&[(1, Some(10.0), 0)]);
+        // A `taskset -c 0` load on CPU 0, and what others ran and waited there.
+        s.others_pinned = [(0, 1.0)].into_iter().collect();
+        s.others_demand = [(0, 1.0)].into_iter().collect();
+        t.planned(&s, 100.0);
+        // A free neighbour waits on the same cache: half a CPU more or beyond.
+        let mut grown = s.clone();
+        grown.others_demand = [(0, 1.2), (1, 0.9)].into_iter().collect();
+        let why = vec!["others' work on LLC 0 (node 0) keeps 2.1 CPUs busy, was 1.0".to_string()];
+        assert_eq!(
+            t.decide(&grown, 101.0, &P, vec![]),
+            Decision::Wait(why.clone())
+        );
+        assert_eq!(t.decide(&grown, 106.0, &P, vec![]), Decision::Replan(why));
+        t.planned(&grown, 106.0);
+        // Wavering, or falling: no news.
+        for demand in [vec![(0, 1.3), (1, 1.1)], vec![(0, 1.0)], vec![]] {
+            let mut now = grown.clone();
+            now.others_demand = demand.into_iter().collect();
+            assert_eq!(t.decide(&now, 112.0, &P, vec![]), Decision::Quiet);
+        }
+        // Growing on a cache with nothing pinned: no hard pin there can time-share
+        // beside pinned work.
+        let mut elsewhere = grown.clone();
+        elsewhere.others_demand = [(0, 1.2), (1, 0.9), (2, 1.0), (3, 1.0)]
+            .into_iter()
+            .collect();
+        assert_eq!(t.decide(&elsewhere, 112.0, &P, vec![]), Decision::Quiet);
     }
 
     #[test]
