@@ -51,6 +51,7 @@ fn engine(n: usize, dir: &std::path::Path) -> Engine<FakeKernel> {
             trigger: TriggerParams {
                 mpki_change: 0.2,
                 min_interval: 5.0,
+                hard_pins: true,
             },
             release_after: 30,
             min_cpu: 0.0,

@@ -116,6 +116,7 @@ fn bed_scanning(
             trigger: TriggerParams {
                 mpki_change: 0.2,
                 min_interval,
+                hard_pins: true,
             },
             release_after,
             min_cpu: select.min_cpu,

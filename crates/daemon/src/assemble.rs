@@ -226,10 +226,7 @@ pub fn assemble(
     );
     let engine = Engine::new(
         EngineConfig {
-            trigger: TriggerParams {
-                mpki_change: opts.mpki_change,
-                min_interval: opts.min_replan_interval.as_secs_f64(),
-            },
+            trigger: trigger_params(opts),
             release_after: opts.release_after,
             min_cpu: opts.select.min_cpu,
             min_rss: opts.select.min_rss,
@@ -639,5 +636,14 @@ mod journal_tests {
             on_disk.entry(100).is_some(),
             "still on disk after the start"
         );
+    }
+}
+
+fn trigger_params(opts: &Options) -> TriggerParams {
+    use numasched_policy::granularity::Pin;
+    TriggerParams {
+        mpki_change: opts.mpki_change,
+        min_interval: opts.min_replan_interval.as_secs_f64(),
+        hard_pins: matches!(opts.pin, Pin::Core | Pin::Cpu),
     }
 }

@@ -43,6 +43,9 @@ pub struct TriggerParams {
     pub mpki_change: f64,
     /// Seconds between two re-plans at least.
     pub min_interval: f64,
+    /// Plans pin to cores or CPUs (`--pin core|cpu`), the only granularity at which a
+    /// pin can time-share with others' work (see [`Trigger::overbooking`]).
+    pub hard_pins: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -228,7 +231,9 @@ impl Trigger {
         }
         self.crowding(snapshot, &mut harms);
         self.taking(snapshot, &mut out);
-        self.overbooking(snapshot, &mut out);
+        if p.hard_pins {
+            self.overbooking(snapshot, &mut out);
+        }
         let left = self.at_plan.len() - seen;
         if !arrived.is_empty() {
             out.insert(0, format!("{} arrived ({})", arrived.len(), pids(&arrived)));
@@ -294,16 +299,14 @@ impl Trigger {
     /// interval; a fall is no reason, as with crowding.
     fn overbooking(&self, snapshot: &Snapshot, out: &mut Vec<String>) {
         let (topo, others) = (&snapshot.topology, &snapshot.others_pinned);
-        for (l, now) in llc_demand(snapshot).into_iter().enumerate() {
+        for (l, (llc, now)) in topo.llcs().iter().zip(llc_demand(snapshot)).enumerate() {
             let was = self.demand.get(l).copied().unwrap_or(0.0);
-            let pinned = topo.llcs()[l]
-                .cpus
-                .iter()
-                .any(|c| is_crowded(topo, others, *c));
+            let pinned = llc.cpus.iter().any(|c| is_crowded(topo, others, *c));
             if pinned && now >= was + OVERBOOKED {
                 out.push(format!(
-                    "others' work on LLC {l} (node {}) keeps {now:.1} CPUs busy, was {was:.1}",
-                    topo.nodes()[topo.llcs()[l].node].id
+                    "others' work on LLC {} (node {}) keeps {now:.1} CPUs busy, was {was:.1}",
+                    llc.index,
+                    topo.nodes()[llc.node].id
                 ));
             }
         }
@@ -383,6 +386,7 @@ mod tests {
     const P: TriggerParams = TriggerParams {
         mpki_change: 0.2,
         min_interval: 5.0,
+        hard_pins: true,
     };
 
     #[test]
@@ -536,6 +540,12 @@ mod tests {
         let mut grown = s.clone();
         grown.others_demand = [(0, 1.2), (1, 0.9)].into_iter().collect();
         let why = vec!["others' work on LLC 0 (node 0) keeps 2.1 CPUs busy, was 1.0".to_string()];
+        // At `--pin llc` or `node` nothing is pinned to a CPU, so nothing can time-share.
+        let soft = TriggerParams {
+            hard_pins: false,
+            ..P
+        };
+        assert_eq!(t.decide(&grown, 106.0, &soft, vec![]), Decision::Quiet);
         assert_eq!(
             t.decide(&grown, 101.0, &P, vec![]),
             Decision::Wait(why.clone())
