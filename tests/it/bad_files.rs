@@ -115,3 +115,69 @@ fn a_huge_glob_is_refused_quickly() {
     );
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
+
+/// Issue 41: a start refused after it made the socket's directory (the metrics
+/// address taken) left that directory behind, and a clean stop left the directories
+/// it made for the socket and the journal. Neither leaves anything now; a journal a
+/// refusal keeps for the operator keeps its directory.
+#[test]
+fn a_refused_start_and_a_clean_stop_leave_no_directory_they_made() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = |p: &str| dir.path().join(p).display().to_string();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = taken.local_addr().expect("addr").to_string();
+    let (journal, socket) = (d("state/journal.json"), d("run/numasched.sock"));
+    let common = [
+        "daemon",
+        "--no-db",
+        "--journal",
+        &journal,
+        "--socket",
+        &socket,
+    ];
+    let mut args = common.to_vec();
+    args.extend(["--metrics", &port]);
+    let (code, err) = bounded(&args, 20);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!("cannot serve metrics on {port}")),
+        "{err}"
+    );
+    let left = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert!(left(dir.path()).is_empty(), "{:?}", left(dir.path()));
+
+    // A clean stop, once it is up (the socket answers).
+    let mut child = Command::new(BIN)
+        .args(common)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the daemon");
+    let until = Instant::now() + Duration::from_secs(60);
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal");
+    let st = child.wait().expect("wait");
+    assert_eq!(st.code(), Some(0), "{st:?}");
+    assert!(left(dir.path()).is_empty(), "{:?}", left(dir.path()));
+
+    // A damaged journal is left for the operator, in its directory.
+    std::fs::create_dir(dir.path().join("state")).expect("state");
+    std::fs::write(&journal, "garbage").expect("journal");
+    let (code, err) = bounded(&common, 20);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("move it aside"), "{err}");
+    assert_eq!(left(dir.path()), vec!["state".to_string()]);
+    assert_eq!(
+        left(&dir.path().join("state")),
+        vec!["journal.json".to_string()]
+    );
+}

@@ -389,10 +389,10 @@ fn a_killed_run_leaves_its_own_journal_and_the_next_run_undoes_it() {
             "pid {p} not restored; the journal held {journaled}\n{err}"
         );
     }
+    // The directory goes too, once empty, if a run made it.
     let left: Vec<_> = std::fs::read_dir(&journals)
-        .expect("journal directory")
-        .map(|e| e.expect("entry").file_name())
-        .collect();
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
+        .unwrap_or_default();
     assert!(left.is_empty(), "journals or locks left: {left:?}");
 }
 
@@ -1689,6 +1689,46 @@ fn a_file_size_limit_neither_ends_the_daemon_nor_skips_the_restore() {
     let st = d.child().wait().expect("wait");
     assert_eq!(st.code(), Some(0), "{st:?}");
     assert_eq!(allowed(a.pid()), vec![0, 1], "given back");
+}
+
+/// Issue 41, for `run` as for the daemon: a log reader that goes away (`run … 2>&1 |
+/// head`) and a file-size limit on its log used to end it with SIGPIPE or SIGXFSZ,
+/// its command left running narrowed and its journal left behind. It lives on to its
+/// command's end, passes on the command's exit status and leaves nothing behind.
+#[test]
+fn run_outlives_a_closed_log_and_a_file_size_limit() {
+    let Some(_alone) = two_cpus_alone() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runtime = dir.path().join("runtime");
+    std::fs::create_dir(&runtime).expect("runtime directory");
+    // Long enough for a few epochs of debug lines, at 100 ms, after the reader left.
+    let command = format!("{BIN} workload cpu --seconds 2 >/dev/null; exit 7");
+    let run = |how: &str| -> std::process::ExitStatus {
+        let script = format!(
+            "{how} exec {BIN} run --no-db --pin cpu --interval 100ms \
+             --min-replan-interval 100ms -- sh -c '{command}'"
+        );
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", &script])
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("NUMASCHED_LOG", "debug")
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start run");
+        // The reader goes away at once (a file-size limit writes to a file instead).
+        drop(child.stderr.take());
+        child.wait().expect("wait for run")
+    };
+    let piped = run("");
+    assert_eq!(piped.code(), Some(7), "closed log: {piped:?}");
+    let log = dir.path().join("run.log");
+    let limited = run(&format!("ulimit -f 1 && exec 2>{} &&", log.display()));
+    assert_eq!(limited.code(), Some(7), "file-size limit: {limited:?}");
+    let left: Vec<_> = std::fs::read_dir(runtime.join("numasched"))
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "journals or locks left: {left:?}");
 }
 
 /// Issue 41: with its lock file deleted, a second daemon could lock a new one and

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
+use numasched_model::files::MadeDir;
 
 use numasched_linux::apply::orphans::Orphans;
 use numasched_linux::apply::{undo, Journal, Kernel, Restored};
@@ -70,6 +71,8 @@ pub enum RecoveryError {
 pub struct JournalLock {
     file: Flock<fs::File>,
     path: PathBuf,
+    /// The journal's directory, if this start made it; goes after the lock file.
+    _dir: MadeDir,
 }
 
 impl JournalLock {
@@ -177,12 +180,13 @@ impl JournalFile {
             err,
         };
         self.check()?;
-        if let Some(dir) =
+        let made =
             numasched_model::files::create_dir_of(&self.path, 0o700, Path::new(DEFAULT_PATH))
-                .map_err(RecoveryError::File)?
-        {
+                .map_err(RecoveryError::File)?;
+        if let Some(dir) = &made {
             tracing::info!(directory = %dir.display(), "created the journal's directory");
         }
+        let made = MadeDir::new(made);
         let mut lock = self.path.clone().into_os_string();
         lock.push(".lock");
         let lock = PathBuf::from(lock);
@@ -216,7 +220,11 @@ impl JournalFile {
                 Err((_, errno)) => return Err(werr(std::io::Error::from(errno))),
             };
             if same_file(&file, &lock) {
-                return Ok(JournalLock { file, path: lock });
+                return Ok(JournalLock {
+                    file,
+                    path: lock,
+                    _dir: made,
+                });
             }
         }
         Err(werr(std::io::Error::other(
@@ -297,10 +305,15 @@ impl JournalFile {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)
             .map_err(werr)?;
-        f.write_all(&text).map_err(werr)?;
-        f.sync_all().map_err(werr)?;
+        // A write the disk refused (full, over quota, over `ulimit -f`) leaves the
+        // journal as it was; a half-written copy beside it would only be litter.
+        let written = f.write_all(&text).and_then(|()| f.sync_all());
+        drop(f);
         self.written = None;
-        fs::rename(&tmp, &self.path).map_err(werr)?;
+        if let Err(err) = written.and_then(|()| fs::rename(&tmp, &self.path)) {
+            let _ = fs::remove_file(&tmp);
+            return Err(werr(err));
+        }
         self.written = Stamp::of(&self.path);
         Ok(())
     }
@@ -711,5 +724,49 @@ mod tests {
         assert_eq!(fs::read(file.path()).expect("still there"), b"");
         let loaded = JournalFile::new(file.path()).load().expect("load");
         assert!(loaded.as_ref().is_none_or(|j| j.is_empty()), "{loaded:?}");
+    }
+
+    /// Issue 41: a full disk. The journal as it was stays whole, no half-written copy
+    /// is left beside it, and the error names the journal. Needs root to mount a tmpfs
+    /// of one page; skipped where that is refused.
+    #[test]
+    fn a_full_disk_keeps_the_journal_as_it_was_and_leaves_no_copy() {
+        struct Mounted<'a>(&'a Path);
+        impl Drop for Mounted<'_> {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount").arg(self.0).status();
+            }
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=4k,mode=0700", "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status();
+        if !mounted.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: cannot mount a tmpfs here");
+            return;
+        }
+        let _guard = Mounted(dir.path());
+        let mut file = JournalFile::new(&dir.path().join("journal.json"));
+        let small = journal_of(100, 7, &[2]);
+        file.save(&small).expect("a small journal fits");
+        // The rest of the one page the file system holds.
+        let _ = fs::write(dir.path().join("filler"), vec![b'x'; 8192]);
+        let mut big = Journal::new();
+        for pid in 200..400 {
+            big.begin(pid, 7, &CpuSet::from([0, 1, 2, 3]));
+            big.remember_thread(pid, 7, pid, &CpuSet::from([0, 1, 2, 3]));
+            big.set_applied(pid, 7, &CpuSet::from([2]));
+        }
+        let e = file.save(&big).expect_err("the disk is full");
+        assert!(e.to_string().contains("journal.json"), "{e}");
+        let names: Vec<String> = fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
+        let kept = JournalFile::new(file.path()).load().expect("load");
+        assert_eq!(kept, Some(small));
     }
 }

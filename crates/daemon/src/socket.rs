@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use nix::sys::stat::{umask, Mode};
+use numasched_model::files::MadeDir;
 
 use super::conns::{self, Conns};
 use super::jobs::{Jobs, TaskEvent};
@@ -57,6 +58,8 @@ pub const STATUS_PATIENCE: Duration = Duration::from_secs(3);
 /// A bound control socket; the file is removed when dropped.
 pub struct Server {
     path: PathBuf,
+    /// The socket's directory, if this start made it; goes after the socket.
+    _dir: MadeDir,
 }
 
 impl Drop for Server {
@@ -76,8 +79,9 @@ pub fn check_path(path: &Path) -> Result<(), SocketError> {
 }
 
 /// Prepares the path: refuses symlinks, other files and a live daemon; removes a stale
-/// socket; creates its own directory (0755) if missing, not the ones above it.
-fn prepare(path: &Path) -> Result<(), SocketError> {
+/// socket; creates its own directory (0755) if missing, not the ones above it, and
+/// returns it then.
+fn prepare(path: &Path) -> Result<Option<PathBuf>, SocketError> {
     check_path(path)?;
     // A socket is there: a live daemon's, or one a killed daemon left.
     if std::fs::symlink_metadata(path).is_ok() {
@@ -98,10 +102,10 @@ fn prepare(path: &Path) -> Result<(), SocketError> {
         path: path.into(),
         err: std::io::Error::other(e.without_path()),
     })?;
-    if let Some(dir) = made {
+    if let Some(dir) = &made {
         tracing::info!(directory = %dir.display(), "created the control socket's directory");
     }
-    Ok(())
+    Ok(made)
 }
 
 /// A socket bound but not yet answered. The daemon binds, drops its capabilities, and
@@ -136,7 +140,7 @@ impl Server {
 
     /// Binds the socket, mode 0600; nothing answers until [`Bound::serve`].
     pub fn bind(path: &Path) -> Result<Bound, SocketError> {
-        prepare(path)?;
+        let dir = MadeDir::new(prepare(path)?);
         let create = |err| SocketError::Create {
             path: path.into(),
             err,
@@ -148,7 +152,10 @@ impl Server {
         umask(old);
         let listener = bound.map_err(create)?;
         // From here on the file is ours: dropping `server` on an error removes it.
-        let server = Server { path: path.into() };
+        let server = Server {
+            path: path.into(),
+            _dir: dir,
+        };
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(create)?;
         Ok(Bound { listener, server })
     }

@@ -249,6 +249,28 @@ pub fn create_dir_of(path: &Path, mode: u32, default: &Path) -> Result<Option<Pa
     }
 }
 
+/// A directory [`create_dir_of`] made, removed again when dropped if it is empty by
+/// then: a start refused after making it, or a clean stop, leaves no directory the
+/// machine did not have. One that holds anything (a journal a refusal left for the
+/// operator, a profile store) stays.
+#[derive(Debug, Default)]
+pub struct MadeDir(Option<PathBuf>);
+
+impl MadeDir {
+    pub fn new(made: Option<PathBuf>) -> MadeDir {
+        MadeDir(made)
+    }
+}
+
+impl Drop for MadeDir {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.0 {
+            // Fails, as it should, on a directory that is not empty.
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
 /// Why a file that steers what this process does with its rights (the daemon's journal
 /// and config, read as root) may not be believed, if it may not: only one owned by this
 /// user or by root, that no one else may write, in a directory owned by this user or
