@@ -53,7 +53,7 @@ fn engine(n: usize, dir: &std::path::Path) -> Engine<FakeKernel> {
                 min_interval: 5.0,
                 hard_pins: true,
             },
-            release_after: 30,
+            release_after: 30.0,
             min_cpu: 0.0,
             min_rss: 0,
         },

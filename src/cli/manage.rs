@@ -41,9 +41,10 @@ pub struct ManageArgs {
     /// Shortest time between re-plans [default: 5s].
     #[arg(long, allow_hyphen_values = true, value_name = "DURATION", value_parser = parse_duration)]
     pub min_replan_interval: Option<Duration>,
-    /// Epochs below the thresholds before a process is released [default: 30].
-    #[arg(long, allow_hyphen_values = true, value_name = "EPOCHS")]
-    pub release_after: Option<u32>,
+    /// How long a process stays below the thresholds before it is released, e.g. 30s,
+    /// 2m [default: 30s].
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION", value_parser = parse_duration)]
+    pub release_after: Option<Duration>,
     /// Log format on stderr [default: text].
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormatArg>,

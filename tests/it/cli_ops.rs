@@ -78,7 +78,7 @@ fn config_check_prints_the_effective_options_of_a_good_file() {
     assert!(out.contains("\ninterval = \"250ms\"\n"), "{out}");
     assert!(out.contains("\nexclude_comm = [\"sshd\"]\n"), "{out}");
     assert!(
-        out.contains("\nrelease_after = 30\n"),
+        out.contains("\nrelease_after = \"30s\"\n"),
         "defaults filled: {out}"
     );
     assert!(err.is_empty(), "nothing to warn of: {err}");
@@ -114,7 +114,7 @@ fn config_check_of_the_absent_default_file_shows_the_defaults() {
         out.starts_with("# /etc/numasched/numasched.toml: absent"),
         "{out}"
     );
-    assert!(out.contains("\nrelease_after = 30\n"), "{out}");
+    assert!(out.contains("\nrelease_after = \"30s\"\n"), "{out}");
 }
 
 #[test]
@@ -177,7 +177,7 @@ fn negative_numbers_are_refused_with_the_flag_and_its_range() {
             vec!["run", "--migrate-rate", "-5", "--", "true"],
             "greater than 0",
         ),
-        (vec!["daemon", "--release-after", "-3"], "not in 0.."),
+        (vec!["daemon", "--release-after", "-3"], "invalid duration"),
         (vec!["advise", "--cpus", "-1"], "not in 1.."),
         (vec!["top", "--interval", "-1s"], "invalid duration"),
     ] {

@@ -66,12 +66,12 @@ struct Bed {
     uptime: f64,
 }
 
-fn bed(select: Selection, min_interval: f64, release_after: u32) -> Bed {
+fn bed(select: Selection, min_interval: f64, release_after: f64) -> Bed {
     bed_with(select, min_interval, release_after, false)
 }
 
 /// `slurm`: Slurm jobs are looked for, their cgroups under `<dir>/sys/fs/cgroup`.
-fn bed_with(select: Selection, min_interval: f64, release_after: u32, slurm: bool) -> Bed {
+fn bed_with(select: Selection, min_interval: f64, release_after: f64, slurm: bool) -> Bed {
     let policy = numasched::policy::by_name("nmass").expect("policy");
     bed_scanning(select, min_interval, release_after, slurm, true, policy)
 }
@@ -82,7 +82,7 @@ fn bed_as_daemon(name: &str) -> Bed {
         numasched::policy::by_name(name).expect("policy"),
         numasched::policy::Pin::Llc,
     ));
-    bed_scanning(everyone(), 0.0, 30, false, true, policy)
+    bed_scanning(everyone(), 0.0, 30.0, false, true, policy)
 }
 
 /// `every_pass`: the scanner reads every file every pass; otherwise it keeps what it
@@ -90,7 +90,7 @@ fn bed_as_daemon(name: &str) -> Bed {
 fn bed_scanning(
     select: Selection,
     min_interval: f64,
-    release_after: u32,
+    release_after: f64,
     slurm: bool,
     every_pass: bool,
     policy: Box<dyn numasched::policy::Policy>,
@@ -204,7 +204,7 @@ fn replanned(r: &EpochReport) -> bool {
 
 #[test]
 fn plans_first_then_on_mpki_moves_and_never_faster_than_the_interval() {
-    let mut b = bed(everyone(), 5.0, 30);
+    let mut b = bed(everyone(), 5.0, 30.0);
     b.add(100, "mcf", 0, 1000);
     b.add(101, "milc", 1, 1000);
     b.counts.mpki(100, 10.0);
@@ -237,7 +237,7 @@ fn plans_first_then_on_mpki_moves_and_never_faster_than_the_interval() {
 
 #[test]
 fn a_process_that_came_after_the_plan_says_so_until_the_next() {
-    let mut b = bed(everyone(), 5.0, 30);
+    let mut b = bed(everyone(), 5.0, 30.0);
     b.add(100, "mcf", 0, 1000);
     assert!(replanned(&b.epoch(0.0)));
     b.add(101, "milc", 1, 1000);
@@ -263,7 +263,7 @@ fn a_process_that_came_after_the_plan_says_so_until_the_next() {
 
 #[test]
 fn each_process_ends_up_local_and_is_restored_on_shutdown() {
-    let mut b = bed(everyone(), 0.0, 30);
+    let mut b = bed(everyone(), 0.0, 30.0);
     b.add(100, "mcf", 0, 1000);
     b.add(101, "milc", 1, 1000);
     b.epoch(0.0);
@@ -313,7 +313,7 @@ fn the_linux_policy_changes_nothing() {
 
 #[test]
 fn an_exit_between_observe_and_apply_is_no_error() {
-    let mut b = bed(everyone(), 0.0, 30);
+    let mut b = bed(everyone(), 0.0, 30.0);
     b.add(100, "mcf", 0, 1000);
     b.add(101, "milc", 1, 1000);
     b.engine.actuator().kernel().remove(101); // gone after the scan read it
@@ -338,7 +338,7 @@ fn an_exit_between_observe_and_apply_is_no_error() {
 
 #[test]
 fn a_reused_pid_is_a_new_process_and_the_old_entry_is_never_restored_onto_it() {
-    let mut b = bed(everyone(), 0.0, 30);
+    let mut b = bed(everyone(), 0.0, 30.0);
     b.add(100, "mcf", 1, 1000);
     b.epoch(0.0);
     assert_ne!(b.affinity(100), Some(CpuSet::from(ALL)), "placed");
@@ -366,7 +366,7 @@ fn a_process_that_no_longer_matches_is_restored_at_once() {
         include_comm: vec![Glob::parse("alpha*").expect("glob")],
         ..Selection::default()
     };
-    let mut b = bed(sel, 0.0, 30);
+    let mut b = bed(sel, 0.0, 30.0);
     b.add(100, "alpha", 1, 1000);
     b.add(101, "other", 1, 1000);
     let r = b.epoch(0.0);
@@ -392,12 +392,12 @@ fn a_process_that_no_longer_matches_is_restored_at_once() {
 }
 
 #[test]
-fn a_quiet_process_is_released_after_release_after_epochs_not_before() {
+fn a_quiet_process_is_released_after_release_after_seconds_not_before() {
     let sel = Selection {
         min_cpu: 0.5,
         ..Selection::default()
     };
-    let mut b = bed(sel, 0.0, 3);
+    let mut b = bed(sel, 0.0, 3.0);
     let mut p = FakeProcess::new(100, "mcf").pages(&[(1, 1000)]);
     p.cpu_ticks = 100 * 200; // busy over its life: admitted on the first pass
     b.fake.add(&p).expect("add");
@@ -413,6 +413,27 @@ fn a_quiet_process_is_released_after_release_after_epochs_not_before() {
     assert_eq!(b.affinity(100), Some(CpuSet::from(ALL)), "restored");
     // And not re-admitted while it stays quiet.
     assert_eq!(b.epoch(4.0).managed, 0);
+}
+
+/// Issue 41: the window is time, not epochs. Epochs stretch to 4 s while every
+/// managed process is idle, and counted in epochs a 10-epoch window was 40 s.
+#[test]
+fn the_release_window_is_counted_in_seconds_when_epochs_stretch() {
+    let sel = Selection {
+        min_cpu: 0.5,
+        ..Selection::default()
+    };
+    let mut b = bed(sel, 0.0, 10.0);
+    let mut p = FakeProcess::new(100, "mcf").pages(&[(1, 1000)]);
+    p.cpu_ticks = 100 * 200;
+    b.fake.add(&p).expect("add");
+    b.engine.actuator().kernel().add(100, 1000, 1, &ALL);
+    assert_eq!(b.epoch(0.0).managed, 1);
+    assert_eq!(b.epoch(4.0).managed, 1, "quiet for 4 s");
+    assert_eq!(b.epoch(8.0).managed, 1, "for 8 s");
+    let r = b.epoch(12.0);
+    assert_eq!(r.managed, 0, "released after 12 s, its third quiet epoch");
+    assert_eq!(b.affinity(100), Some(CpuSet::from(ALL)), "restored");
 }
 
 fn test_status() -> numasched::daemon::DaemonStatus {
@@ -431,7 +452,7 @@ fn test_status() -> numasched::daemon::DaemonStatus {
 
 #[test]
 fn a_placed_process_is_not_frozen_by_its_own_narrowed_affinity() {
-    let mut b = bed(everyone(), 0.0, 30);
+    let mut b = bed(everyone(), 0.0, 30.0);
     b.add(100, "mcf", 1, 1000);
     b.epoch(0.0);
     let placed = b.affinity(100).expect("placed");
@@ -463,7 +484,7 @@ fn a_placed_process_is_not_frozen_by_its_own_narrowed_affinity() {
 #[test]
 fn a_process_the_daemon_moved_is_not_held_to_the_set_it_had_before() {
     let nmass = numasched::policy::by_name("nmass").expect("policy");
-    let mut b = bed_scanning(everyone(), 0.0, 30, false, false, nmass);
+    let mut b = bed_scanning(everyone(), 0.0, 30.0, false, false, nmass);
     b.add(100, "mcf", 1, 1000);
     b.epoch(0.0);
     let first = b.affinity(100).expect("placed");
@@ -514,7 +535,7 @@ fn a_process_the_daemon_moved_is_not_held_to_the_set_it_had_before() {
 /// shutdown restores everything.
 #[test]
 fn unreadable_or_garbled_proc_files_change_nothing_that_is_not_restored() {
-    let mut b = bed(everyone(), 0.0, 30);
+    let mut b = bed(everyone(), 0.0, 30.0);
     b.add(100, "mcf", 0, 1000);
     b.add(101, "milc", 1, 1000);
     b.add(102, "lbm", 1, 1000);
@@ -600,7 +621,7 @@ fn unreadable_or_garbled_proc_files_change_nothing_that_is_not_restored() {
 #[test]
 fn a_stop_or_an_exit_of_a_placed_process_re_plans_at_once() {
     // An interval of 100 s: only a harm may re-plan inside it.
-    let mut b = bed(everyone(), 100.0, 30);
+    let mut b = bed(everyone(), 100.0, 30.0);
     b.add(100, "mcf", 0, 1000);
     b.add(101, "milc", 0, 1000);
     b.add(102, "lbm", 0, 1000);
@@ -636,7 +657,7 @@ fn a_stop_or_an_exit_of_a_placed_process_re_plans_at_once() {
 /// epoch that sees it.
 #[test]
 fn an_epoch_is_calm_only_when_nothing_happened_and_nothing_managed_is_busy() {
-    let mut b = bed(everyone(), 5.0, 30);
+    let mut b = bed(everyone(), 5.0, 30.0);
     b.add(100, "mcf", 0, 1000);
     assert!(!b.epoch(0.0).calm, "the first plan");
     let r = b.epoch(1.0);
@@ -659,7 +680,7 @@ fn an_epoch_is_calm_only_when_nothing_happened_and_nothing_managed_is_busy() {
 /// job 2 holds CPU 1 and opted out; a process outside every job has its memory on
 /// node 1, but only CPU 0 is no job's.
 fn three_jobs(slurm: bool) -> Bed {
-    let mut b = bed_with(everyone(), 0.0, 30, slurm);
+    let mut b = bed_with(everyone(), 0.0, 30.0, slurm);
     b.add(10, "job1task", 0, 1);
     b.in_job(10, 1, "2-3", "1", "PATH=/bin\0");
     b.add(11, "job2task", 0, 1);
@@ -714,7 +735,7 @@ fn slurm_jobs_are_placed_inside_their_allocation_and_off_is_left_alone() {
 
 #[test]
 fn an_advise_job_is_planned_and_shown_but_never_changed() {
-    let mut b = bed_with(everyone(), 0.0, 30, true);
+    let mut b = bed_with(everyone(), 0.0, 30.0, true);
     b.add(20, "advised", 1, 1);
     b.in_job(20, 3, "0-3", "0-1", "NUMASCHED=advise\0");
     let r = b.epoch(0.0);
@@ -750,7 +771,7 @@ fn an_advise_job_is_planned_and_shown_but_never_changed() {
 
 #[test]
 fn a_wish_that_is_no_mode_is_reported_and_the_job_left_alone() {
-    let mut b = bed_with(everyone(), 0.0, 30, true);
+    let mut b = bed_with(everyone(), 0.0, 30.0, true);
     b.add(30, "typo", 0, 1);
     b.in_job(30, 4, "0-3", "0-1", "NUMASCHED=of\0");
     let r = b.epoch(0.0);
@@ -767,7 +788,7 @@ fn a_wish_that_is_no_mode_is_reported_and_the_job_left_alone() {
 
 #[test]
 fn an_outsider_the_free_cpus_cannot_hold_is_restored_and_left_to_the_kernel() {
-    let mut b = bed_with(everyone(), 0.0, 30, true);
+    let mut b = bed_with(everyone(), 0.0, 30.0, true);
     b.add(40, "outsider", 0, 1);
     let r = b.epoch(0.0);
     assert!(replanned(&r));

@@ -227,7 +227,7 @@ pub fn assemble(
     let engine = Engine::new(
         EngineConfig {
             trigger: trigger_params(opts),
-            release_after: opts.release_after,
+            release_after: opts.release_after.as_secs_f64(),
             min_cpu: opts.select.min_cpu,
             min_rss: opts.select.min_rss,
         },

@@ -52,9 +52,11 @@ pub struct Options {
     /// a churning machine is re-planned at most this often (hysteresis).
     #[serde(with = "humantime_serde_secs")]
     pub min_replan_interval: Duration,
-    /// Epochs a managed process may stay below the admission thresholds before it is
-    /// released (its affinity restored), so one quiet second does not drop it.
-    pub release_after: u32,
+    /// How long a managed process may stay below the admission thresholds before it
+    /// is released (its affinity restored), so one quiet second does not drop it. In
+    /// time, not epochs: epochs stretch while every managed process is idle.
+    #[serde(with = "humantime_serde_secs")]
+    pub release_after: Duration,
     pub log_format: LogFormat,
     /// Where to serve Prometheus metrics over HTTP (`GET /metrics`); `None`: off.
     pub metrics: Option<SocketAddr>,
@@ -170,7 +172,7 @@ impl Default for Options {
             no_socket: false,
             mpki_change: 0.2,
             min_replan_interval: Duration::from_secs(5),
-            release_after: 30,
+            release_after: Duration::from_secs(30),
             log_format: LogFormat::Text,
             metrics: None,
             slurm_outsiders: Outsiders::Hard,
@@ -240,7 +242,7 @@ pub struct FileConfig {
     pub no_socket: Option<bool>,
     pub mpki_change: Option<Positive>,
     pub min_replan_interval: Option<Seconds>,
-    pub release_after: Option<u32>,
+    pub release_after: Option<Seconds>,
     pub log_format: Option<Word<LogFormat>>,
     pub metrics: Option<MetricsAddr>,
     pub slurm_outsiders: Option<Word<Outsiders>>,
@@ -340,7 +342,7 @@ impl FileConfig {
                 .min_replan_interval
                 .map(|s| s.0)
                 .unwrap_or(d.min_replan_interval),
-            release_after: self.release_after.unwrap_or(d.release_after),
+            release_after: self.release_after.map_or(d.release_after, |s| s.0),
             log_format: self.log_format.map_or(d.log_format, |w| w.0),
             metrics: self.metrics.map_or(d.metrics, |m| m.0),
             slurm_outsiders: self.slurm_outsiders.map_or(d.slurm_outsiders, |w| w.0),
@@ -715,7 +717,7 @@ metrics = "127.0.0.1:9477"
         assert_eq!(o.journal, PathBuf::from("/tmp/j.json"));
         assert_eq!(o.mpki_change, 0.3);
         assert_eq!(o.min_replan_interval, Duration::from_secs(10));
-        assert_eq!(o.release_after, 5);
+        assert_eq!(o.release_after, Duration::from_secs(5));
         assert_eq!(o.log_format, LogFormat::Json);
         assert_eq!(o.metrics, Some("127.0.0.1:9477".parse().expect("addr")));
     }
@@ -745,7 +747,11 @@ metrics = "127.0.0.1:9477"
             .expect_err("too large")
             .to_string();
         assert!(e.contains("line 1"), "{e}");
-        assert!(e.contains("from 0 to 4294967295"), "{e}");
+        assert!(e.contains("between 10ms and 24h"), "{e}");
+        let e = parse("include_pid = [99999999999]\n")
+            .expect_err("too large")
+            .to_string();
+        assert!(e.contains("not a pid (1 to"), "{e}");
     }
 
     #[test]

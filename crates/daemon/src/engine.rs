@@ -8,7 +8,7 @@
 //! Managed processes leave in three ways, each restoring what numasched changed: they
 //! exit (their journal entry is forgotten), they stop matching the identity rules
 //! (exec'd another program, moved cgroup), or they stay below the admission thresholds
-//! for `release_after` epochs.
+//! for `release_after` seconds (seconds, not epochs: an idle machine's epochs stretch).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -40,7 +40,8 @@ const SWEEP_EVERY: u64 = 10;
 
 pub struct EngineConfig {
     pub trigger: TriggerParams,
-    pub release_after: u32,
+    /// Seconds below the admission thresholds before a managed process is released.
+    pub release_after: f64,
     pub min_cpu: f64,
     pub min_rss: u64,
 }
@@ -109,6 +110,8 @@ pub struct Engine<K: Kernel> {
     /// What is kept of each managed process between epochs; gone with the process.
     records: HashMap<ProcessKey, Record>,
     epoch: u64,
+    /// When the last epoch ran (the caller's clock).
+    last_now: Option<f64>,
     replans: u64,
     errors_total: u64,
     decisions: VecDeque<Decision>,
@@ -165,6 +168,7 @@ impl<K: Kernel> Engine<K> {
             trigger: Trigger::default(),
             records: HashMap::new(),
             epoch: 0,
+            last_now: None,
             replans: 0,
             errors_total: 0,
             decisions: VecDeque::new(),
@@ -267,7 +271,8 @@ impl<K: Kernel> Engine<K> {
         }
         self.errors_total += rep.problems.len() as u64;
 
-        self.release_quiet(&mut obs, unix, &mut rep);
+        self.release_quiet(&mut obs, now, unix, &mut rep);
+        self.last_now = Some(now);
         self.update_managed(&obs, unix, &mut rep);
 
         let (chars, notes) = self.live.characterise(&mut obs, unix);
@@ -610,7 +615,7 @@ impl<K: Kernel> Engine<K> {
     }
 
     /// Drops, before planning, processes that stayed below the thresholds too long.
-    fn release_quiet(&mut self, obs: &mut Observation, unix: i64, rep: &mut EpochReport) {
+    fn release_quiet(&mut self, obs: &mut Observation, now: f64, unix: i64, rep: &mut EpochReport) {
         if self.tree.is_some() {
             return;
         }
@@ -630,13 +635,18 @@ impl<K: Kernel> Engine<K> {
                 .is_some_and(|j| j.admits(key, p.cpu_demand));
             if (p.cpu_demand >= min_cpu && info.rss_bytes >= min_rss) || admitted {
                 if let Some(r) = self.records.get_mut(&key) {
-                    r.quiet = 0;
+                    r.quiet_since = None;
                 }
                 continue;
             }
-            let n = &mut self.records.entry(key).or_default().quiet;
-            *n += 1;
-            if *n >= self.config.release_after.max(1) {
+            // Quiet since the last epoch, when it was managed and not yet quiet.
+            let since = *self
+                .records
+                .entry(key)
+                .or_default()
+                .quiet_since
+                .get_or_insert(self.last_now.unwrap_or(now));
+            if now - since >= self.config.release_after - 1e-9 {
                 drop.insert(key);
             }
         }
@@ -858,8 +868,8 @@ fn save_if_changed(
 struct Record {
     /// CPUs numasched last set.
     applied: Option<CpuSet>,
-    /// Epochs in a row below the admission thresholds.
-    quiet: u32,
+    /// Below the admission thresholds since then (the caller's clock).
+    quiet_since: Option<f64>,
     /// Affinity changes made (for the metrics).
     changes: u64,
     /// Reported as not characterisable (reported once).

@@ -119,7 +119,7 @@ pub fn entries(opts: &Options) -> Vec<(&'static str, toml::Value)> {
         ("no_socket", V::Boolean(*no_socket)),
         ("mpki_change", V::Float(*mpki_change)),
         ("min_replan_interval", dur(min_replan_interval)),
-        ("release_after", V::Integer(i64::from(*release_after))),
+        ("release_after", dur(release_after)),
         (
             "log_format",
             s(match log_format {
@@ -275,7 +275,7 @@ mod tests {
             no_socket: true,
             mpki_change: 0.35,
             min_replan_interval: Duration::from_secs(90),
-            release_after: 7,
+            release_after: Duration::from_secs(7),
             pin: crate::policy::Pin::Core,
             log_format: LogFormat::Json,
             metrics: Some("[::1]:9477".parse().expect("address")),
