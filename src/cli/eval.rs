@@ -2,8 +2,9 @@
 //! default scheduler and the oracle, as a terminal table, JSON, CSV and an HTML report.
 //! The suite is a built-in one (`--suite`) or an operator's file (`--workloads`).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -18,6 +19,7 @@ use crate::sim::eval::{from_model, html, runner, suites};
 use crate::sim::ProfileSet;
 use crate::topology::{Topology, THIS};
 
+use super::progress::Progress;
 use super::sim::load_profiles;
 use super::topo;
 
@@ -158,9 +160,18 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_prefix(format!("eval {}", suite.name));
+    // The bar draws only on a terminal; elsewhere (a log, CI) a line past 2 s says
+    // how far it is.
+    let total = suite.cases.len() * policies.len();
+    let lines = (!std::io::stderr().is_terminal()).then(|| Mutex::new((Progress::start(), 0)));
     let rows = runner.run_all(&suite.cases, &policies, args.jobs, &|case, p| {
         bar.set_message(format!("{} {} {p}", case.workload, case.map));
         bar.inc(1);
+        if let Some(mut g) = lines.as_ref().and_then(|l| l.lock().ok()) {
+            g.1 += 1;
+            let done = g.1;
+            g.0.report(|| format!("eval {}: {done} of {total} runs", suite.name));
+        }
     });
     bar.finish_and_clear();
     let elapsed = started.elapsed().as_secs_f64();

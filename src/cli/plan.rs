@@ -11,6 +11,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::manage::SelectArgs;
+use super::progress::Heartbeat;
 use crate::daemon::assemble::{self, Use};
 use crate::daemon::config::parse_policy;
 use crate::daemon::logging;
@@ -21,6 +22,7 @@ use crate::policy::{self, Policy as _};
 use crate::sim::eval::{from_model, runner::Runner};
 use crate::sim::{self, ProfileSet};
 use crate::topology::cpulist;
+use numasched_model::plural::count;
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -52,7 +54,9 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
              snapshot plans every process it holds"
         );
     }
+    let reading = Heartbeat::start(format!("reading {}", path.display()));
     let snapshot = Snapshot::load(path)?;
+    drop(reading);
     let name = args.policy.as_deref().unwrap_or("auto");
     // The oracle needs an objective: the simulator's model of this snapshot's machine,
     // with the built-in program profiles (unknown programs use their own MPKI and
@@ -76,7 +80,12 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     };
     // As the daemon would apply it: at `--pin` granularity, idle processes unplaced.
     let policy = policy::Granular::new(inner, args.select.pin.unwrap_or_default());
+    let planning = Heartbeat::start(format!(
+        "planning {}",
+        count(snapshot.processes.len(), "process")
+    ));
     let plan = policy.plan(&snapshot);
+    drop(planning);
     if args.json {
         let text = serde_json::to_string_pretty(&plan).context("encoding the plan")?;
         println!("{text}");

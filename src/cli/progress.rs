@@ -36,3 +36,44 @@ impl Progress {
         eprintln!("numasched: {}", line());
     }
 }
+
+/// For one long call that cannot report its own progress (planning a large snapshot):
+/// past 2 s, a line once a second says what is still going on and for how long, from
+/// a thread of its own, until dropped.
+pub struct Heartbeat {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    pub fn start(what: String) -> Heartbeat {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let started = Instant::now();
+        let thread = std::thread::Builder::new()
+            .name("numasched-progress".into())
+            .spawn(move || {
+                let mut wait = QUIET;
+                // Ends when told to or when the sender is gone.
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(wait)
+                {
+                    eprintln!("numasched: {what} ({} s)", started.elapsed().as_secs());
+                    wait = EVERY;
+                }
+            })
+            .ok();
+        Heartbeat {
+            stop: Some(stop),
+            thread,
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -445,6 +445,20 @@ fn a_snapshot_over_the_limits_is_one_line() {
     assert_one_line_error(code, &err, &["65 processes, more than the 64"]);
     let (code, _, err) = numasched(&["plan", "--snapshot", many.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
+    // As many as are taken: planned, and past 2 s a line says it is still at it
+    // (a test build takes several seconds; where it took under 3 s the line may
+    // rightly not come).
+    let most = file(50_000);
+    let started = std::time::Instant::now();
+    let (code, _, err) = numasched(&["plan", "--snapshot", most.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    if started.elapsed() >= std::time::Duration::from_secs(3) {
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("numasched: planning 50000 processes (")),
+            "{err}"
+        );
+    }
 }
 
 /// What `plan --snapshot F --json` writes is a plan without its snapshot: fed back, it

@@ -1532,3 +1532,23 @@ fn sim_help_lists_every_machine_and_program() {
         "{out}"
     );
 }
+
+/// Issue 41: off a terminal (a log, CI) the progress bar draws nothing, so a long
+/// `eval` said nothing until it ended. Past 2 s a line says how far it is. The
+/// oracle on the whole `nmass` suite takes several seconds in a test build; where
+/// it took less than 3 s the line may rightly not come, and nothing is asserted.
+#[test]
+fn a_long_eval_off_a_terminal_says_how_far_it_is() {
+    let started = std::time::Instant::now();
+    let (code, _, err) = numasched(&["eval", "--suite", "nmass", "--policies", "oracle"]);
+    assert_eq!(code, 0, "{err}");
+    if started.elapsed() < std::time::Duration::from_secs(3) {
+        eprintln!("skipped: the eval took under 3 s");
+        return;
+    }
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("numasched: eval nmass: "))
+        .unwrap_or_else(|| panic!("no progress line in {err}"));
+    assert!(line.ends_with(" of 88 runs"), "{line}");
+}
