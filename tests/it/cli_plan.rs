@@ -459,6 +459,14 @@ fn a_snapshot_over_the_limits_is_one_line() {
             "{err}"
         );
     }
+    // Issue 41: any input taken is planned in under 200 MB.
+    for extra in [&[][..], &["--json"][..]] {
+        let mut args = vec!["plan", "--snapshot", most.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let (code, kib) = common::numasched_peak_kib(&args);
+        assert_eq!(code, 0);
+        assert!(kib < 200 * 1024, "{args:?}: peak {kib} KiB");
+    }
 }
 
 /// What `plan --snapshot F --json` writes is a plan without its snapshot: fed back, it

@@ -431,6 +431,15 @@ fn a_large_import_is_bounded_and_its_warnings_counted() {
     assert!(err.contains("more than 100000 profiles"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!db.exists(), "a refused file creates no store");
+    // As many as are taken: imported in under 200 MB, and again over them.
+    let most = file(100_000);
+    let big = dir.path().join("big.db");
+    for _ in 0..2 {
+        let (code, kib) =
+            common::numasched_peak_kib(&["profile", "import", s(&most), "--db", s(&big)]);
+        assert_eq!(code, 0);
+        assert!(kib < 200 * 1024, "peak {kib} KiB");
+    }
 
     let many = file(20_000);
     for round in 0..2 {
