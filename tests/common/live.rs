@@ -87,14 +87,35 @@ pub fn allowed_of(path: &str) -> Option<CpuSet> {
 /// kernel cannot move them, so hard pins rightly keep away (see
 /// `numasched_policy::crowded`) and what the test expects of a quiet machine does not
 /// happen.
+/// Across test processes too (two `cargo test --test live` at once, or the live
+/// tests of two checkouts), by an flock on a file in the temporary directory.
 static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The machine, held for one test: this process's lock, then every process's.
+pub struct Alone {
+    _machine: nix::fcntl::Flock<std::fs::File>,
+    _here: std::sync::MutexGuard<'static, ()>,
+}
+
 /// [`two_cpus`], with the machine held for the caller until the guard drops.
-pub fn two_cpus_alone() -> Option<std::sync::MutexGuard<'static, ()>> {
-    let held = MACHINE
+pub fn two_cpus_alone() -> Option<Alone> {
+    let here = MACHINE
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    two_cpus().then_some(held)
+    let path = std::env::temp_dir().join("numasched-live-tests.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .expect("the live tests' lock file");
+    let machine = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| e)
+        .expect("lock the live tests' lock file");
+    two_cpus().then_some(Alone {
+        _machine: machine,
+        _here: here,
+    })
 }
 
 /// The affinity of a live process, from its status file.

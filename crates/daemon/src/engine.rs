@@ -318,7 +318,7 @@ impl<K: Kernel> Engine<K> {
             self.actuator.forget_gone(&obs.snapshot);
         }
         let tasks_changed = !self.scanner.no_task_came_or_went();
-        rep.adopted = self.follow_forks(tasks_changed, None, unix, &mut rep);
+        rep.adopted = self.follow_forks(tasks_changed, None, now, unix, &mut rep);
         rep.calm = calm(&rep, &obs.snapshot);
         self.last_seen = std::mem::take(&mut obs.snapshot.processes);
         self.last_chars = chars;
@@ -714,10 +714,11 @@ impl<K: Kernel> Engine<K> {
         &mut self,
         tasks_changed: bool,
         between: Option<&[u32]>,
+        now: f64,
         unix: i64,
         rep: &mut EpochReport,
     ) -> Vec<u32> {
-        let followed = self.actuator.follow_forks(tasks_changed, between);
+        let followed = self.actuator.follow_forks(tasks_changed, between, now);
         for (pid, r) in followed.restored {
             self.report_restored(pid, "left by a placed parent that exited", r, unix, rep);
         }

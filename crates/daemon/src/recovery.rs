@@ -365,7 +365,7 @@ pub fn recover<K: Kernel>(kernel: &K, file: &mut JournalFile) -> Result<Recovere
     let me = std::process::id();
     let protected = |pid| pid <= 2 || pid == me;
     let mut orphans = Orphans::default();
-    orphans.find(kernel, &mut journal, protected, true, true);
+    orphans.find(kernel, &mut journal, protected, true, 0.0);
     undo::adopt_descendants(kernel, &mut journal, None, protected);
     let restored = undo::restore_all(kernel, &mut journal);
     if journal.is_empty() {

@@ -234,7 +234,7 @@ pub fn serve(
                 Waited::Deadline => {}
             }
             if let Some(f) = follower.as_ref().filter(|f| f.pending()) {
-                follow_pass(f, &mut built, &mut pass_notes);
+                follow_pass(f, &mut built, clock, &mut pass_notes);
             }
         }
     };
@@ -270,13 +270,15 @@ fn start_follower(built: &mut Built, tx: mpsc::Sender<Wake>) -> Option<Arc<Follo
 }
 
 /// A pass between epochs: the forks and exits the connector reported, followed now.
-fn follow_pass(f: &Follower, built: &mut Built, notes: &mut Dedup) {
+/// `clock`: the loop's, which the epochs read too.
+fn follow_pass(f: &Follower, built: &mut Built, clock: Instant, notes: &mut Dedup) {
+    let now = clock.elapsed().as_secs_f64();
     let (t, cpu) = (Instant::now(), thread_cpu_time());
     let parents = f.begin();
     let mut rep = EpochReport::default();
     let adopted = built
         .engine
-        .follow_forks(true, Some(&parents), unix_now(), &mut rep);
+        .follow_forks(true, Some(&parents), now, unix_now(), &mut rep);
     log_released(&rep, notes);
     debug!(
         journaled = adopted.len(),

@@ -157,6 +157,8 @@ pub struct Actuator<K: Kernel> {
     pass: Option<(f64, StepClock)>,
     /// Children left in numasched's set by a parent that exited.
     orphans: Orphans,
+    /// The clock of the last [`Self::follow_forks`], for the search at shutdown.
+    last_now: f64,
 }
 
 /// What keeping up with forks and exits did: the descendants newly journaled (still
@@ -207,6 +209,7 @@ impl<K: Kernel> Actuator<K> {
             longest_step_s: 0.0,
             pass: None,
             orphans: Orphans::default(),
+            last_now: 0.0,
         }
     }
 
@@ -341,8 +344,9 @@ impl<K: Kernel> Actuator<K> {
     /// what an orphan forked since is found from it.
     pub fn restore_all(&mut self) -> Vec<(u32, Restored)> {
         let protected = self.protection();
+        let now = self.last_now;
         self.orphans
-            .find(&self.kernel, &mut self.journal, protected, true, true);
+            .find(&self.kernel, &mut self.journal, protected, true, now);
         self.adopt_descendants();
         undo::restore_all(&self.kernel, &mut self.journal)
     }
@@ -358,8 +362,15 @@ impl<K: Kernel> Actuator<K> {
     /// one per thread of init.) `between`: a pass between epochs, started by forks of
     /// these journaled processes (or exits) the proc connector reported; the walk
     /// starts from them alone.
-    pub fn follow_forks(&mut self, tasks_changed: bool, between: Option<&[u32]>) -> Followed {
+    /// `now`: the caller's monotonic clock, in seconds.
+    pub fn follow_forks(
+        &mut self,
+        tasks_changed: bool,
+        between: Option<&[u32]>,
+        now: f64,
+    ) -> Followed {
         let mut followed = Followed::default();
+        self.last_now = now;
         if self.config.dry_run {
             return followed;
         }
@@ -374,7 +385,7 @@ impl<K: Kernel> Actuator<K> {
             &mut self.journal,
             protected,
             tasks_changed,
-            between.is_none(),
+            now,
         );
         if found.is_empty() {
             return followed;
@@ -1301,14 +1312,14 @@ mod tests {
         let k = kernel(&[(1, 1), (100, 1)]);
         let mut a = actuator(k);
         a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
-        assert_eq!(a.follow_forks(false, None), Followed::default());
+        assert_eq!(a.follow_forks(false, None, 0.0), Followed::default());
         assert_eq!(a.journal().get(100, 100).and_then(|e| e.session), Some(100));
         a.kernel().fork(100, 150, 150); // carries {0}
         a.kernel().exit(100);
         // The caller's word: nothing came or went, so nothing is looked for.
-        assert_eq!(a.follow_forks(false, None), Followed::default());
+        assert_eq!(a.follow_forks(false, None, 0.0), Followed::default());
         assert!(a.journal().get(150, 150).is_none());
-        let f = a.follow_forks(true, None);
+        let f = a.follow_forks(true, None, 0.0);
         assert!(f.adopted.is_empty(), "150 went back with the orphan: {f:?}");
         let r = f.restored;
         assert_eq!(r.len(), 1, "{r:?}");
@@ -1324,7 +1335,7 @@ mod tests {
         let k = kernel(&[(1, 1), (100, 1)]);
         let mut a = actuator(k);
         a.apply(&plan(&[(100, &[0])]), &snap(&[100]));
-        assert_eq!(a.follow_forks(true, None), Followed::default());
+        assert_eq!(a.follow_forks(true, None, 0.0), Followed::default());
         a.kernel().fork(100, 150, 150); // carries {0}
         a.kernel().exit(100);
         a.kernel().fork(150, 160, 160); // so does its child

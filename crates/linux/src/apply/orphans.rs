@@ -11,7 +11,7 @@
 //! other is taken as numasched's only when all of these hold, so that a pin of the
 //! same CPUs by someone else is not mistaken for one: it carries exactly a set
 //! numasched gave a journaled process (alive, or gone for at most
-//! [`DEPARTED_PASSES`] passes), it shares that process's session (an orphan keeps
+//! [`DEPARTED_S`] seconds), it shares that process's session (an orphan keeps
 //! its session unless it calls setsid; a service init starts leads its own), and it
 //! started after that process did.
 
@@ -22,9 +22,11 @@ use super::kernel::Kernel;
 use super::undo;
 use numasched_model::CpuSet;
 
-/// Passes a journaled process's lineage is kept after its entry is dropped: the
-/// process between it and an orphan may outlive it by a moment.
-pub const DEPARTED_PASSES: u32 = 5;
+/// Seconds a journaled process's lineage is kept after its entry is dropped: the
+/// process between it and an orphan may outlive it by a moment. Time, not passes:
+/// at `--interval 10ms` five passes were 50 ms, and a shell that outlived its placed
+/// parent by more left its children narrowed for good.
+pub const DEPARTED_S: f64 = 5.0;
 
 /// What an orphan of a journaled process is recognised by.
 #[derive(Debug, Clone)]
@@ -33,8 +35,8 @@ struct Lineage {
     session: u32,
     given: Vec<CpuSet>,
     original: CpuSet,
-    /// Passes since its entry left the journal (0 while journaled).
-    gone_for: u32,
+    /// When its entry was first seen gone from the journal (the caller's clock).
+    gone_since: Option<f64>,
 }
 
 /// The lineages of journaled processes and the children of init seen last pass.
@@ -51,18 +53,16 @@ impl Orphans {
     /// per pass: the lineages are brought up to date with the journal first, even
     /// when the caller knows no task came or went (`tasks_changed: false`) and
     /// there is nothing to search for, so a process placed now is known by its
-    /// session before it exits. `epoch: false` (a pass between epochs, see the
-    /// daemon's `forks`) does not age departed lineages: [`DEPARTED_PASSES`] counts
-    /// epochs, however many passes run between them.
+    /// session before it exits. `now` is the caller's monotonic clock, in seconds.
     pub fn find<K: Kernel + ?Sized>(
         &mut self,
         kernel: &K,
         journal: &mut Journal,
         protected: impl Fn(u32) -> bool,
         tasks_changed: bool,
-        epoch: bool,
+        now: f64,
     ) -> Vec<u32> {
-        self.refresh(kernel, journal, epoch);
+        self.refresh(kernel, journal, now);
         if !tasks_changed {
             return Vec::new();
         }
@@ -74,13 +74,16 @@ impl Orphans {
     /// entry, so a daemon that restarts knows it after the process is gone; one that
     /// exited before it could be read has no lineage, and its orphans are left as
     /// they are.
-    fn refresh<K: Kernel + ?Sized>(&mut self, kernel: &K, journal: &mut Journal, age: bool) {
+    fn refresh<K: Kernel + ?Sized>(&mut self, kernel: &K, journal: &mut Journal, now: f64) {
         for (pid, l) in &mut self.lineages {
-            if age && journal.get(*pid, l.start_time).is_none() {
-                l.gone_for += 1;
+            if journal.get(*pid, l.start_time).is_none() {
+                l.gone_since.get_or_insert(now);
+            } else {
+                l.gone_since = None;
             }
         }
-        self.lineages.retain(|_, l| l.gone_for <= DEPARTED_PASSES);
+        self.lineages
+            .retain(|_, l| l.gone_since.is_none_or(|t| now - t <= DEPARTED_S));
         for pid in journal.pids() {
             // An adopted child's orphans are its placed ancestor's: its lineage
             // would only cost a read per child of a busy fork loop.
@@ -104,7 +107,7 @@ impl Orphans {
                 session,
                 given: e.given().cloned().collect(),
                 original: e.original.clone(),
-                gone_for: 0,
+                gone_since: None,
             };
             if let Some(session) = e.session {
                 self.lineages.insert(pid, lineage(session));
@@ -198,7 +201,11 @@ mod tests {
     }
 
     fn orphans(k: &FakeKernel, j: &mut Journal, o: &mut Orphans) -> Vec<u32> {
-        o.find(k, j, |pid| pid <= 2, true, true)
+        orphans_at(k, j, o, 0.0)
+    }
+
+    fn orphans_at(k: &FakeKernel, j: &mut Journal, o: &mut Orphans, now: f64) -> Vec<u32> {
+        o.find(k, j, |pid| pid <= 2, true, now)
     }
 
     #[test]
@@ -238,10 +245,11 @@ mod tests {
         k.fork(20, 30, 200);
         k.exit(20);
         j.forget(20);
-        for _ in 0..DEPARTED_PASSES - 1 {
-            o.refresh(&k, &mut j, true);
+        // Seen gone at 1 s; however many passes run in between (10 ms epochs).
+        for pass in 0..400 {
+            o.refresh(&k, &mut j, 1.0 + f64::from(pass) * 0.01);
         }
-        assert_eq!(orphans(&k, &mut j, &mut o), vec![30]);
+        assert_eq!(orphans_at(&k, &mut j, &mut o, 1.0 + DEPARTED_S), vec![30]);
     }
 
     #[test]
@@ -251,13 +259,11 @@ mod tests {
         orphans(&k, &mut j, &mut o);
         k.exit(20);
         j.forget(20);
-        for _ in 0..=DEPARTED_PASSES {
-            o.refresh(&k, &mut j, true);
-        }
+        o.refresh(&k, &mut j, 1.0);
         k.add(30, 300, 1, &[0]);
         k.with_proc(30, |p| p.session = 10);
         k.with_proc(1, |p| p.children.push(30));
-        assert!(orphans(&k, &mut j, &mut o).is_empty());
+        assert!(orphans_at(&k, &mut j, &mut o, 1.1 + DEPARTED_S).is_empty());
     }
 
     #[test]
