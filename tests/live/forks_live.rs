@@ -43,8 +43,9 @@ fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// The daemon's "fork followed" lines: pid and milliseconds after the fork.
-fn followed(log: &str) -> Vec<(u32, f64)> {
+/// The daemon's "fork followed" lines: pid, milliseconds after the fork, and whether
+/// a pass between epochs journaled it (not the next epoch's poll).
+fn followed(log: &str) -> Vec<(u32, f64, bool)> {
     log.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|v| {
@@ -56,6 +57,7 @@ fn followed(log: &str) -> Vec<(u32, f64)> {
             Some((
                 v["fields"]["pid"].as_u64()? as u32,
                 v["fields"]["ms"].as_f64()?,
+                v["fields"]["between"].as_bool()?,
             ))
         })
         .collect()
@@ -113,16 +115,16 @@ fn a_placed_parents_forks_are_journaled_within_milliseconds_and_its_orphans_give
     let mut lines = Vec::new();
     let all = wait_secs(30, || {
         lines = followed(&d.log());
-        kids.iter().all(|k| lines.iter().any(|(p, _)| p == k))
+        kids.iter().all(|k| lines.iter().any(|(p, ..)| p == k))
     });
     let missing: Vec<&u32> = kids
         .iter()
-        .filter(|k| !lines.iter().any(|(p, _)| p == *k))
+        .filter(|k| !lines.iter().any(|(p, ..)| p == *k))
         .collect();
     assert!(all, "children never journaled: {missing:?}\n{}", d.log());
     let mut ms: Vec<f64> = kids
         .iter()
-        .filter_map(|k| lines.iter().find(|(p, _)| p == k).map(|(_, m)| *m))
+        .filter_map(|k| lines.iter().find(|(p, ..)| p == k).map(|(_, m, _)| *m))
         .collect();
     ms.sort_by(f64::total_cmp);
     let median = ms[ms.len() / 2];
@@ -132,14 +134,21 @@ fn a_placed_parents_forks_are_journaled_within_milliseconds_and_its_orphans_give
          (epochs every 1 s)",
         ms.len()
     );
-    // Polled, a child would wait for the next epoch: half an interval (500 ms) at the
-    // median. Issue 41's 100 ms is met on a quiet machine (docs/overhead.md); beside
-    // `stress-ng --cpu 4` on two CPUs the daemon gets a third of one, so the bound
-    // asserted is the one that tells following from polling whatever the load.
+    // Followed, not polled: most children are journaled by the passes the connector
+    // starts between epochs, not by the next epoch (half an interval, 500 ms, at the
+    // median). Which pass did it, not how long it took: on a loaded machine a pass
+    // waits for a CPU like anything else (a median of 352 ms at load 9), and issue
+    // 41's 100 ms is a figure of docs/overhead.md, from this test's line above.
+    let between = kids
+        .iter()
+        .filter(|k| lines.iter().any(|(p, _, b)| p == *k && *b))
+        .count();
     assert!(
-        median <= 250.0,
-        "median {median:.1} ms from fork to journal (worst {worst:.1} ms): no faster \
-         than the 1 s epochs' poll"
+        2 * between > kids.len(),
+        "{between} of {} children journaled between epochs (median {median:.1} ms, \
+         worst {worst:.1} ms): polled, not followed\n{}",
+        kids.len(),
+        d.log()
     );
     for k in kids.iter().take(5) {
         assert_eq!(allowed(*k), given, "child {k} carries its parent's set");

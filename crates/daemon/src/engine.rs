@@ -426,6 +426,12 @@ impl<K: Kernel> Engine<K> {
     }
 
     fn replan(&mut self, snapshot: &Snapshot, now: f64, unix: i64, rep: &mut EpochReport) {
+        tracing::debug!(
+            pinned = ?snapshot.others_pinned,
+            taken = ?snapshot.others_taken,
+            demand = ?snapshot.others_demand,
+            "others' work the plan sees, CPUs' worth per CPU"
+        );
         let mut plan = self.policy.plan(snapshot);
         let applied: HashMap<u32, CpuSet> = snapshot
             .processes

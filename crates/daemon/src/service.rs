@@ -185,7 +185,7 @@ pub fn serve(
                 if let Some(f) = &follower {
                     // The epoch's cost does not space the passes: that is the
                     // interval's job.
-                    log_followed(f, &built, Duration::ZERO, &rep.adopted);
+                    log_followed(f, &built, Duration::ZERO, &rep.adopted, false);
                 }
                 rep.calm
             }
@@ -286,17 +286,25 @@ fn follow_pass(f: &Follower, built: &mut Built, clock: Instant, notes: &mut Dedu
         ms = t.elapsed().as_secs_f64() * 1e3,
         "forks and exits followed between epochs"
     );
-    log_followed(f, built, thread_cpu_time().saturating_sub(cpu), &adopted);
+    log_followed(
+        f,
+        built,
+        thread_cpu_time().saturating_sub(cpu),
+        &adopted,
+        true,
+    );
 }
 
 /// Logs how long after its fork each child was journaled (at debug: a fork bomb
 /// would flood the log otherwise), and hands the pass's end to the follower.
-fn log_followed(f: &Follower, built: &Built, cost: Duration, adopted: &[u32]) {
+/// `between`: by a pass between epochs, which the connector started.
+fn log_followed(f: &Follower, built: &Built, cost: Duration, adopted: &[u32], between: bool) {
     let journaled = built.engine.journaled();
     for (pid, late) in f.end(Instant::now(), cost, journaled, adopted, monotonic_ns()) {
         debug!(
             pid,
             ms = late.as_secs_f64() * 1e3,
+            between,
             "fork followed: journaled with the set its parent was given"
         );
     }

@@ -24,7 +24,8 @@ pub struct Snapshot {
     /// no free CPU, though no planned process holds it; hard pinning one there would
     /// halve it for good (a `taskset -c 0` neighbour). Work free to move is left out: the
     /// kernel moves it off a pinned load's CPU. Empty where nothing measured it (the
-    /// simulator, a first scan): every CPU is then taken as free. (An older name,
+    /// simulator, a first scan): every CPU is then taken as free. Summed, not capped
+    /// at one CPU: it is read against the other CPUs of a cache. (An older name,
     /// `others_busy`, is read too.)
     #[serde(
         default,
