@@ -186,7 +186,7 @@ impl JournalFile {
         if let Some(dir) = &made {
             tracing::info!(directory = %dir.display(), "created the journal's directory");
         }
-        let made = MadeDir::new(made);
+        let mut made = MadeDir::new(made);
         let mut lock = self.path.clone().into_os_string();
         lock.push(".lock");
         let lock = PathBuf::from(lock);
@@ -197,14 +197,30 @@ impl JournalFile {
         // A lock taken on a file another daemon removed as it stopped is no lock:
         // open again (a few times; each removal needs a daemon to stop).
         for _ in 0..8 {
-            let file = OpenOptions::new()
+            let opened = OpenOptions::new()
                 .write(true)
                 .create(true)
                 .truncate(false)
                 .mode(0o600)
                 .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                .open(&lock)
-                .map_err(werr)?;
+                .open(&lock);
+            let file = match opened {
+                Ok(f) => f,
+                // Its directory went in between: another run that had made it stopped
+                // and removed it, empty. Made again, this one's now.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    made = MadeDir::new(
+                        numasched_model::files::create_dir_of(
+                            &self.path,
+                            0o700,
+                            Path::new(DEFAULT_PATH),
+                        )
+                        .map_err(RecoveryError::File)?,
+                    );
+                    continue;
+                }
+                Err(e) => return Err(werr(e)),
+            };
             if !file.metadata().map_err(werr)?.is_file() {
                 return Err(werr(std::io::Error::other("not a regular file")));
             }
