@@ -59,7 +59,7 @@ fn a_device_as_config_is_refused_at_once() {
 }
 
 #[test]
-fn a_fifo_as_config_or_journal_does_not_hang() {
+fn a_fifo_as_config_journal_or_profile_store_does_not_hang() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fifo = dir.path().join("fifo");
     mkfifo(&fifo);
@@ -70,7 +70,17 @@ fn a_fifo_as_config_or_journal_does_not_hang() {
     let (code, err) = bounded(&["run", "--no-db", "--journal", f, "--", "true"], 10);
     assert_ne!(code, 0);
     one_line_naming(&err, f, "a FIFO");
+    // The profile store: SQLite would open it and wait for a writer.
+    let (code, err) = bounded(&["profile", "list", "--db", f], 10);
+    assert_ne!(code, 0);
+    one_line_naming(&err, f, "a FIFO");
     assert!(fifo.exists(), "the FIFO is left where it was");
+    for companion in ["-journal", "-wal", "-shm"] {
+        assert!(
+            !dir.path().join(format!("fifo{companion}")).exists(),
+            "nothing made beside it"
+        );
+    }
 }
 
 #[test]

@@ -152,12 +152,15 @@ fn a_daemon_without_root_or_setpcap_keeps_what_it_has_and_runs_on() {
         "+sys_nice,+sys_ptrace,+sys_admin"
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    // The unprivileged daemon must be able to create its socket, journal and log here.
-    std::fs::set_permissions(
+    // The unprivileged daemon must be able to create its socket, journal and log here:
+    // its own directory, as `StateDirectory=` makes one for `User=` (one open to all
+    // would be refused for the journal's lock).
+    nix::unistd::chown(
         dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
     )
-    .expect("chmod");
+    .expect("chown");
     let socket = dir.path().join("s.sock");
     let log = dir.path().join("d.log");
     // As `User=` with `AmbientCapabilities=` in the unit would: an ordinary user with

@@ -779,12 +779,14 @@ fn without_root_placement_fails_per_process_and_the_daemon_keeps_running() {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    // The unprivileged daemon must be able to create its socket and log here.
-    std::fs::set_permissions(
+    // The unprivileged daemon must be able to create its socket and journal here: its
+    // own directory (one open to all would be refused for the journal's lock).
+    nix::unistd::chown(
         dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
     )
-    .expect("chmod");
+    .expect("chown");
     let p = sleeper(dir.path(), "nsd_rootsown");
     let socket = dir.path().join("s.sock");
     let log = dir.path().join("d.log");

@@ -47,6 +47,8 @@ pub enum RecoveryError {
     InUse { path: PathBuf },
     #[error("{}: not trusted as the journal: {why}; it was left untouched — check who wrote it, then remove it", path.display())]
     Untrusted { path: PathBuf, why: String },
+    #[error("{}: not trusted as the journal's lock: {why}; check who made it, then remove it", path.display())]
+    UntrustedLock { path: PathBuf, why: String },
     /// A clean stop could not remove the journal; `emptied` says whether it was
     /// emptied instead (then the next start has nothing to restore).
     #[error("{}: cannot remove the journal: {err}; {}", path.display(), if *emptied {
@@ -180,13 +182,7 @@ impl JournalFile {
             err,
         };
         self.check()?;
-        let made =
-            numasched_model::files::create_dir_of(&self.path, 0o700, Path::new(DEFAULT_PATH))
-                .map_err(RecoveryError::File)?;
-        if let Some(dir) = &made {
-            tracing::info!(directory = %dir.display(), "created the journal's directory");
-        }
-        let mut made = MadeDir::new(made);
+        let mut made = self.make_dir()?;
         let mut lock = self.path.clone().into_os_string();
         lock.push(".lock");
         let lock = PathBuf::from(lock);
@@ -209,20 +205,22 @@ impl JournalFile {
                 // Its directory went in between: another run that had made it stopped
                 // and removed it, empty. Made again, this one's now.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    made = MadeDir::new(
-                        numasched_model::files::create_dir_of(
-                            &self.path,
-                            0o700,
-                            Path::new(DEFAULT_PATH),
-                        )
-                        .map_err(RecoveryError::File)?,
-                    );
+                    made = self.make_dir()?;
                     continue;
                 }
                 Err(e) => return Err(werr(e)),
             };
-            if !file.metadata().map_err(werr)?.is_file() {
+            let meta = file.metadata().map_err(werr)?;
+            if !meta.is_file() {
                 return Err(werr(std::io::Error::other("not a regular file")));
+            }
+            // Whoever holds a lock file can keep every daemon from starting, and one
+            // another user made in an open directory is theirs to swap: trusted as
+            // the journal is, judged on the file actually opened.
+            let dir = numasched_model::files::dir_meta(&lock);
+            let me = nix::unistd::geteuid().as_raw();
+            if let Some(why) = numasched_model::files::untrusted(&lock, &meta, dir.as_ref(), me) {
+                return Err(RecoveryError::UntrustedLock { path: lock, why });
             }
             // flock(2), released when the file is closed (the process exits, even by
             // kill -9), so a crashed daemon never leaves the journal locked.
@@ -246,6 +244,18 @@ impl JournalFile {
         Err(werr(std::io::Error::other(
             "its lock file was replaced while being locked, eight times in a row",
         )))
+    }
+
+    /// Makes the journal's directory when missing; a start or stop that made it
+    /// removes it again, once empty.
+    fn make_dir(&self) -> Result<MadeDir, RecoveryError> {
+        let made =
+            numasched_model::files::create_dir_of(&self.path, 0o700, Path::new(DEFAULT_PATH))
+                .map_err(RecoveryError::File)?;
+        if let Some(dir) = &made {
+            tracing::info!(directory = %dir.display(), "created the journal's directory");
+        }
+        Ok(MadeDir::new(made))
     }
 
     /// The journal a previous run left, or `None` if there is no file.
@@ -534,6 +544,38 @@ mod tests {
         assert!(msg.contains("journal.json.lock"), "{msg}");
         assert!(msg.contains("FIFO"), "{msg}");
         assert!(!msg.contains('\n'), "{msg}");
+    }
+
+    /// Issue 41: the lock file's owner was never checked. One another user made (or
+    /// could swap, in a directory open to all) is refused, by name, before any lock.
+    #[test]
+    fn a_lock_file_someone_else_controls_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = JournalFile::new(&dir.path().join("journal.json"));
+        let lock_path = dir.path().join("journal.json.lock");
+        fs::write(&lock_path, "").expect("write");
+        fs::set_permissions(&lock_path, fs::Permissions::from_mode(0o666)).expect("chmod");
+        let e = file.lock().expect_err("others may write it").to_string();
+        assert!(e.contains("not trusted as the journal's lock"), "{e}");
+        assert!(
+            e.contains("journal.json.lock") && e.contains("others may write it"),
+            "{e}"
+        );
+        fs::set_permissions(&lock_path, fs::Permissions::from_mode(0o600)).expect("chmod");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).expect("chmod");
+        let e = file.lock().expect_err("an open directory").to_string();
+        assert!(e.contains("others may write its directory"), "{e}");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).expect("chmod");
+        if nix::unistd::geteuid().is_root() {
+            nix::unistd::chown(&lock_path, Some(nix::unistd::Uid::from_raw(65534)), None)
+                .expect("chown");
+            let e = file.lock().expect_err("another user's").to_string();
+            assert!(e.contains("owned by uid 65534"), "{e}");
+            assert!(lock_path.exists(), "another's file is left where it was");
+        }
+        fs::remove_file(&lock_path).expect("rm");
+        drop(file.lock().expect("a lock file of its own"));
     }
 
     #[test]

@@ -10,13 +10,17 @@
 //!      + κ/T  · Σ_p (np_p − 1) · Σ_{q≠p on p's LLC} c_q          shared bandwidth
 //!      + κc/T · Σ_p (np_p − 1) · r_p · Σ_{q≠p on p's LLC} r_q c_q  shared capacity
 //!      + κ/T  · Σ_p remote (np_p − 1) · (Λ_hn(p) − m_p)          others on p's link
+//!      + κ/T  · Σ_p (np_p − 1) · Σ_{q on p's bus, not its LLC} c_q   shared front-side bus
 //!      + Σ_l n_l · g(W_l, C_l)                                      time-sharing
 //! ```
 //! `f_p` is the distance-scaled remote factor ([`super::locality`]), `m_p` its misses per
 //! kilo-instruction, `c_p = m_p · f_p` the pressure it puts on its LLC (N-MASS's
 //! `MPKI · np`), `r_p` its cache reuse (the fraction of its misses more cache would
 //! remove: near 0 for streaming programs), `Λ_hn` the misses crossing from memory node h
-//! to running node n, and `T` N-MASS's THRESHOLD. `W_l` is the busy threads on LLC l
+//! to running node n, and `T` N-MASS's THRESHOLD. A bus exists only where one node's
+//! memory is reached from several packages (UMA multi-socket, as the E5345's FSBs):
+//! then a package's LLCs queue on its path to memory, and the topology's package tags
+//! say which share it. `W_l` is the busy threads on LLC l
 //! (the processes' whole busy threads and the CPUs others' work holds), `C_l` its CPUs
 //! and `n_l` the processes sharing it; `g` is how much longer a thread runs once busy
 //! threads outnumber CPUs, with whole threads per CPU as the kernel keeps them

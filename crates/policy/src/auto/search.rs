@@ -28,6 +28,10 @@ pub(super) struct Search<'p> {
     reuse_c: Vec<f64>,
     sens_r: Vec<f64>,
     sens_rrc: Vec<f64>,
+    /// Per LLC: the bus it shares with the package's other LLCs, where it has one
+    /// ([`buses`]); per bus, its LLCs.
+    bus: Vec<Option<usize>>,
+    bus_llcs: Vec<Vec<usize>>,
     /// Per (home, run) node pair: Σ misses, Σ sens, Σ sens·misses of remote processes.
     link: Vec<f64>,
     link_sens: Vec<f64>,
@@ -49,6 +53,7 @@ impl<'p> Search<'p> {
         let n = layout.cpus.len();
         let nodes = topo.nodes().len();
         let llcs = topo.llcs().len();
+        let (bus, bus_llcs) = buses(topo);
         let weight = |i: usize| {
             let p = &snap.processes[i];
             p.cpu_demand.min(p.slots() as f64)
@@ -83,6 +88,8 @@ impl<'p> Search<'p> {
             reuse_c: vec![0.0; llcs],
             sens_r: vec![0.0; llcs],
             sens_rrc: vec![0.0; llcs],
+            bus,
+            bus_llcs,
             link: vec![0.0; nodes * nodes],
             link_sens: vec![0.0; nodes * nodes],
             link_sens_m: vec![0.0; nodes * nodes],
@@ -191,6 +198,29 @@ impl<'p> Search<'p> {
             + self.params.capacity_weight / self.params.contention_weight.max(1e-12) * capacity
     }
 
+    /// Pairs on one bus but different LLCs, in the same pairwise form: Σ sens · the
+    /// others' pressure over the bus, less what the LLCs' own terms count.
+    fn bus_term(&self, b: usize) -> f64 {
+        let (mut sens, mut pressure, mut within) = (0.0, 0.0, 0.0);
+        for &l in &self.bus_llcs[b] {
+            sens += self.sens_sum[l];
+            pressure += self.pressure[l];
+            within += self.sens_sum[l] * self.pressure[l];
+        }
+        sens * pressure - within
+    }
+
+    /// The pressure of the processes on `l`'s bus outside `l`.
+    fn bus_neighbours(&self, l: usize) -> f64 {
+        self.bus[l].map_or(0.0, |b| {
+            self.bus_llcs[b]
+                .iter()
+                .filter(|&&m| m != l)
+                .map(|&m| self.pressure[m])
+                .sum()
+        })
+    }
+
     fn link_term(&self, k: usize) -> f64 {
         self.link_sens[k] * self.link[k] - self.link_sens_m[k]
     }
@@ -203,7 +233,7 @@ impl<'p> Search<'p> {
         let Some(l) = self.llc[i] else { return 0.0 };
         let node = self.llc_node[l];
         let own = self.misses[i] * self.f(i, node);
-        let mut others = self.pressure[l] - own;
+        let mut others = self.pressure[l] - own + self.bus_neighbours(l);
         if let Some(k) = self.link_key(i, node) {
             others += self.link[k] - self.misses[i];
         }
@@ -255,6 +285,12 @@ impl<'p> Search<'p> {
     /// Cost of the parts of the objective that moving `procs` between `llcs` can change.
     fn local_cost(&self, procs: &Few<2>, llcs: &Few<4>) -> f64 {
         let mut links = Few::<8>::default();
+        let mut buses = Few::<4>::default();
+        for &l in llcs.items() {
+            if let Some(b) = self.bus[l] {
+                buses.insert(b);
+            }
+        }
         for &i in procs.items() {
             for &l in llcs.items() {
                 if let Some(k) = self.link_key(i, self.llc_node[l]) {
@@ -265,8 +301,9 @@ impl<'p> Search<'p> {
         let remote: f64 = procs.items().iter().map(|&i| self.remote_cost(i)).sum();
         let llc: f64 = llcs.items().iter().map(|&l| self.llc_term(l)).sum();
         let link: f64 = links.items().iter().map(|&k| self.link_term(k)).sum();
+        let bus: f64 = buses.items().iter().map(|&b| self.bus_term(b)).sum();
         let shared: f64 = llcs.items().iter().map(|&l| self.timeshare_term(l)).sum();
-        remote + self.scale() * (llc + link) + shared
+        remote + self.scale() * (llc + link + bus) + shared
     }
 
     /// Moves each of `moves` (process, destination) and returns the change of cost.
@@ -492,6 +529,42 @@ impl<'p> Search<'p> {
     fn sort_by_misses(&self, v: &mut [usize]) {
         v.sort_by(|&x, &y| self.misses[x].total_cmp(&self.misses[y]).then(x.cmp(&y)));
     }
+}
+
+/// The buses between caches and memory that the topology shows: where one node's
+/// memory is reached from several packages (a UMA machine of several sockets, as on
+/// front-side-bus Xeons), each package's LLCs share that package's path to it, and
+/// two streaming programs on one package queue there even on different LLCs. Where a
+/// package holds its node's memory controller (every NUMA machine), or has one LLC,
+/// the LLC term already counts what is shared: no bus. Per LLC its bus, if any; per
+/// bus its LLCs.
+fn buses(topo: &numasched_model::topology::Topology) -> (Vec<Option<usize>>, Vec<Vec<usize>>) {
+    let llcs = topo.llcs();
+    let mut bus = vec![None; llcs.len()];
+    let mut bus_llcs: Vec<Vec<usize>> = Vec::new();
+    for node in topo.nodes() {
+        let mut packages: Vec<u32> = node.llcs.clone().map(|l| llcs[l].package).collect();
+        packages.sort_unstable();
+        packages.dedup();
+        if packages.len() < 2 {
+            continue;
+        }
+        for g in packages {
+            let members: Vec<usize> = node
+                .llcs
+                .clone()
+                .filter(|&l| llcs[l].package == g)
+                .collect();
+            if members.len() < 2 {
+                continue;
+            }
+            for &l in &members {
+                bus[l] = Some(bus_llcs.len());
+            }
+            bus_llcs.push(members);
+        }
+    }
+    (bus, bus_llcs)
 }
 
 /// How much longer, on average, each thread of `load` CPUs' worth of work runs on

@@ -455,3 +455,44 @@ fn a_start_from_the_kernels_balancing_finds_what_a_step_of_no_gain_hides() {
         "{plan:?}"
     );
 }
+
+/// On a UMA machine of two packages, each with two dies of its own L2 (the E5345),
+/// a package's front-side bus carries both its dies' misses. Two streaming programs
+/// and two compute-bound ones, a die each: with only the LLC in the cost every such
+/// placement looked the same, and the two streaming ones could end on one package,
+/// sharing its bus while the other's idled. They go to different packages.
+#[test]
+fn streaming_programs_do_not_share_a_front_side_bus() {
+    let topo = numasched_model::topology::machine("xeon-e5345").expect("preset");
+    let mut processes = Vec::new();
+    for (k, (prog, mpki, np)) in [
+        ("gcc", 0.4, 1.05),
+        ("lbm", 22.0, 1.3),
+        ("gamess", 0.05, 1.0),
+        ("libquantum", 24.0, 1.35),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        processes.push(numasched_model::testkit::proc_on(
+            100 + k as u32,
+            prog,
+            0,
+            mpki,
+            np,
+        ));
+    }
+    let s = Snapshot {
+        topology: topo.clone(),
+        processes,
+        others_pinned: Default::default(),
+        others_taken: Default::default(),
+        others_demand: Default::default(),
+    };
+    let plan = Auto::default().plan(&s);
+    let package = |i: usize| {
+        let cpu = plan.placements[i].cpus.first().copied().expect("placed");
+        topo.llcs()[topo.cpu(cpu).expect("cpu").llc].package
+    };
+    assert_ne!(package(1), package(3), "{plan:?}");
+}
