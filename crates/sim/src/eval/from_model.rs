@@ -146,15 +146,21 @@ fn solo_rates(
 /// allowed) where the suite lets pages move.
 pub fn runner_for(suite: &Suite, profiles: ProfileSet) -> Option<Runner> {
     suite.cases.first()?;
-    let migration = suite.migration.then(MigrationCost::default);
-    let mut runner = Runner::new(time_model_per_machine(profiles, migration));
-    runner.allow_migration = suite.migration;
+    Some(runner_with(profiles, suite.migration))
+}
+
+/// The runner on any machine: page migration costed (and allowed) with `migration`,
+/// and the kernel's balancing copying and charged at the same rate, over the same run.
+pub fn runner_with(profiles: ProfileSet, migration: bool) -> Runner {
+    let cost = migration.then(MigrationCost::default);
+    let mut runner = Runner::new(time_model_per_machine(profiles, cost));
+    runner.allow_migration = migration;
     let copy = MigrationCost::default().gbps;
     runner.autonuma.copy_gbps = copy;
     runner.autonuma.horizon_s = MigrationCost::default().run_seconds;
     runner.copy_share =
         Arc::new(move |t: &Topology| (copy / crate::params_for(t).mc_gbps).min(1.0));
-    Some(runner)
+    runner
 }
 
 /// What a suite needs of each program, from its profile and a solo run of the model

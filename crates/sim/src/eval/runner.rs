@@ -174,6 +174,20 @@ impl Runner {
         })
     }
 
+    /// What the model gives for `plan` on `snapshot`, per process.
+    pub fn times(&self, snapshot: &Snapshot, plan: &Plan) -> Vec<f64> {
+        (self.model)(snapshot, plan)
+    }
+
+    /// The kernel without NUMA balancing and with it, from the same CPU-balanced
+    /// starts: the two baselines every case is judged against.
+    pub fn kernel_baselines(&self, snapshot: &Snapshot) -> (Measured, Measured) {
+        let schedules = balanced_schedules(snapshot, self.linux_limit);
+        let linux = self.average(snapshot, &schedules.plans, &mut HashMap::new());
+        let kernel = self.autonuma(snapshot, &schedules.plans);
+        (linux, kernel)
+    }
+
     /// Evaluates `policies` (by name, built by `build`) on `case`. `linux` is always
     /// computed, as the reference, and `oracle` is always computed, for the fraction;
     /// each appears as a row only when asked for. `progress` is called once per row.

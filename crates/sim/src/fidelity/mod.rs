@@ -7,6 +7,8 @@
 //! until it draws half of what the stream program draws alone, as the published task
 //! was made (a stream with idle work between accesses), not fitted to the row's result.
 
+mod kernel;
+
 use super::machine::{params_for, MachineParams};
 use super::model::{simulate, Outcome};
 use super::network::ResourceKind;
@@ -120,6 +122,8 @@ pub fn rows() -> Result<Vec<Row>, String> {
     out.push(kang_remote_stream(&nh)?);
     out.push(kang_scaling(&nh)?);
     out.push(tudu_classes(&xe)?);
+    kernel::hyser(&mut out)?;
+    kernel::vinod(&mut out)?;
     Ok(out)
 }
 
