@@ -54,9 +54,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
              snapshot plans every process it holds"
         );
     }
-    let reading = Heartbeat::start(format!("reading {}", path.display()));
+    let heartbeat = Heartbeat::start(format!("reading {}", path.display()));
     let snapshot = Snapshot::load(path)?;
-    drop(reading);
     let name = args.policy.as_deref().unwrap_or("auto");
     // The oracle needs an objective: the simulator's model of this snapshot's machine,
     // with the built-in program profiles (unknown programs use their own MPKI and
@@ -80,12 +79,12 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     };
     // As the daemon would apply it: at `--pin` granularity, idle processes unplaced.
     let policy = policy::Granular::new(inner, args.select.pin.unwrap_or_default());
-    let planning = Heartbeat::start(format!(
+    heartbeat.now(format!(
         "planning {}",
         count(snapshot.processes.len(), "process")
     ));
     let plan = policy.plan(&snapshot);
-    drop(planning);
+    drop(heartbeat);
     if args.json {
         let text = serde_json::to_string_pretty(&plan).context("encoding the plan")?;
         println!("{text}");

@@ -37,10 +37,12 @@ impl Progress {
     }
 }
 
-/// For one long call that cannot report its own progress (planning a large snapshot):
-/// past 2 s, a line once a second says what is still going on and for how long, from
-/// a thread of its own, until dropped.
+/// For long calls that cannot report their own progress (reading and planning a large
+/// snapshot): past 2 s from the start, a line once a second says what is going on now
+/// and for how long, from a thread of its own, until dropped. One for the whole
+/// command, its label changed as it goes, so that two steps of 1.9 s each still show.
 pub struct Heartbeat {
+    what: std::sync::Arc<std::sync::Mutex<String>>,
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -49,6 +51,8 @@ impl Heartbeat {
     pub fn start(what: String) -> Heartbeat {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let started = Instant::now();
+        let what = std::sync::Arc::new(std::sync::Mutex::new(what));
+        let shown = std::sync::Arc::clone(&what);
         let thread = std::thread::Builder::new()
             .name("numasched-progress".into())
             .spawn(move || {
@@ -57,14 +61,27 @@ impl Heartbeat {
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(wait)
                 {
-                    eprintln!("numasched: {what} ({} s)", started.elapsed().as_secs());
+                    let now = match shown.lock() {
+                        Ok(g) => g.clone(),
+                        Err(poisoned) => poisoned.into_inner().clone(),
+                    };
+                    eprintln!("numasched: {now} ({} s)", started.elapsed().as_secs());
                     wait = EVERY;
                 }
             })
             .ok();
         Heartbeat {
+            what,
             stop: Some(stop),
             thread,
+        }
+    }
+
+    /// What the next lines say is going on.
+    pub fn now(&self, what: String) {
+        match self.what.lock() {
+            Ok(mut g) => *g = what,
+            Err(poisoned) => *poisoned.into_inner() = what,
         }
     }
 }
