@@ -114,6 +114,17 @@ pub struct Process {
     /// Parent pid, for the fork rule of memory-aware allocation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<u32>,
+    /// Resident bytes under an explicit memory policy (`numactl --membind`, `mbind`,
+    /// `set_mempolicy`; numa_maps' second column), which the kernel's NUMA balancing
+    /// neither scans nor moves: `task_numa_work` skips a mapping whose policy lacks
+    /// `MPOL_F_MOF`, which only the default policy and a bind with
+    /// `MPOL_F_NUMA_BALANCING` carry.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub policy_bytes: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 fn one() -> u32 {
@@ -141,6 +152,7 @@ impl Process {
             allowed_cpus: None,
             allowed_mems: None,
             parent: None,
+            policy_bytes: 0,
         }
     }
 

@@ -21,7 +21,10 @@
 //!   life (first [`AutoNumaParams::early_passes`] passes), on its first fault. The copy
 //!   runs in the faulting task's context ([`Trajectory::copies`]; the caller charges it).
 //!   The fault is then recorded on the page's new node, as `do_numa_page` does. With
-//!   [`AutoNumaParams::move_pages`] off (bound memory, `mbind`), nothing migrates.
+//!   [`AutoNumaParams::move_pages`] off (memory that may not move), nothing migrates.
+//!   Memory under an explicit policy (`Process::policy_bytes`: `numactl --membind`,
+//!   `mbind`) is not scanned at all: `task_numa_work` skips mappings whose policy lacks
+//!   `MPOL_F_MOF` (`vma_policy_mof`), so it costs no faults and draws no task.
 //! - **Scan period** (`update_task_scan_period`), after each full pass over the address
 //!   space: with `r` = tenths of the pass's faults that were local, the period grows by
 //!   `max(1, r − 7)` tenths when `r ≥ 7` and shrinks by `7 − r` tenths otherwise, within
@@ -71,7 +74,8 @@ pub struct AutoNumaParams {
     pub scan_period_max_s: f64,
     /// How long the run lasts, s (the horizon `auto-migrate` amortises its copies over).
     pub horizon_s: f64,
-    /// Whether pages may migrate (off: memory bound with `mbind`/cpuset mems).
+    /// Whether pages may migrate (off: the suites where memory stays where it was put;
+    /// memory under an explicit policy is `Process::policy_bytes`, not this).
     pub move_pages: bool,
     /// Base page size: one hinting fault per page (4 KiB; transparent huge pages would
     /// fault 512 times less often).
@@ -160,6 +164,9 @@ struct Window {
 
 struct Task {
     windows: Vec<Window>,
+    /// Bytes per node index that are never scanned: under an explicit memory policy
+    /// (`Process::policy_bytes`), which `task_numa_work` skips (`vma_policy_mof`).
+    fixed: Vec<u64>,
     cursor: usize,
     passes: u32,
     period: f64,
@@ -181,11 +188,17 @@ impl Task {
     fn new(topo: &Topology, p: &Process, ids: &[CpuId], params: &AutoNumaParams) -> Task {
         let n_nodes = topo.nodes().len();
         let mut windows = Vec::new();
+        let mut fixed = vec![0; n_nodes];
+        // Which of its pages the policy holds is not known per node: the same share
+        // of each.
+        let total = p.rss_bytes().max(1) as f64;
+        let held = (p.policy_bytes as f64 / total).min(1.0);
         for (&node, &bytes) in &p.memory_bytes {
             let Some(ni) = topo.node_index(node) else {
                 continue;
             };
-            let mut left = bytes;
+            fixed[ni] = (bytes as f64 * held).round() as u64;
+            let mut left = bytes - fixed[ni].min(bytes);
             while left > 0 {
                 let b = left.min(params.scan_size_bytes.max(1));
                 windows.push(Window {
@@ -198,6 +211,7 @@ impl Task {
         }
         Task {
             windows,
+            fixed,
             cursor: 0,
             passes: 0,
             period: params.scan_period_min_s,
@@ -223,6 +237,9 @@ fn state_of(topo: &Topology, tasks: &[Task]) -> (Vec<CpuSet>, Vec<BTreeMap<NodeI
             let mut m: BTreeMap<NodeId, u64> = BTreeMap::new();
             for w in &t.windows {
                 *m.entry(topo.nodes()[w.node].id).or_default() += w.bytes;
+            }
+            for (ni, &b) in t.fixed.iter().enumerate().filter(|(_, b)| **b > 0) {
+                *m.entry(topo.nodes()[ni].id).or_default() += b;
             }
             m
         })
@@ -711,6 +728,29 @@ mod tests {
         // It never moved: the pages came to it.
         assert!(t.moves.is_empty());
         assert_eq!(last.cpus[0], vec![4]);
+    }
+
+    /// Memory under an explicit policy (`numactl --membind`) is never scanned: no
+    /// hinting faults, no pages copied, no task drawn toward it (Hyser's `Mem: 0 CPU:
+    /// 1` runs, docs/fidelity.md row 17). Half of it held: half the faults, and only
+    /// the other half follows.
+    #[test]
+    fn memory_under_an_explicit_policy_is_not_scanned() {
+        let mut s = placed("0", &[4]);
+        let all = s.processes[0].rss_bytes();
+        s.processes[0].policy_bytes = all;
+        let t = trajectory(&s, &AutoNumaParams::default());
+        assert_eq!(t.fault_seconds, vec![0.0]);
+        assert!(t.copies.is_empty() && t.moves.is_empty());
+        assert_eq!(t.phases.len(), 1);
+        assert_eq!(t.phases[0].memory[0].get(&0), Some(&all));
+        s.processes[0].policy_bytes = all / 2;
+        let t = trajectory(&s, &AutoNumaParams::default());
+        let moved: u64 = t.copies.iter().map(|c| c.bytes).sum();
+        assert_eq!(moved, all / 2);
+        let last = t.phases.last().unwrap();
+        assert_eq!(last.memory[0].get(&0), Some(&(all / 2)));
+        assert_eq!(last.memory[0].get(&1), Some(&(all / 2)));
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub struct NumaMaps {
     /// `prefer`, `local`, ...). Pages under an explicit policy were put there on purpose
     /// and must not be migrated behind the owner's back.
     pub policy_bytes: BTreeMap<String, u64>,
+    /// Resident bytes the kernel's NUMA balancing does not scan: under an explicit
+    /// policy without its `balancing` flag ([`Policy::scanned_by_balancing`]).
+    pub unscanned_bytes: u64,
     /// Resident bytes of anonymous memory (heap, stack, private writes): what
     /// migration can move and what remote access costs most.
     pub anon_bytes: u64,
@@ -73,6 +76,17 @@ pub struct Policy<'a> {
 }
 
 impl<'a> Policy<'a> {
+    /// Whether the kernel's NUMA balancing scans memory under this policy: the default
+    /// one, and a bind made with `MPOL_F_NUMA_BALANCING` (printed `bind=balancing`,
+    /// `bind=static|balancing`). Every other explicit policy lacks `MPOL_F_MOF`, and
+    /// `task_numa_work` skips its mappings.
+    pub fn scanned_by_balancing(&self) -> bool {
+        self.mode == "default"
+            || self
+                .flags
+                .is_some_and(|f| f.split('|').any(|flag| flag == "balancing"))
+    }
+
     fn parse(s: &'a str) -> Policy<'a> {
         let (head, nodes) = s.split_once(':').unwrap_or((s, ""));
         let (mode, flags) = match head.split_once('=') {
@@ -283,6 +297,9 @@ pub fn parse(text: &str, path: &Path) -> Result<NumaMaps, ObserveError> {
                 .entry(m.policy.mode.to_string())
                 .or_insert(0);
             *e = e.saturating_add(line_bytes);
+            if !m.policy.scanned_by_balancing() {
+                out.unscanned_bytes = out.unscanned_bytes.saturating_add(line_bytes);
+            }
         }
         out.anon_bytes = out
             .anon_bytes
@@ -329,7 +346,25 @@ mod tests {
         assert_eq!(m.policy_bytes["prefer"], 10 * 4 * kb);
         assert!(!m.policy_bytes.contains_key("local"), "no resident pages");
         assert_eq!(m.explicit_policy_bytes(), (522 * 4 + 3 * 2048) * kb);
+        assert_eq!(m.unscanned_bytes, m.explicit_policy_bytes());
         assert_eq!(m.total_bytes(), m.node_bytes.values().sum::<u64>());
+    }
+
+    /// The kernel's NUMA balancing scans the default policy and a bind made with
+    /// `MPOL_F_NUMA_BALANCING`, nothing else (`vma_policy_mof`).
+    #[test]
+    fn memory_the_kernels_balancing_leaves_alone() {
+        let text = "\
+7fa0bd800000 bind:0-1 anon=4 N0=4 kernelpagesize_kB=4
+7fa0bd900000 bind=balancing:0-1 anon=8 N1=8 kernelpagesize_kB=4
+7fa0bda00000 bind=static|balancing:1 anon=16 N1=16 kernelpagesize_kB=4
+7fa0bdb00000 default anon=32 N0=32 kernelpagesize_kB=4
+7fa0bdc00000 local anon=64 N0=64 kernelpagesize_kB=4
+";
+        let m = parse(text, Path::new("numa_maps")).unwrap();
+        assert_eq!(m.unscanned_bytes, (4 + 64) * 4 * 1024);
+        assert!(Policy::parse("bind=static|balancing:1").scanned_by_balancing());
+        assert!(!Policy::parse("prefer=relative:1").scanned_by_balancing());
     }
 
     #[test]

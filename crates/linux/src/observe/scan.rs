@@ -856,6 +856,7 @@ fn to_process(
             .filter(|(n, b)| **b > 0 && topology.node_index(**n).is_some())
             .map(|(n, b)| (*n, *b))
             .collect::<BTreeMap<_, _>>();
+        p.policy_bytes = m.unscanned_bytes.min(p.rss_bytes());
     }
     // Where its threads last ran: a sample of where it runs now, which is what
     // migration cost is judged against (the allowed set says where it could run).

@@ -46,7 +46,8 @@ fn probe(topo: &Topology, gib: u64, pinned: Option<usize>, bound: bool) -> Snaps
     p.memory_bytes.insert(home, gib << 30);
     p.allowed_cpus = pinned.map(|n| topo.nodes()[n].cpus.clone());
     if bound {
-        p.allowed_mems = Some(vec![home]);
+        // `numactl --membind`: a bind policy on all of it.
+        p.policy_bytes = gib << 30;
     }
     Snapshot {
         topology: topo.clone(),
