@@ -128,12 +128,14 @@ impl Policy for Auto {
         // the pages that are worth moving.
         let mut free = snapshot.clone();
         for p in &mut free.processes {
-            // Memory bound by a cpuset's mems cannot follow everywhere, and a
-            // process nothing is known of is placed for locality alone (a prior
-            // penalty justifies running where its memory is, not copying it): for
-            // both, locality stays a constraint.
+            // Memory bound by a cpuset's mems cannot follow everywhere, memory held
+            // by a policy not at all, and a process nothing is known of is placed for
+            // locality alone (a prior penalty justifies running where its memory is,
+            // not copying it): for all three, locality stays a constraint.
             let unknown = p.mpki.is_none() && p.numa_penalty.is_none();
-            if p.allowed_mems.is_none() && !unknown {
+            // Memory an explicit policy holds (`numactl --membind`) never follows.
+            let held = p.policy_bytes > 0 && p.policy_bytes >= p.rss_bytes();
+            if p.allowed_mems.is_none() && !unknown && !held {
                 p.memory_bytes.clear();
             }
         }

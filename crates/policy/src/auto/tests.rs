@@ -496,3 +496,29 @@ fn streaming_programs_do_not_share_a_front_side_bus() {
     };
     assert_ne!(package(1), package(3), "{plan:?}");
 }
+
+/// auto-migrate copies no page an explicit policy holds (`numactl --membind`): the
+/// actuator would leave those mappings out, and a plan must not say they follow.
+#[test]
+fn memory_a_policy_holds_is_not_planned_to_follow() {
+    let mut s = nehalem_workload(&["mcf", "milc", "soplex", "lbm", "mcf", "milc"], "000000");
+    let migrate = Auto {
+        params: AutoParams {
+            migrate: true,
+            ..AutoParams::default()
+        },
+    };
+    let free = migrate.plan(&s);
+    assert!(!free.page_moves.is_empty(), "{free:?}");
+    for p in &mut s.processes {
+        p.policy_bytes = p.rss_bytes();
+    }
+    let held = migrate.plan(&s);
+    assert!(held.page_moves.is_empty(), "{held:?}");
+    assert!(
+        held.placements
+            .iter()
+            .all(|pl| !pl.reason.contains(" follow (")),
+        "{held:?}"
+    );
+}
