@@ -121,6 +121,7 @@ fn main() {
     for item in [
         "S_JOB_ID",
         "S_JOB_STEPID",
+        "S_JOB_LOCAL_TASK_COUNT",
         "S_TASK_PID",
         "S_JOB_ALLOC_CORES",
     ] {

@@ -10,6 +10,8 @@
 #   - the TaskProlog fallback: a site default of advise is planned, never applied; a
 #     bad NUMASCHED is reported to the job and becomes off;
 #   - an sbatch job's step is followed like an srun one;
+#   - each step's end writes one line on what numasched did to the job's stderr (and,
+#     as the site asked, into its AdminComment): srun, --numasched=off and sbatch jobs;
 #   - after the jobs: no step left in numasched's view, no Slurm cgroup left, and after
 #     numasched stops the outsider's affinity is what it was;
 #   - slurmd keeps running and jobs keep starting with numasched stopped (and the
@@ -74,7 +76,7 @@ chmod 755 "$DIR"
 export SLURM_TEST_EXTRA_CONF="TaskProlog=$ROOT/slurm/taskprolog/numasched-taskprolog"
 PLUG=0
 if [[ -f $SPANK ]]; then
-    echo "optional $SPANK socket=$DIR/ns.sock" >"$DIR/plugstack.conf"
+    echo "optional $SPANK socket=$DIR/ns.sock admin_comment=yes" >"$DIR/plugstack.conf"
     SLURM_TEST_EXTRA_CONF+=$'\n'"PlugStackConfig=$DIR/plugstack.conf"
     PLUG=1
 fi
@@ -206,7 +208,7 @@ check_placed() {
 # --- 1. a 2-task job ------------------------------------------------------------------
 echo "== a 2-task job (srun -n2, the whole machine, --cpu-bind=none)"
 logged_before=$(wc -l <"$DIR/ns.log")
-srun -n2 -c1 --cpu-bind=none "$DIR/jobload" workload cpu --seconds 8 >/dev/null 2>&1 &
+srun -n2 -c1 --cpu-bind=none "$DIR/jobload" workload cpu --seconds 8 >/dev/null 2>"$DIR/job1.err" &
 SRUN=$!
 narrowed=0 outside="" line=""
 check_task() { check_placed "$@"; }
@@ -237,6 +239,31 @@ else
     bad "2-task job: numasched status never showed a step with 2 managed tasks"
 fi
 wait "$SRUN"
+# The word back to Slurm: at the step's end one line on the job's stderr, and (the site
+# set admin_comment=yes) the same in the job's AdminComment, read before Slurm forgets
+# the job (MinJobAge).
+if ((PLUG)); then
+    said=$(grep '^numasched on ' "$DIR/job1.err")
+    comment=""
+    if [[ $said =~ ^numasched\ on\ [^:]+:\ (step\ ([0-9]+)\.0:\ .*)$ ]]; then
+        report=${BASH_REMATCH[1]} job=${BASH_REMATCH[2]}
+        comment=$(scontrol show job "$job" 2>/dev/null | sed -n 's/^ *AdminComment=//p' | sed 's/ *$//')
+    fi
+    if [[ $(grep -c '^numasched on ' "$DIR/job1.err") != 1 ]]; then
+        bad "2-task job: not one numasched line on the job's stderr: $(tr '\n' '|' <"$DIR/job1.err")"
+    elif [[ ! $said =~ 2\ tasks\ (placed\ by\ numasched\ on\ CPUs|managed\ and\ left).*%\ of\ .*\ memory\ local ]]; then
+        bad "2-task job: the stderr line does not say what was done with its 2 tasks: $said"
+    else
+        ok "2-task job: its end told the job's stderr: $said"
+    fi
+    if [[ -n $comment && $comment == *"$report"* ]]; then
+        ok "2-task job: the AdminComment says the same: $comment"
+    else
+        bad "2-task job: AdminComment '$comment' does not carry '${report:-the stderr line}'"
+    fi
+else
+    skip "end-of-step line: no SPANK plugin at $SPANK"
+fi
 
 # --- 2. the outsider and a 1-CPU job ----------------------------------------------------
 echo "== a process outside every job, beside a 1-CPU job"
@@ -317,7 +344,7 @@ wait "$A" "$B"
 optout() { # optout MODE LABEL -- srun args...: a job numasched must not change
     local mode=$1 label=$2
     shift 2
-    "$@" >/dev/null 2>&1 &
+    "$@" >/dev/null 2>"$DIR/optout.err" &
     local job=$! touched="" samples=0 line=""
     check_task() {
         local a s
@@ -348,6 +375,12 @@ load=("$DIR/jobload" workload cpu --seconds 5)
 optout off "NUMASCHED=off" env NUMASCHED=off srun -n1 -c2 --cpu-bind=none "${load[@]}"
 if ((PLUG)); then
     optout off "--numasched=off" srun --numasched=off -n1 -c2 --cpu-bind=none "${load[@]}"
+    said=$(grep '^numasched on ' "$DIR/optout.err")
+    if [[ $said == *": step "*".0: --numasched=off, 1 task left alone" ]]; then
+        ok "--numasched=off: its end told the job's stderr: $said"
+    else
+        bad "--numasched=off: the job's stderr has no line saying it was left alone: $(tr '\n' '|' <"$DIR/optout.err")"
+    fi
 else
     skip "--numasched=off: no SPANK plugin at $SPANK"
 fi
@@ -368,7 +401,7 @@ fi
 
 # --- 5. sbatch ---------------------------------------------------------------------------
 echo "== an sbatch job"
-sbatch --wait -n1 -c2 -o /dev/null \
+sbatch --wait -n1 -c2 -o "$DIR/sbatch.out" \
     --wrap "srun --cpu-bind=none $DIR/jobload workload cpu --seconds 5" >/dev/null 2>&1 &
 SB=$!
 narrowed=0 outside=""
@@ -383,6 +416,16 @@ else
     ok "sbatch: the job's step placed inside its cpuset"
 fi
 wait "$SB" || bad "sbatch: the job failed"
+# Both steps of the batch job end with their line in its output file: the srun step's,
+# through srun, and the batch step's own.
+if ((PLUG)); then
+    if grep -qE '^numasched on [^:]+: step [0-9]+\.0: ' "$DIR/sbatch.out" &&
+        grep -qE '^numasched on [^:]+: step [0-9]+\.batch: ' "$DIR/sbatch.out"; then
+        ok "sbatch: the output file has the end-of-step line of both steps"
+    else
+        bad "sbatch: the output file lacks a step's numasched line: $(grep numasched "$DIR/sbatch.out" | tr '\n' '|')"
+    fi
+fi
 
 # --- 6. after the jobs -------------------------------------------------------------------
 echo "== after the jobs"

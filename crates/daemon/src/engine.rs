@@ -10,7 +10,7 @@
 //! (exec'd another program, moved cgroup), or they stay below the admission thresholds
 //! for `release_after` seconds (seconds, not epochs: an idle machine's epochs stretch).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::jobs::{Confined, Jobs};
@@ -20,14 +20,17 @@ use super::recovery::{JournalFile, RecoveryError};
 use super::select::{self, Managed, Selector, Tree};
 use super::stabilise::stabilise;
 use super::status::{DaemonStatus, Decision, ProcessView};
+use super::step_reports::TaskSeen;
 use super::trigger::{self, Trigger, TriggerParams};
+use numasched_linux::apply::report::Subject;
 use numasched_linux::apply::{Action, Actuator, ApplyReport, Journal, Kernel, Line, Restored};
 use numasched_linux::characterise::live::{Characterised, Live};
+use numasched_linux::observe::slurm::JobMode;
 use numasched_linux::observe::{
     with_info_mut, Changed, Observation, ObserveError, ProcDir, Scanner,
 };
 use numasched_model::character::PenaltySource;
-use numasched_model::topology::Topology;
+use numasched_model::topology::{NodeId, Topology};
 use numasched_model::CpuSet;
 use numasched_model::{Placement, Plan, Process, ProcessKey, Snapshot};
 use numasched_policy::Policy;
@@ -317,12 +320,77 @@ impl<K: Kernel> Engine<K> {
         if self.epoch % SWEEP_EVERY == 0 {
             self.actuator.forget_gone(&obs.snapshot);
         }
+        if let Some(jobs) = self.jobs.clone() {
+            let seen = self.job_tasks(&obs.snapshot, &rep);
+            jobs.note_tasks(&self.topology, &self.last_jobs.views, seen);
+        }
         let tasks_changed = !self.scanner.no_task_came_or_went();
         rep.adopted = self.follow_forks(tasks_changed, None, now, unix, &mut rep);
         rep.calm = calm(&rep, &obs.snapshot);
         self.last_seen = std::mem::take(&mut obs.snapshot.processes);
         self.last_chars = chars;
         Ok(rep)
+    }
+
+    /// What this epoch saw of each task of a Slurm job: the set numasched keeps in
+    /// force on it (from the journal, the one record of that), where its memory is,
+    /// and the pages moved for it so far (every chunk line carries the move's total).
+    fn job_tasks(&self, snapshot: &Snapshot, rep: &EpochReport) -> Vec<TaskSeen> {
+        let lines = rep
+            .apply
+            .iter()
+            .flat_map(|a| &a.moves)
+            .chain(&rep.migrations);
+        let mut moved: HashMap<u32, BTreeMap<(NodeId, NodeId), u64>> = HashMap::new();
+        for l in lines {
+            if let Subject::Pages { from, to, bytes } = l.subject {
+                let b = moved
+                    .entry(l.pid)
+                    .or_default()
+                    .entry((from, to))
+                    .or_insert(0);
+                *b = (*b).max(bytes);
+            }
+        }
+        for m in self.actuator.migrations().iter() {
+            let b = moved
+                .entry(m.pid)
+                .or_default()
+                .entry((m.from, m.to))
+                .or_insert(0);
+            *b = (*b).max(m.moved_bytes);
+        }
+        snapshot
+            .processes
+            .iter()
+            .filter_map(|p| {
+                let step = self.last_jobs.step_of.get(&p.key())?;
+                let label = step.to_string();
+                let mode = if self.last_jobs.advise.contains(&p.pid) {
+                    JobMode::Advise
+                } else {
+                    self.last_jobs
+                        .views
+                        .iter()
+                        .find(|v| v.step == label)
+                        .map_or(JobMode::Manage, |v| v.mode)
+                };
+                let placed = self
+                    .actuator
+                    .journal()
+                    .get(p.pid, p.start_time)
+                    .and_then(|e| e.applied.clone());
+                Some(TaskSeen {
+                    key: p.key(),
+                    step: step.clone(),
+                    mode,
+                    cpus: placed.clone().unwrap_or_else(|| p.current_cpus.clone()),
+                    placed,
+                    memory: p.memory_bytes.clone(),
+                    moved: moved.remove(&p.pid).unwrap_or_default(),
+                })
+            })
+            .collect()
     }
 
     /// The scan's estimate of the CPUs others' work holds, with what the run queues of

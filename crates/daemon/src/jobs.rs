@@ -41,6 +41,7 @@ use numasched_model::{ProcessKey, Snapshot};
 use numasched_policy::granularity::IDLE_DEMAND;
 
 pub use crate::config::Outsiders;
+use crate::step_reports::{StepReports, TaskSeen};
 
 /// Scan passes after which a process not looked up is forgotten: longer than the scan
 /// leaves an idle process unread.
@@ -147,6 +148,8 @@ pub struct Jobs {
     reader: SlurmReader,
     known: Mutex<Known>,
     outsiders: Outsiders,
+    /// What was done for each step, for the plugin to tell Slurm at its end.
+    reports: Mutex<StepReports>,
 }
 
 /// A job step as `status`, `top` and the metrics show it.
@@ -258,6 +261,7 @@ impl Jobs {
             reader,
             known: Mutex::new(Known::default()),
             outsiders: Outsiders::default(),
+            reports: Mutex::new(StepReports::default()),
         }
     }
 
@@ -385,6 +389,28 @@ impl Jobs {
             }
         }
         Ok(())
+    }
+
+    /// Notes what an epoch saw of the jobs' tasks (see [`crate::step_reports`]).
+    pub fn note_tasks(
+        &self,
+        topo: &numasched_model::topology::Topology,
+        views: &[JobView],
+        seen: Vec<TaskSeen>,
+    ) {
+        if views.is_empty() && seen.is_empty() {
+            return;
+        }
+        let mut r = lock(&self.reports);
+        r.note_steps(views);
+        r.note(topo, seen);
+    }
+
+    /// What numasched did for `step` on this node, and for every step of its job
+    /// here: the lines a task's exit is answered with.
+    pub fn reports(&self, step: &JobStep) -> (Option<String>, Option<String>) {
+        let r = lock(&self.reports);
+        (r.report(step), r.job_report(step.job))
     }
 
     /// Whether `key`, looked up by [`Jobs::mode`], is admitted as soon as it runs more

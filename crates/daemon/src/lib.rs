@@ -47,6 +47,7 @@ pub mod socket;
 pub mod stabilise;
 pub mod status;
 pub mod status_board;
+pub mod step_reports;
 pub mod trigger;
 
 pub use config::Options;

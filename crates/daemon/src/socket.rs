@@ -20,9 +20,10 @@ use nix::sys::stat::{umask, Mode};
 use numasched_model::files::MadeDir;
 
 use super::conns::{self, Conns};
-use super::jobs::{Jobs, TaskEvent};
+use super::jobs::{Jobs, TaskEvent, TaskEventKind};
 use super::status::DaemonStatus;
 use super::status_board::Board;
+use numasched_linux::observe::slurm::JobStep;
 
 /// How long a client may take to send its request, so a stuck client cannot hold the
 /// server thread.
@@ -234,7 +235,17 @@ fn job_task(jobs: Option<&Jobs>, json: &str) -> String {
         return error_json("this daemon does not follow Slurm jobs");
     };
     match serde_json::from_str::<TaskEvent>(json) {
-        Ok(e) => match jobs.told(e) {
+        Ok(e) => match jobs.told(e.clone()) {
+            // At a task's exit, what was done for its step (and its job): the plugin
+            // tells Slurm at the step's last task.
+            Ok(()) if e.event == TaskEventKind::Exit => {
+                let step = JobStep {
+                    job: e.job,
+                    step: e.step,
+                };
+                let (report, job) = jobs.reports(&step);
+                serde_json::json!({ "ok": true, "report": report, "job_report": job }).to_string()
+            }
             Ok(()) => serde_json::json!({ "ok": true }).to_string(),
             Err(what) => error_json(&format!("job-task: {what}")),
         },
@@ -401,9 +412,32 @@ mod tests {
         let bad = ask(&path, r#"job-task {"event":"start","job":"x"}"#);
         let e = bad["error"].as_str().expect("error");
         assert!(e.starts_with("job-task: invalid type"), "{e}");
+        // What an epoch saw of the task is what its exit is answered with.
+        let topo = numasched_model::topology::spec::parse("1n:1l:2c:1t").expect("spec");
+        let step = JobStep {
+            job: 12,
+            step: "0".into(),
+        };
+        jobs.note_tasks(
+            &topo,
+            &[],
+            vec![crate::step_reports::TaskSeen {
+                key,
+                step,
+                mode: numasched_linux::observe::slurm::JobMode::Off,
+                placed: None,
+                memory: Default::default(),
+                cpus: Default::default(),
+                moved: Default::default(),
+            }],
+        );
         let exit =
             r#"job-task {"event":"exit","job":12,"step":"0","pid":4242,"mode":null,"cpus":null}"#;
-        assert_eq!(ask(&path, exit), serde_json::json!({ "ok": true }));
+        let line = "step 12.0: --numasched=off, 1 task left alone";
+        assert_eq!(
+            ask(&path, exit),
+            serde_json::json!({ "ok": true, "report": line, "job_report": line })
+        );
         assert_eq!(jobs.mode(key, "t"), None);
         let e = ask(&path, "jobs");
         assert!(e["error"]

@@ -25,6 +25,13 @@ pub struct Config {
     pub default: Option<Mode>,
     /// Whether a user may say `--numasched=off`.
     pub allow_opt_out: bool,
+    /// Whether each step's end writes one line on what numasched did to the job's
+    /// stderr (`report=yes`, the default).
+    pub report: bool,
+    /// Whether that line, for every step of the job on the node, also goes into the
+    /// job's AdminComment (`admin_comment=yes`; off by default, as it overwrites
+    /// whatever the site keeps there).
+    pub admin_comment: bool,
 }
 
 impl Default for Config {
@@ -33,6 +40,8 @@ impl Default for Config {
             socket: PathBuf::from(DEFAULT_SOCKET),
             default: None,
             allow_opt_out: true,
+            report: true,
+            admin_comment: false,
         }
     }
 }
@@ -48,7 +57,8 @@ impl fmt::Display for BadArg {
         write!(
             f,
             "bad plugstack.conf argument '{}': the arguments are socket=/absolute/path, \
-             default=off|advise|manage and allow_opt_out=yes|no",
+             default=off|advise|manage, allow_opt_out=yes|no, report=yes|no and \
+             admin_comment=yes|no",
             self.0.escape_debug()
         )
     }
@@ -81,6 +91,10 @@ impl Config {
                 Some(("default", mode)) => cfg.default = Some(mode.parse().map_err(|_| bad())?),
                 Some(("allow_opt_out", "yes")) => cfg.allow_opt_out = true,
                 Some(("allow_opt_out", "no")) => cfg.allow_opt_out = false,
+                Some(("report", "yes")) => cfg.report = true,
+                Some(("report", "no")) => cfg.report = false,
+                Some(("admin_comment", "yes")) => cfg.admin_comment = true,
+                Some(("admin_comment", "no")) => cfg.admin_comment = false,
                 _ => return Err(bad()),
             }
         }
@@ -119,6 +133,9 @@ mod tests {
         let site = Config::parse(["default=manage", "allow_opt_out=no", "default=advise"]).unwrap();
         assert_eq!(site.default, Some(Mode::Advise), "the last one wins");
         assert!(!site.allow_opt_out);
+        let told = Config::parse(["report=no", "admin_comment=yes"]).unwrap();
+        assert!(!told.report && told.admin_comment);
+        assert!(Config::default().report && !Config::default().admin_comment);
     }
 
     #[test]
@@ -133,11 +150,14 @@ mod tests {
             "default=",
             "allow_opt_out=false",
             "allow-opt-out=no",
+            "report=on",
+            "admin_comment=true",
         ] {
             let err = Config::parse([bad]).unwrap_err();
             assert_eq!(err, BadArg(bad.to_owned()));
             assert!(err.to_string().contains("socket="), "{err}");
             assert!(err.to_string().contains("allow_opt_out=yes|no"), "{err}");
+            assert!(err.to_string().contains("admin_comment=yes|no"), "{err}");
         }
     }
 

@@ -10,7 +10,10 @@
 //!   socket, so the daemon learns of a task at once instead of at its next
 //!   /proc scan, together with the job id, step and allocation, which /proc
 //!   does not tell. Best effort only: any failure is logged at debug level and
-//!   the job runs as if the plugin were absent.
+//!   the job runs as if the plugin were absent. The daemon answers a task's
+//!   exit with what it did for the step; at the step's last task on the node
+//!   the plugin writes that line to the job's stderr (and, with
+//!   `admin_comment=yes`, into the job's AdminComment).
 //!
 //! plugstack.conf (use `optional`: a `required` plugin whose init fails stops
 //! slurmd, and no job should depend on numasched):
@@ -19,6 +22,7 @@
 //! optional /usr/lib/x86_64-linux-gnu/slurm-wlm/libnumasched_spank.so socket=/run/numasched/numasched.sock
 //! ```
 
+pub mod admin;
 pub mod config;
 pub mod notify;
 pub mod proto;

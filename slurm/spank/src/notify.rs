@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 /// daemon's sub-millisecond answer.
 pub const BUDGET: Duration = Duration::from_millis(200);
 
-/// The reply is ignored; cap what we read so a daemon that streams without a
-/// newline cannot keep us reading until the deadline for nothing.
+/// Cap on what we read, so a daemon that streams without a newline cannot keep
+/// us reading until the deadline for nothing.
 const MAX_REPLY: usize = 4096;
 
 /// What went wrong talking to the daemon, with the phase, for the debug log.
@@ -74,8 +74,13 @@ fn remaining(deadline: Instant, phase: &'static str) -> Result<Duration, NotifyE
 }
 
 /// Send `line` (which ends in a newline) to the unix stream socket at `path`
-/// and read one reply line, all within `budget`. Returns the time it took.
-pub fn send_line(path: &Path, line: &[u8], budget: Duration) -> Result<Duration, NotifyError> {
+/// and read one reply line, all within `budget`. Returns the time it took and
+/// the reply, without its newline.
+pub fn send_line(
+    path: &Path,
+    line: &[u8],
+    budget: Duration,
+) -> Result<(Duration, String), NotifyError> {
     let start = Instant::now();
     let deadline = start + budget;
 
@@ -102,16 +107,23 @@ pub fn send_line(path: &Path, line: &[u8], budget: Duration) -> Result<Duration,
     }
 
     let mut buf = [0u8; 512];
-    let mut got = 0usize;
+    let mut reply: Vec<u8> = Vec::new();
     loop {
         sock.set_read_timeout(Some(remaining(deadline, "read")?))
             .map_err(|e| NotifyError::Io("read", e))?;
         match (&sock).read(&mut buf) {
             Ok(0) => return Err(NotifyError::Closed),
             Ok(n) => {
-                got += n;
-                if buf[..n].contains(&b'\n') || got >= MAX_REPLY {
-                    return Ok(start.elapsed());
+                reply.extend_from_slice(&buf[..n]);
+                if let Some(end) = reply.iter().position(|&b| b == b'\n') {
+                    reply.truncate(end);
+                    return Ok((
+                        start.elapsed(),
+                        String::from_utf8_lossy(&reply).into_owned(),
+                    ));
+                }
+                if reply.len() >= MAX_REPLY {
+                    return Ok((start.elapsed(), String::new()));
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -146,7 +158,8 @@ mod tests {
             (&conn).write_all(b"{\"ok\":true}\n").unwrap();
             line
         });
-        send_line(&path, b"job-task {}\n", BUDGET).unwrap();
+        let (_, reply) = send_line(&path, b"job-task {}\n", BUDGET).unwrap();
+        assert_eq!(reply, "{\"ok\":true}");
         assert_eq!(server.join().unwrap(), "job-task {}\n");
         let _ = std::fs::remove_file(&path);
     }

@@ -8,13 +8,15 @@
 //! Left out of unit-test builds: the test executable has no Slurm process
 //! to resolve the `spank_*` functions these callbacks call.
 
+use crate::admin;
 use crate::config::{Config, Decision};
 use crate::notify;
+use crate::proto;
 use crate::proto::{Event, Mode, TaskEvent};
 use crate::slurm::{self, Context, Handle, Level, Spank, SpankOption};
 use std::os::raw::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 /// Name Slurm prints in its messages about this plugin.
@@ -262,23 +264,74 @@ pub unsafe extern "C" fn slurm_spank_task_exit(
     _argv: *const *const c_char,
 ) -> c_int {
     guard("slurm_spank_task_exit", 0, || {
-        notify_daemon(Handle::new(spank), Event::Exit);
+        let handle = Handle::new(spank);
+        let reply = notify_daemon(Handle::new(spank), Event::Exit);
+        // One line per step and node: at the last of this node's tasks, whose
+        // exit the daemon answered with what it did for the step.
+        let exited = EXITED.fetch_add(1, Ordering::Relaxed) + 1;
+        let local = handle.get_u32(slurm::S_JOB_LOCAL_TASK_COUNT).unwrap_or(1);
+        if exited >= local {
+            if let (Some(reply), Some(cfg)) = (reply, config()) {
+                tell_slurm(&handle, &cfg, &reply);
+            }
+        }
         0
     })
 }
 
-/// Send one event for the current task. Every failure is logged at debug
-/// level and otherwise ignored: the daemon is optional.
-fn notify_daemon(handle: Handle, event: Event) {
-    let Some(cfg) = config() else {
-        return;
-    };
+/// Tasks of this step whose exit this slurmstepd has seen.
+static EXITED: AtomicU32 = AtomicU32::new(0);
+
+/// Says at a step's end what numasched did for it: one line on the job's
+/// stderr (slurmstepd's own stderr is the job's, as for its other messages to
+/// the user) and, where the site set `admin_comment=yes`, every step of the
+/// job on this node in its AdminComment. Failures are logged and nothing else:
+/// the job is over and must not fail for this.
+fn tell_slurm(handle: &Handle, cfg: &Config, reply: &str) {
+    let job = handle.get_u32(slurm::S_JOB_ID).ok();
+    let node = handle.getenv(c"SLURMD_NODENAME");
+    if cfg.report {
+        if let Some(report) = proto::reply_field(reply, "report") {
+            let line = proto::report_line(node.as_deref(), &report);
+            // SAFETY: writes a buffer we own to fd 2, which slurmstepd keeps open.
+            let n = unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+            if n < 0 {
+                slurm::log(
+                    Level::Debug,
+                    &format!(
+                        "cannot write the step's report to the job's stderr: {}",
+                        std::io::Error::last_os_error()
+                    ),
+                );
+            }
+        }
+    }
+    if let (true, Some(job), Some(all)) = (
+        cfg.admin_comment,
+        job,
+        proto::reply_field(reply, "job_report"),
+    ) {
+        let comment = proto::admin_comment(node.as_deref(), &all);
+        if let Err(e) = admin::set_comment(job, &comment) {
+            slurm::log(
+                Level::Error,
+                &format!("cannot set job {job}'s AdminComment: {e}"),
+            );
+        }
+    }
+}
+
+/// Send one event for the current task, and return the daemon's answer.
+/// Every failure is logged at debug level and otherwise ignored: the daemon is
+/// optional.
+fn notify_daemon(handle: Handle, event: Event) -> Option<String> {
+    let cfg = config()?;
     if DAEMON_STUCK.load(Ordering::Relaxed) {
         slurm::log(
             Level::Debug,
             "daemon timed out earlier in this step; not waiting for it again",
         );
-        return;
+        return None;
     }
     let (job, step) = match (
         handle.get_u32(slurm::S_JOB_ID),
@@ -287,7 +340,7 @@ fn notify_daemon(handle: Handle, event: Event) {
         (Ok(job), Ok(step)) => (job, step),
         (Err(e), _) | (_, Err(e)) => {
             slurm::log(Level::Debug, &format!("no job/step id, not notifying: {e}"));
-            return;
+            return None;
         }
     };
     // The extern step's post-fork runs without a task (S_TASK_PID gives
@@ -302,7 +355,7 @@ fn notify_daemon(handle: Handle, event: Event) {
                     crate::proto::step_text(step)
                 ),
             );
-            return;
+            return None;
         }
     };
     let cpus = handle
@@ -320,10 +373,13 @@ fn notify_daemon(handle: Handle, event: Event) {
     }
     .to_line();
     match notify::send_line(&cfg.socket, line.as_bytes(), notify::BUDGET) {
-        Ok(took) => slurm::log(
-            Level::Debug,
-            &format!("sent in {} us: {}", took.as_micros(), line.trim_end()),
-        ),
+        Ok((took, reply)) => {
+            slurm::log(
+                Level::Debug,
+                &format!("sent in {} us: {}", took.as_micros(), line.trim_end()),
+            );
+            Some(reply)
+        }
         Err(e) => {
             if e.is_timeout() {
                 DAEMON_STUCK.store(true, Ordering::Relaxed);
@@ -336,6 +392,7 @@ fn notify_daemon(handle: Handle, event: Event) {
                     line.trim_end()
                 ),
             );
+            None
         }
     }
 }

@@ -158,9 +158,105 @@ pub fn json_string(s: &str) -> String {
     out
 }
 
+/// The string value of `key` in the daemon's one-line JSON reply (`None` when
+/// absent, `null` or not a string). The reply is a flat object the daemon
+/// writes with serde_json, so a scan for `"key":` cannot be fooled by text
+/// inside a value: quotes there are escaped.
+pub fn reply_field(reply: &str, key: &str) -> Option<String> {
+    let tag = format!("{}:", json_string(key));
+    let at = reply.find(&tag)? + tag.len();
+    let mut chars = reply[at..].trim_start().chars();
+    if chars.next()? != '"' {
+        return None;
+    }
+    let mut out = String::new();
+    loop {
+        match chars.next()? {
+            '"' => return Some(out),
+            '\\' => match chars.next()? {
+                'n' => out.push('\n'),
+                't' => out.push('\t'),
+                'r' => out.push('\r'),
+                'b' => out.push('\u{8}'),
+                'f' => out.push('\u{c}'),
+                'u' => {
+                    let hex: String = chars.by_ref().take(4).collect();
+                    let code = u32::from_str_radix(&hex, 16).ok()?;
+                    out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
+                }
+                c => out.push(c),
+            },
+            c => out.push(c),
+        }
+    }
+}
+
+/// The line a step's end writes to the job's stderr: what the daemon said of
+/// the step, with the node it ran on (a job over several nodes gets one line
+/// from each). Control characters become spaces: it must stay one line.
+pub fn report_line(node: Option<&str>, report: &str) -> String {
+    let clean: String = report
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    match node {
+        Some(n) if !n.is_empty() => format!("numasched on {n}: {clean}\n"),
+        _ => format!("numasched: {clean}\n"),
+    }
+}
+
+/// Longest AdminComment written: the steps of a long job would otherwise
+/// grow it without bound.
+pub const COMMENT_MAX: usize = 1000;
+
+/// The AdminComment for a job: what the daemon said of each of its steps on
+/// this node, on one line, cut at [`COMMENT_MAX`] characters.
+pub fn admin_comment(node: Option<&str>, steps: &str) -> String {
+    let line = report_line(node, steps);
+    let line = line.trim_end();
+    match line.char_indices().nth(COMMENT_MAX) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None => line.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_admin_comment_is_one_bounded_line() {
+        assert_eq!(
+            admin_comment(Some("n1"), "step 3.0: a; step 3.batch: b"),
+            "numasched on n1: step 3.0: a; step 3.batch: b"
+        );
+        let long = admin_comment(None, &"x".repeat(5000));
+        assert_eq!(long.chars().count(), COMMENT_MAX + 3);
+        assert!(!long.contains('\n'));
+    }
+
+    #[test]
+    fn reply_fields_are_read_with_their_escapes() {
+        let reply = r#"{"job_report":"step 7.0: a \"b\" \u00e9","ok":true,"report":"step 7.0: x","none":null}"#;
+        assert_eq!(reply_field(reply, "report").as_deref(), Some("step 7.0: x"));
+        assert_eq!(
+            reply_field(reply, "job_report").as_deref(),
+            Some("step 7.0: a \"b\" \u{e9}")
+        );
+        assert_eq!(reply_field(reply, "none"), None);
+        assert_eq!(reply_field(reply, "ok"), None);
+        assert_eq!(reply_field(reply, "missing"), None);
+        assert_eq!(reply_field(r#"{"report":"cut"#, "report"), None);
+    }
+
+    #[test]
+    fn the_report_line_is_one_line_with_its_node() {
+        assert_eq!(
+            report_line(Some("vm1"), "step 7.0: ok\nmore"),
+            "numasched on vm1: step 7.0: ok more\n"
+        );
+        assert_eq!(report_line(None, "x"), "numasched: x\n");
+    }
 
     #[test]
     fn modes_round_trip_and_reject_others() {
