@@ -22,7 +22,7 @@
 #   NUMASCHED_VM_NOHARM_ROUNDS  rounds of the noharm scenario (3; 9 for the figure in
 #                        docs/vm.md, with a scenario limit of 900)
 #
-# When the scenario list names `slurm`, Debian's Slurm and munge are installed on the
+# When the scenario list names `slurm` or `slurmv2`, Debian's Slurm and munge are installed on the
 # host (if missing) and carried into the guests (one more cached initramfs archive, see
 # ensure_slurm_initramfs).
 #
@@ -40,7 +40,7 @@ case $scenario_limit in ''|*[!0-9]*) echo "NUMASCHED_VM_SCENARIO_LIMIT: '$scenar
 noharm_rounds=${NUMASCHED_VM_NOHARM_ROUNDS:-3}
 case $noharm_rounds in ''|*[!0-9]*|0) echo "NUMASCHED_VM_NOHARM_ROUNDS: '$noharm_rounds' is not a whole number of rounds (1 or more)" >&2; exit 2 ;; esac
 bin=${NUMASCHED_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/numasched}
-all_scenarios="topo placement restore noharm pinned othersnode othersarrive blind migrate mems numad measure slurm"
+all_scenarios="topo placement restore noharm pinned othersnode othersarrive blind migrate mems numad measure slurm slurmv2"
 # Set but empty: boot and power off only (measures boot time).
 scenarios=${NUMASCHED_VM_SCENARIOS-plan}
 [ "$scenarios" != all ] || scenarios=$all_scenarios
@@ -53,14 +53,15 @@ scenarios=${NUMASCHED_VM_SCENARIOS-plan}
 #  - blind: issue 39 asks for 2n and 4n (numad is in play only on 2n's 1 GiB nodes).
 #  - migrate, mems: page moves to the nearest node by distance (4n) and with a node of
 #    memory only (cpuless); 2n's single other node is the simplest case of 4n's.
-#  - slurm: on 2n every CPU is a job's, on 4n the outsider has CPUs of its own.
+#  - slurm: on 2n every CPU is a job's, on 4n the outsider has CPUs of its own;
+#    slurmv2, the same on cgroup v2.
 #  - noharm, numad, measure: one 2-thread load, one load beside pinned ones, one
 #    program measured on two nodes: nothing in them depends on more than two nodes;
 #    2n, where docs/vm.md's figures are from.
 plan_of() {
   case $1 in
-    2n) echo "topo placement restore noharm pinned othersnode othersarrive blind numad measure slurm" ;;
-    4n) echo "topo placement restore pinned othersnode othersarrive blind migrate mems slurm" ;;
+    2n) echo "topo placement restore noharm pinned othersnode othersarrive blind numad measure slurm slurmv2" ;;
+    4n) echo "topo placement restore pinned othersnode othersarrive blind migrate mems slurm slurmv2" ;;
     cpuless) echo "topo placement restore pinned othersnode othersarrive migrate mems" ;;
   esac
 }
@@ -105,7 +106,7 @@ ensure_packages() {
 wants_slurm() {
   local t
   for t in $topos; do
-    case " $(scenarios_of "$t") " in *" slurm "*) return 0 ;; esac
+    case " $(scenarios_of "$t") " in *" slurm "* | *" slurmv2 "*) return 0 ;; esac
   done
   return 1
 }
@@ -199,7 +200,7 @@ ensure_base_initramfs() {
 # nsswitch entries they look up. The guest writes slurm.conf itself (its hostname,
 # its CPUs as `slurmd -C` reports them).
 slurm_plugins="accounting_storage_none acct_gather_energy_none acct_gather_filesystem_none
-  acct_gather_interconnect_none acct_gather_profile_none auth_munge cgroup_v1 cli_filter_none
+  acct_gather_interconnect_none acct_gather_profile_none auth_munge cgroup_v1 cgroup_v2 cli_filter_none
   core_spec_none cred_munge ext_sensors_none hash_k12 job_container_none jobacct_gather_none
   jobcomp_none launch_slurm mcs_none mpi_none power_none preempt_none priority_basic
   prep_script proctrack_cgroup route_default sched_builtin select_cons_tres
@@ -311,7 +312,7 @@ run_guest() {
     "$(scenarios_of "$name")" "$scenario_limit" "$noharm_rounds" >"$conf_root/etc/nstest.conf"
   (cd "$conf_root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/conf-$name.cpio.gz"
   local extra=()
-  case " $(scenarios_of "$name") " in *" slurm "*) extra=("$cache/slurm.cpio.gz") ;; esac
+  case " $(scenarios_of "$name") " in *" slurm "* | *" slurmv2 "*) extra=("$cache/slurm.cpio.gz") ;; esac
   cat "$cache/base.cpio.gz" "${extra[@]}" "$out/app.cpio.gz" "$out/conf-$name.cpio.gz" >"$out/initrd-$name.gz"
   rm -rf "$conf_root" "$out/conf-$name.cpio.gz"
 

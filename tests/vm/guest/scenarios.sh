@@ -1030,7 +1030,8 @@ nullable() { if [ "$1" = - ] || [ -z "$1" ]; then echo null; else echo "$1"; fi;
 # ---------------------------------------------------------------- slurm
 # slurm: numasched beside a real one-node Slurm (munged, slurmctld, slurmd from Debian,
 # carried in by tests/vm/run.sh; cgroup v1, proctrack/cgroup, task/cgroup with
-# ConstrainCores, task/affinity), run with --pin cpu so every placement shows in the
+# ConstrainCores, task/affinity; slurmv2 the same on cgroup v2 alone, cgroup/v2 with
+# IgnoreSystemd=yes), run with --pin cpu so every placement shows in the
 # affinity. Checked from /proc and the cgroup tree, in three steps:
 #  1. a job with NUMASCHED=off gets node 0's CPUs: a process outside every job must
 #     leave them (CPUs are free elsewhere);
@@ -1044,6 +1045,8 @@ SLURM_DIR=/run/slurm
 SLURM_NODE=nsvm
 SLURM_PIDS=""
 CG=/sys/fs/cgroup
+# The cgroup version Slurm runs on (slurm: 1, slurmv2: 2).
+SLURM_CGV=1
 
 # "a b c" within "x y z" (word lists of CPUs)?
 within() { for w in $1; do case " $2 " in *" $w "*) ;; *) return 1 ;; esac; done; return 0; }
@@ -1053,8 +1056,12 @@ count_words() { echo $1 | wc -w; }
 # cgroup v1 cpuset and freezer at /sys/fs/cgroup/<name>, as Slurm's cgroup/v1 expects.
 # The mems scenario leaves cgroup v2 mounted there with cpuset enabled: cpuset is
 # released from it and a tmpfs mounted on top, both undone by slurm_cgroups_down.
+# slurmv2: cgroup v2 alone at /sys/fs/cgroup with cpuset enabled from the root, as
+# Slurm's cgroup/v2 expects on a node without systemd (IgnoreSystemd=yes: slurmd makes
+# system.slice/slurmstepd.scope itself); what it was mounted for is left as it was.
 slurm_cgroups_up() {
   local c i
+  [ "$SLURM_CGV" = 2 ] && { slurm_cgroup2_up; return; }
   V2_CPUSET=""
   if grep -q " $CG cgroup2 " /proc/mounts && grep -qw cpuset "$CG/cgroup.subtree_control"; then
     echo -cpuset >"$CG/cgroup.subtree_control" && V2_CPUSET=1
@@ -1069,8 +1076,38 @@ slurm_cgroups_up() {
     done
   done
 }
+slurm_cgroup2_up() {
+  local c
+  V2_MOUNTED="" V2_ADDED=""
+  if ! grep -q " $CG cgroup2 " /proc/mounts; then
+    mount -t cgroup2 cgroup2 "$CG" || return 1
+    V2_MOUNTED=1
+  fi
+  # Every controller enabled down to system.slice, where systemd would have put it,
+  # as systemd does: Slurm's cgroup/v2 wants cpu as well as cpuset in its scope
+  # ("Controller cpu is not enabled!", and then no cpuset for the step).
+  mkdir -p "$CG/system.slice"
+  for c in $(cat "$CG/cgroup.controllers"); do
+    grep -qw "$c" "$CG/cgroup.subtree_control" || {
+      echo "+$c" >"$CG/cgroup.subtree_control" && V2_ADDED="$V2_ADDED $c"; }
+    echo "+$c" >"$CG/system.slice/cgroup.subtree_control" 2>/dev/null
+  done
+  grep -qw cpuset "$CG/system.slice/cgroup.subtree_control"
+}
 slurm_cgroups_down() {
   local c i
+  if [ "$SLURM_CGV" = 2 ]; then
+    # Slurm's scope and what it left under it, deepest first, once their tasks are gone.
+    i=0
+    while [ -d "$CG/system.slice" ] && [ $i -lt 40 ]; do
+      find "$CG/system.slice" -depth -type d -exec rmdir {} \; 2>/dev/null
+      [ -d "$CG/system.slice" ] && sleep 0.25
+      i=$((i + 1))
+    done
+    for c in $V2_ADDED; do echo "-$c" >"$CG/cgroup.subtree_control" 2>/dev/null; done
+    [ -z "$V2_MOUNTED" ] || umount "$CG" 2>/dev/null
+    return 0
+  fi
   for c in cpuset freezer; do
     grep -q " $CG/$c cgroup " /proc/mounts || continue
     # A v1 hierarchy goes (and its controller back to v2) only if it has no cgroup left
@@ -1150,8 +1187,13 @@ WaitTime=0
 NodeName=$SLURM_NODE NodeAddr=127.0.0.1 CPUs=$(count_words "$(all_cpus)") ${topo}RealMemory=512 State=UNKNOWN
 PartitionName=debug Nodes=$SLURM_NODE Default=YES MaxTime=INFINITE State=UP
 CONF
-  printf '%s\n' CgroupPlugin=cgroup/v1 CgroupMountpoint=$CG ConstrainCores=yes \
-    ConstrainRAMSpace=no ConstrainDevices=no >"$d/etc/cgroup.conf"
+  if [ "$SLURM_CGV" = 2 ]; then
+    printf '%s\n' CgroupPlugin=cgroup/v2 CgroupMountpoint=$CG IgnoreSystemd=yes \
+      ConstrainCores=yes ConstrainRAMSpace=no ConstrainDevices=no >"$d/etc/cgroup.conf"
+  else
+    printf '%s\n' CgroupPlugin=cgroup/v1 CgroupMountpoint=$CG ConstrainCores=yes \
+      ConstrainRAMSpace=no ConstrainDevices=no >"$d/etc/cgroup.conf"
+  fi
   : >"$d/etc/plugstack.conf"
   export SLURM_CONF=$d/etc/slurm.conf
   /usr/sbin/slurmctld -D -i -c </dev/null >"$d/log/slurmctld.out" 2>&1 &
@@ -1180,7 +1222,7 @@ slurm_down() {
   i=0; while [ -n "$(squeue -h -o %i 2>/dev/null)" ] && [ $i -lt 40 ]; do sleep 0.25; i=$((i + 1)); done
   for p in $SLURM_PIDS; do order="$p $order"; done
   for p in $order; do stop_pids "$p"; done
-  for p in $(find "$CG/freezer" -name cgroup.procs -exec cat {} + 2>/dev/null); do
+  for p in $(find "$CG/freezer" "$CG/system.slice" -name cgroup.procs -exec cat {} + 2>/dev/null); do
     [ "$(cat "/proc/$p/comm" 2>/dev/null)" = slurmstepd ] && kill -9 "$p"
   done
   SLURM_PIDS=""
@@ -1214,8 +1256,12 @@ wait_task() {
   done
   return 1
 }
-cg_cpus() { expand_list "$(cat "$CG/cpuset$1/cpuset.cpus" 2>/dev/null)"; }
-cg_mems() { expand_list "$(cat "$CG/cpuset$1/cpuset.mems" 2>/dev/null)"; }
+# A step's cgroup directory, its CPUs and its memory nodes, on either version (v2 has
+# them as the kernel enforces them, `.effective`).
+cg_path() { if [ "$SLURM_CGV" = 2 ]; then echo "$CG$1"; else echo "$CG/cpuset$1"; fi; }
+cg_eff() { [ "$SLURM_CGV" = 2 ] && echo .effective; }
+cg_cpus() { expand_list "$(cat "$(cg_path "$1")/cpuset.cpus$(cg_eff)" 2>/dev/null)"; }
+cg_mems() { expand_list "$(cat "$(cg_path "$1")/cpuset.mems$(cg_eff)" 2>/dev/null)"; }
 # "12.0" for a step's cgroup path.
 step_name() { echo "$1" | sed 's#.*/job_\([0-9]*\)/step_\(.*\)#\1.\2#'; }
 # The step's line of `numasched status`: "<step> <mode> <cpus> <mems> <tasks> <managed>"
@@ -1224,22 +1270,25 @@ step_status() { numasched status --socket "$SOCK" 2>/dev/null | awk -v s="$1" '(
 # Whole seconds since uptime $1.
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { print int(b - a) }'; }
 
-scenario_slurm() {
-  local why="" t0 t n0 n1 c0 c1 all off main off_task off_cg main_task main_cg off_cpus \
+scenario_slurm() { SLURM_CGV=1; slurm_scenario slurm; }
+scenario_slurmv2() { SLURM_CGV=2; slurm_scenario slurmv2; SLURM_CGV=1; }
+# The slurm scenario on cgroup version $SLURM_CGV, its results named $1.
+slurm_scenario() {
+  local sc=$1 why="" t0 t n0 n1 c0 c1 all off main off_task off_cg main_task main_cg off_cpus \
     main_cpus main_mems i narrowed=0 samples=0 outsider before after grown off_line="" \
     main_line="" s s_off s_main strays=0
-  [ -x /usr/sbin/slurmd ] || { echo "SKIP slurm: no Slurm in this initramfs (tests/vm/run.sh carries it in when the scenario list names slurm)"; return; }
+  [ -x /usr/sbin/slurmd ] || { echo "SKIP $sc: no Slurm in this initramfs (tests/vm/run.sh carries it in when the scenario list names slurm)"; return; }
   set -- $(cpu_nodes)
-  [ $# -ge 2 ] || { echo "SKIP slurm: needs two nodes with CPUs"; return; }
+  [ $# -ge 2 ] || { echo "SKIP $sc: needs two nodes with CPUs"; return; }
   n0=$1 n1=$2
   eval "c0=\$CPUS_$n0; c1=\$CPUS_$n1"
   all=$(all_cpus)
   t0=$(now)
   balancing 0   # page moves are numasched's alone
-  trail "slurm: cgroups and daemons"
-  slurm_cgroups_up || { echo "FAIL slurm: cannot mount cgroup v1 cpuset and freezer at $CG"; slurm_cgroups_down; return; }
+  trail "$sc: cgroups and daemons"
+  slurm_cgroups_up || { echo "FAIL $sc: cannot mount cgroup v$SLURM_CGV for Slurm at $CG"; slurm_cgroups_down; return; }
   if ! slurm_up; then
-    echo "FAIL slurm: $SLURM_ERR"; slurm_down; slurm_cgroups_down; return
+    echo "FAIL $sc: $SLURM_ERR"; slurm_down; slurm_cgroups_down; return
   fi
   say "Slurm up after $(since "$t0") s: node $(sinfo -h -N -o '%N %T, %c CPUs (sockets:cores:threads %z)' | head -n 1)"
   ln -sf /usr/bin/numasched /usr/bin/jobload
@@ -1249,15 +1298,15 @@ scenario_slurm() {
   outsider=$!
   start_daemon --pin cpu --include-comm jobload --include-comm outsider \
     --migrate-pages --migrate-rate 64 --policy auto --db "$PROFILE_DB"
-  [ -S "$SOCK" ] || { echo "FAIL slurm: daemon did not open $SOCK: $(tail -n 3 $DAEMON_LOG)"; stop_pids $outsider; slurm_down; slurm_cgroups_down; return; }
+  [ -S "$SOCK" ] || { echo "FAIL $sc: daemon did not open $SOCK: $(tail -n 3 $DAEMON_LOG)"; stop_pids $outsider; slurm_down; slurm_cgroups_down; return; }
 
   # 1. A job that opts out gets node 0's CPUs; the outsider must leave them.
-  trail "slurm: opted-out job"
+  trail "$sc: opted-out job"
   NUMASCHED=off srun -J nsoff -n1 -c "$(count_words "$c0")" --cpu-bind=none \
     jobload workload cpu --seconds 300 --report-interval 60 >/tmp/slurm-off.out 2>&1 &
   off=$!
   if ! wait_task jobload ""; then
-    echo "FAIL slurm: the NUMASCHED=off job never ran a task: $(tail -n 2 /tmp/slurm-off.out | tr '\n' ' ')"
+    echo "FAIL $sc: the NUMASCHED=off job never ran a task: $(tail -n 2 /tmp/slurm-off.out | tr '\n' ' '); slurmd: $(grep -E 'error|launch' "$SLURM_DIR/log/slurmd.log" | tail -n 8 | tr '\n' ' ')"
     stop_daemon; stop_pids $outsider $off; slurm_down; slurm_cgroups_down; balancing "$BALANCING_AT_BOOT"; return
   fi
   off_task=$TASK off_cg=$STEP_CG off_cpus=$(cg_cpus "$STEP_CG") s_off=$(step_name "$STEP_CG")
@@ -1274,25 +1323,25 @@ scenario_slurm() {
   # a site confining memory would (the task waits in a shell for /tmp/slurm-go, then
   # execs the load). numasched must run the task inside the step's CPUs and leave its
   # pages on node 0, though the task runs on node 1.
-  trail "slurm: managed job"
+  trail "$sc: managed job"
   rm -f /tmp/slurm-go
   srun -J nsmain -n1 -c "$(count_words "$c1")" --cpu-bind=none sh -c "while [ ! -e /tmp/slurm-go ]; do sleep 0.2; done
     exec jobload workload stream --touch-node $n0 --size 64M --seconds 300 --report-interval 60" >/tmp/slurm-main.out 2>&1 &
   main=$!
   if ! wait_task sh "$off_cg"; then
-    echo "FAIL slurm: the managed job never ran a task: $(tail -n 2 /tmp/slurm-main.out | tr '\n' ' ')"
+    echo "FAIL $sc: the managed job never ran a task: $(tail -n 2 /tmp/slurm-main.out | tr '\n' ' ')"
     stop_daemon; stop_pids $outsider $off $main; slurm_down; slurm_cgroups_down; balancing "$BALANCING_AT_BOOT"; return
   fi
   main_task=$TASK main_cg=$STEP_CG main_cpus=$(cg_cpus "$STEP_CG") s_main=$(step_name "$STEP_CG")
   say "job $s_main: task $main_task, step cpuset cpus [$main_cpus] mems [$(cg_mems "$main_cg")] as Slurm set them"
-  echo "$n0" >"$CG/cpuset$main_cg/cpuset.mems" || why="$why could not narrow $main_cg's cpuset.mems to $n0;"
+  echo "$n0" >"$(cg_path "$main_cg")/cpuset.mems" || why="$why could not narrow $main_cg's cpuset.mems to $n0;"
   main_mems=$(cg_mems "$main_cg")
   touch /tmp/slurm-go
   [ "$off_cpus" = "$c0" ] || say "(Slurm did not give the first job node $n0's CPUs [$c0])"
   [ "$main_cpus" = "$c1" ] || say "(Slurm did not give the second job node $n1's CPUs [$c1])"
   wait_touched "$main_task" 64 || why="$why the managed job's load never touched its 64M;"
   before=$(anon_pages_by_node "$main_task" | tr '\n' ' ')
-  trail "slurm: both jobs running"
+  trail "$sc: both jobs running"
   t=$(now)
   while [ "$(since "$t")" -lt 10 ]; do
     for s in $(thread_affinities "$main_task"); do
@@ -1325,15 +1374,15 @@ scenario_slurm() {
 
   # 3. The opted-out job ends: CPUs are free again, the outsider must leave the managed
   # job's (where it may have been left while the jobs held every CPU).
-  trail "slurm: opted-out job cancelled"
+  trail "$sc: opted-out job cancelled"
   s=$(affinity "$outsider")
   i=$(wc -l <"$DAEMON_LOG")
   scancel -n nsoff
   # The CPUs are free once Slurm removed the job's cgroup (numasched reads the jobs'
   # allocations there); the outsider's 10 s start then.
   t=$(now)
-  while [ -d "$CG/cpuset${off_cg%/*}" ] && [ "$(since "$t")" -lt 30 ]; do sleep 0.25; done
-  if [ -d "$CG/cpuset${off_cg%/*}" ]; then
+  while [ -d "$(cg_path "${off_cg%/*}")" ] && [ "$(since "$t")" -lt 30 ]; do sleep 0.25; done
+  if [ -d "$(cg_path "${off_cg%/*}")" ]; then
     say "NOT CHECKED: Slurm kept job $s_off's cgroup ${off_cg%/*} for 30 s after scancel (task $off_task $([ -d "/proc/$off_task" ] && echo "still alive" || echo "gone")): its CPUs never became free"
   else
     say "job $s_off cancelled: Slurm removed its cgroup within $(since "$t") s"
@@ -1360,7 +1409,7 @@ scenario_slurm() {
   [ "$grown" = 0 ] || why="$why $grown page(s) of the managed task arrived on nodes outside its step's mems [$main_mems];"
   say "daemon: $(grep -E "pid $main_task (affinity|pages)" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 2 | tr '\n' ';')"
 
-  trail "slurm: stopping"
+  trail "$sc: stopping"
   scancel -n nsmain
   stop_daemon || why="$why the daemon did not stop on SIGTERM;"
   grep -qiE "failed=[1-9]| failed:" "$DAEMON_LOG" &&
@@ -1371,9 +1420,9 @@ scenario_slurm() {
   slurm_cgroups_down
   balancing "$BALANCING_AT_BOOT"
   say "scenario took $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
-  if [ -z "$why" ]; then echo "PASS slurm"; else
+  if [ -z "$why" ]; then echo "PASS $sc"; else
     grep -E "pid ($main_task|$off_task|$outsider) |re-planned" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 12 | sed 's/^/    /'
-    echo "FAIL slurm:$why"
+    echo "FAIL $sc:$why"
   fi
 }
 

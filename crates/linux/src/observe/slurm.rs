@@ -144,6 +144,9 @@ pub fn membership(cgroup_text: &str) -> Option<Membership> {
     })
 }
 
+/// The systemd scope Slurm's cgroup/v2 puts its step daemons and jobs in.
+const STEPD_SCOPE: &str = "slurmstepd.scope";
+
 /// CPUs and memory nodes a cgroup was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Allocation {
@@ -247,7 +250,7 @@ impl SlurmReader {
     }
 
     /// The allocations of every job on the node, found by walking Slurm's cgroup
-    /// trees (`cpuset/slurm*/uid_*/job_*` on v1, `system.slice/slurmstepd.scope/job_*`
+    /// trees (`cpuset/slurm*/uid_*/job_*` on v1, `system.slice/[<node>_]slurmstepd.scope/job_*`
     /// on v2), so a job counts even while none of its tasks was looked at. A job
     /// cgroup that holds no task (left behind by a slurmstepd killed before it cleaned
     /// up, or a job between steps) does not: its CPUs would otherwise be kept from
@@ -276,9 +279,17 @@ impl SlurmReader {
                 }
             }
         }
-        let v2 = self.cgroup_root.join("system.slice/slurmstepd.scope");
-        for job in children(&v2, "job_")
+        // `slurmstepd.scope`, or `<node>_slurmstepd.scope` where Slurm was built for
+        // several slurmd per host (Debian's is: its 22.05 made `nsvm_slurmstepd.scope`).
+        let scopes = children(&self.cgroup_root.join("system.slice"), "")
             .into_iter()
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n == STEPD_SCOPE || n.ends_with(&format!("_{STEPD_SCOPE}")))
+            });
+        for job in scopes
+            .flat_map(|scope| children(&scope, "job_"))
             .filter(|j| !holds_no_task(j, false))
         {
             out.extend(read_cpuset(
@@ -417,6 +428,19 @@ mod tests {
         }
         put(&v2.join("job_9"), "cpuset.cpus.effective", "2");
         assert_eq!(cpus(&r), vec![CpuSet::from(vec![0]), vec![2].into()]);
+        // A Slurm built for several slurmd per host names the scope after the node.
+        let node = cg.join("system.slice/nsvm_slurmstepd.scope/job_11");
+        put(&node, "cpuset.cpus.effective", "3");
+        put(&node, "cgroup.events", "populated 1\n");
+        put(
+            &cg.join("system.slice/other.scope/job_12"),
+            "cpuset.cpus.effective",
+            "1",
+        );
+        assert_eq!(
+            cpus(&r),
+            vec![CpuSet::from(vec![3]), vec![0].into(), vec![2].into()]
+        );
     }
 
     #[test]
