@@ -106,7 +106,7 @@ ensure_packages() {
 wants_slurm() {
   local t
   for t in $topos; do
-    case " $(scenarios_of "$t") " in *" slurm "* | *" slurmv2 "*) return 0 ;; esac
+    case " $(scenarios_of "$t") " in *" slurm"*) return 0 ;; esac
   done
   return 1
 }
@@ -201,7 +201,7 @@ ensure_base_initramfs() {
 # its CPUs as `slurmd -C` reports them).
 slurm_plugins="accounting_storage_none acct_gather_energy_none acct_gather_filesystem_none
   acct_gather_interconnect_none acct_gather_profile_none auth_munge cgroup_v1 cgroup_v2 cli_filter_none
-  core_spec_none cred_munge ext_sensors_none hash_k12 job_container_none jobacct_gather_none
+  core_spec_none cred_munge ext_sensors_none gpu_generic gres_gpu hash_k12 job_container_none jobacct_gather_none
   jobcomp_none launch_slurm mcs_none mpi_none power_none preempt_none priority_basic
   prep_script proctrack_cgroup route_default sched_builtin select_cons_tres
   site_factor_none switch_none task_affinity task_cgroup topology_none"
@@ -312,7 +312,7 @@ run_guest() {
     "$(scenarios_of "$name")" "$scenario_limit" "$noharm_rounds" >"$conf_root/etc/nstest.conf"
   (cd "$conf_root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/conf-$name.cpio.gz"
   local extra=()
-  case " $(scenarios_of "$name") " in *" slurm "* | *" slurmv2 "*) extra=("$cache/slurm.cpio.gz") ;; esac
+  case " $(scenarios_of "$name") " in *" slurm"*) extra=("$cache/slurm.cpio.gz") ;; esac
   cat "$cache/base.cpio.gz" "${extra[@]}" "$out/app.cpio.gz" "$out/conf-$name.cpio.gz" >"$out/initrd-$name.gz"
   rm -rf "$conf_root" "$out/conf-$name.cpio.gz"
 

@@ -2,7 +2,7 @@
 //!
 //! Slurm gives each job step a set of CPUs and memory nodes (its cgroup's cpuset) and
 //! expects it to stay there; other jobs' CPUs are not its to use, and a task moved
-//! outside its step is refused by the kernel (EINVAL). Three rules follow, applied to
+//! outside its step is refused by the kernel (EINVAL). These rules follow, applied to
 //! each epoch's snapshot before planning, so every policy obeys them without knowing
 //! about Slurm:
 //! - a job's task may only be planned inside its step's allocation (CPUs and memory);
@@ -20,6 +20,8 @@
 //!   left to the kernel either way. Under the hard line an outsider is admitted once
 //!   it runs more than an idle process ([`Jobs::admits`]): on a loaded node a busy
 //!   one's share falls under the admission threshold;
+//! - a task given GPUs runs on their NUMA nodes where its step's CPUs there hold all
+//!   its threads ([`crate::job_gpus`]);
 //! - the job decides how it is treated (`NUMASCHED=off|advise|manage`, see
 //!   [`numasched_linux::observe::slurm`]): `off` is never managed (and is restored at once if it
 //!   was), `advise` is planned and shown but never applied.
@@ -35,12 +37,13 @@ use std::sync::{Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 
 use numasched_linux::observe::slurm::{Allocation, JobMode, JobStep, SlurmReader, Wish};
-use numasched_model::topology::NodeId;
+use numasched_model::topology::{NodeId, Topology};
 use numasched_model::CpuSet;
 use numasched_model::{ProcessKey, Snapshot};
 use numasched_policy::granularity::IDLE_DEMAND;
 
 pub use crate::config::Outsiders;
+use crate::job_gpus::{host_name, GpuAsk, GresFiles};
 use crate::step_reports::{StepReports, TaskSeen};
 
 /// Scan passes after which a process not looked up is forgotten: longer than the scan
@@ -58,6 +61,8 @@ struct Member {
     /// Slurm's own step daemon, which lives in the step's cgroup: never managed, not
     /// a task.
     stepd: bool,
+    /// The node's GPUs the task was given, if any (its environment says).
+    gpus: Option<GpuAsk>,
     /// Whether the wish was read from the task's environment (or needs none). A task
     /// met mid-exec, its environment not yet in place, is left alone (or taken at the
     /// plugin's word) and looked at again: taken for silent, an opted-out job would
@@ -126,6 +131,8 @@ struct Known {
     pass: u64,
     /// Problems not yet reported (a wish that is no mode), each once.
     problems: Vec<String>,
+    /// Why a job's GPUs could not be placed, as already reported.
+    gpus_said: HashSet<String>,
     /// Outsiders the CPUs no job holds cannot hold, left to the kernel (with the pass
     /// they were left in) while the jobs' CPUs stay `parked_beside`, for at most
     /// [`PARKED_PASSES`].
@@ -165,6 +172,9 @@ pub struct JobView {
     /// Processes of the step the scan saw, and of those the ones numasched manages.
     pub tasks: usize,
     pub managed: usize,
+    /// The nodes of the step's GPUs, where its tasks run first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_nodes: Vec<NodeId>,
 }
 
 impl std::fmt::Display for JobView {
@@ -180,6 +190,10 @@ impl std::fmt::Display for JobView {
         )?;
         if !self.cpus.is_empty() {
             write!(f, " on {}", self.cpus)?;
+        }
+        if !self.gpu_nodes.is_empty() {
+            let nodes: Vec<String> = self.gpu_nodes.iter().map(ToString::to_string).collect();
+            write!(f, ", GPUs on node {}", nodes.join(","))?;
         }
         Ok(())
     }
@@ -324,13 +338,24 @@ impl Jobs {
                     cgroup,
                     mode: JobMode::Off,
                     stepd: true,
+                    gpus: None,
                     settled: true,
                 };
             }
             // The environment is what the task runs with; the plugin's word is the
             // same option, used when the environment says nothing.
             let told = told.and_then(|t| t.mode);
-            let (mode, settled) = match self.reader.mode(key.pid) {
+            let env = self.reader.task_env(key.pid);
+            let gpus = env
+                .as_ref()
+                .ok()
+                .filter(|e| !e.gpus.is_empty())
+                .map(|e| GpuAsk {
+                    indices: e.gpus.clone(),
+                    gres_conf: e.gres_conf(),
+                    node: e.node_name.clone().unwrap_or_else(host_name),
+                });
+            let (mode, settled) = match env.map(|e| e.wish) {
                 Ok(Wish::Said(m)) => (m, true),
                 Ok(Wish::Silent) => (told.unwrap_or_default(), true),
                 Ok(Wish::Unread) => (told.unwrap_or(JobMode::Off), false),
@@ -346,6 +371,7 @@ impl Jobs {
                 cgroup,
                 mode,
                 stepd: false,
+                gpus,
                 settled,
             }
         });
@@ -389,6 +415,48 @@ impl Jobs {
             }
         }
         Ok(())
+    }
+
+    /// Keeps task `p` (of member `m`) on its GPUs' nodes where the CPUs it may use
+    /// there hold all its threads ([`crate::job_gpus`]); says once why, where where
+    /// its GPUs are is not known. `seen` collects each step's GPU nodes for its view.
+    fn near_its_gpus(
+        &self,
+        topo: &Topology,
+        p: &mut numasched_model::Process,
+        m: &Member,
+        gres: &mut GresFiles,
+        seen: &mut BTreeMap<JobStep, Vec<NodeId>>,
+    ) {
+        let Some(ask) = &m.gpus else {
+            return;
+        };
+        match gres.nodes(topo, ask) {
+            Ok(nodes) => {
+                let allowed = p.allowed_cpus.clone().unwrap_or_else(|| topo.all_cpus());
+                let near: CpuSet = allowed
+                    .iter()
+                    .copied()
+                    .filter(|&c| {
+                        topo.cpu(c)
+                            .is_some_and(|cpu| nodes.contains(&topo.nodes()[cpu.node].id))
+                    })
+                    .collect();
+                if !near.is_empty() && near.len() >= p.slots() && near.len() < allowed.len() {
+                    p.allowed_cpus = Some(near);
+                }
+                seen.entry(m.step.clone()).or_insert(nodes);
+            }
+            Err(why) => {
+                let mut k = lock(&self.known);
+                if k.gpus_said.insert(why.clone()) {
+                    k.problems.push(format!(
+                        "job {}: {why}; its tasks are placed as if it had no GPU",
+                        m.step
+                    ));
+                }
+            }
+        }
     }
 
     /// Notes what an epoch saw of the jobs' tasks (see [`crate::step_reports`]).
@@ -455,7 +523,7 @@ impl Jobs {
         std::mem::take(&mut lock(&self.known).problems)
     }
 
-    /// Applies the three rules of the module to the snapshot (see the module doc).
+    /// Applies the rules of the module to the snapshot (see the module doc).
     pub fn confine(&self, snapshot: &mut Snapshot) -> Confined {
         let members: HashMap<ProcessKey, Member> = lock(&self.known)
             .members
@@ -500,6 +568,8 @@ impl Jobs {
         let machine = snapshot.topology.all_cpus();
         let mut managed: BTreeMap<JobStep, usize> = BTreeMap::new();
         let mut unfit = Unfit::take(&mut lock(&self.known));
+        let mut gres = GresFiles::default();
+        let mut gpu_nodes: BTreeMap<JobStep, Vec<NodeId>> = BTreeMap::new();
         // Parked and sitting their grace pass out alike: left to the kernel, out of the plan.
         let mut left_out = HashSet::new();
         for p in &mut snapshot.processes {
@@ -535,29 +605,29 @@ impl Jobs {
             if m.mode == JobMode::Advise {
                 out.advise.insert(p.pid);
             }
-            let Some(Some(alloc)) = steps.get(step).map(|s| &s.0) else {
-                continue;
-            };
-            let inside = allowed.intersection(&alloc.cpus);
-            // Empty: the allocation and the affinity disagree (the step is being
-            // torn down); the affinity, which the kernel enforces, stands.
-            if !inside.is_empty() && inside.len() < machine.len() {
-                p.allowed_cpus = Some(inside);
-            }
-            if !alloc.mems.is_empty() {
-                let nodes: Vec<NodeId> = snapshot
-                    .topology
-                    .nodes()
-                    .iter()
-                    .map(|n| n.id)
-                    .filter(|n| alloc.mems.contains(n))
-                    .filter(|n| p.allowed_mems.as_ref().is_none_or(|a| a.contains(n)))
-                    .collect();
-                let all = snapshot.topology.nodes().len();
-                if !nodes.is_empty() && nodes.len() < all {
-                    p.allowed_mems = Some(nodes);
+            if let Some(Some(alloc)) = steps.get(step).map(|s| &s.0) {
+                let inside = allowed.intersection(&alloc.cpus);
+                // Empty: the allocation and the affinity disagree (the step is being
+                // torn down); the affinity, which the kernel enforces, stands.
+                if !inside.is_empty() && inside.len() < machine.len() {
+                    p.allowed_cpus = Some(inside);
+                }
+                if !alloc.mems.is_empty() {
+                    let nodes: Vec<NodeId> = snapshot
+                        .topology
+                        .nodes()
+                        .iter()
+                        .map(|n| n.id)
+                        .filter(|n| alloc.mems.contains(n))
+                        .filter(|n| p.allowed_mems.as_ref().is_none_or(|a| a.contains(n)))
+                        .collect();
+                    let all = snapshot.topology.nodes().len();
+                    if !nodes.is_empty() && nodes.len() < all {
+                        p.allowed_mems = Some(nodes);
+                    }
                 }
             }
+            self.near_its_gpus(&snapshot.topology, p, m, &mut gres, &mut gpu_nodes);
         }
         {
             let mut k = lock(&self.known);
@@ -577,6 +647,7 @@ impl Jobs {
                 JobView {
                     job: step.job,
                     managed: managed.get(&step).copied().unwrap_or(0),
+                    gpu_nodes: gpu_nodes.remove(&step).unwrap_or_default(),
                     step: step.to_string(),
                     mode,
                     cpus,
@@ -686,6 +757,58 @@ mod tests {
         assert_eq!(c.views.len(), 2);
         assert!(c.views.iter().all(|v| v.tasks == 1 && v.managed == 1));
         assert!(c.advise.is_empty());
+    }
+
+    #[test]
+    fn a_task_with_a_gpu_runs_on_its_node_where_its_threads_fit_there() {
+        let f = fake(
+            &[
+                (30, Some(&format!("{JOB1}/task_0")), ""),
+                (31, Some(&format!("{JOB1}/task_1")), ""),
+                (32, Some(&format!("{JOB1}/task_2")), ""),
+            ],
+            &[(JOB1, "0-7", "0-1")],
+        );
+        let dir = f._dir.path();
+        std::fs::write(
+            dir.join("gres.conf"),
+            "NodeName=n Name=gpu File=/dev/nsgpu0 Cores=4-7\n",
+        )
+        .expect("write");
+        let conf = dir.join("slurm.conf");
+        for (pid, gpu) in [(30, 0), (31, 0), (32, 3)] {
+            let env = format!(
+                "SLURM_STEP_GPUS={gpu}\0SLURM_CONF={}\0SLURMD_NODENAME=n\0",
+                conf.display()
+            );
+            std::fs::write(dir.join(format!("proc/{pid}/environ")), env).expect("env");
+        }
+        f.jobs.begin_pass();
+        for p in [30, 31, 32] {
+            f.jobs.mode(key(p), "t");
+        }
+        let mut s = snapshot(&[30, 31, 32]);
+        // Six busy threads do not fit on the GPU's node's four CPUs.
+        s.processes[1].threads = 6;
+        s.processes[1].cpu_demand = 6.0;
+        let c = f.jobs.confine(&mut s);
+        assert_eq!(
+            s.processes[0].allowed_cpus,
+            Some(vec![4, 5, 6, 7].into()),
+            "on node 1, its GPU's"
+        );
+        assert_eq!(s.processes[1].allowed_cpus, None, "the whole step");
+        assert_eq!(s.processes[2].allowed_cpus, None, "GPU 3 is nowhere");
+        assert_eq!(c.views[0].gpu_nodes, vec![1]);
+        assert!(c.views[0].to_string().ends_with(", GPUs on node 1"));
+        let problems = f.jobs.take_problems();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("job 1.0:") && problems[0].contains("no GPU 3 for node n"),
+            "{problems:?}"
+        );
+        f.jobs.confine(&mut snapshot(&[30, 31, 32]));
+        assert!(f.jobs.take_problems().is_empty(), "said once");
     }
 
     #[test]

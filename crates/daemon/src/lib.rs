@@ -29,6 +29,7 @@ pub mod conns;
 pub mod engine;
 pub mod forks;
 pub mod glob;
+pub mod job_gpus;
 pub mod jobs;
 pub mod logging;
 pub mod metrics;

@@ -578,6 +578,7 @@ mod tests {
                 mems: vec![1],
                 tasks: 2,
                 managed: 1,
+                gpu_nodes: Vec::new(),
             }],
             ..DaemonStatus::new(Sensors::detect_with(
                 &numasched_linux::observe::sensors::Roots {

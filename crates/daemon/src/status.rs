@@ -188,21 +188,34 @@ impl DaemonStatus {
         if self.jobs.is_empty() {
             return;
         }
+        // The GPUs' nodes only where a step has GPUs: most nodes have none.
+        let gpus = self.jobs.iter().any(|j| !j.gpu_nodes.is_empty());
         let _ = writeln!(
             s,
-            "\n{:<14} {:<7} {:<10} {:<6} {:>5} {:>7}",
-            "slurm step", "mode", "cpus", "mems", "tasks", "managed"
+            "\n{:<14} {:<7} {:<10} {:<6} {:>5} {:>7}{}",
+            "slurm step",
+            "mode",
+            "cpus",
+            "mems",
+            "tasks",
+            "managed",
+            if gpus { "  gpu nodes" } else { "" }
         );
         for j in &self.jobs {
             let _ = writeln!(
                 s,
-                "{:<14} {:<7} {:<10} {:<6} {:>5} {:>7}",
+                "{:<14} {:<7} {:<10} {:<6} {:>5} {:>7}{}",
                 j.step,
                 j.mode.name(),
                 list(&j.cpus),
                 list(&j.mems),
                 j.tasks,
-                j.managed
+                j.managed,
+                if gpus {
+                    format!("  {}", list(&j.gpu_nodes))
+                } else {
+                    String::new()
+                }
             );
         }
     }

@@ -1039,7 +1039,9 @@ nullable() { if [ "$1" = - ] || [ -z "$1" ]; then echo null; else echo "$1"; fi;
 #     the step's cpuset.mems only node 0: the task stays inside the step's CPUs and is
 #     placed there, no page of it arrives on a node outside the step's mems, the
 #     opted-out task keeps its whole step, `status` shows both steps;
-#  3. the opted-out job is cancelled: the outsider must be off the managed job's CPUs.
+#  3. the opted-out job is cancelled: the outsider must be off the managed job's CPUs;
+#  4. a job with the node's fake GPU (gres.conf: the last node's cores) and every CPU
+#     runs on the GPU's node, though its memory and the idle CPUs are on node 0.
 # And the daemon logs no failed placement or page move.
 SLURM_DIR=/run/slurm
 SLURM_NODE=nsvm
@@ -1184,7 +1186,8 @@ InactiveLimit=0
 KillWait=2
 MinJobAge=5
 WaitTime=0
-NodeName=$SLURM_NODE NodeAddr=127.0.0.1 CPUs=$(count_words "$(all_cpus)") ${topo}RealMemory=512 State=UNKNOWN
+GresTypes=gpu
+NodeName=$SLURM_NODE NodeAddr=127.0.0.1 CPUs=$(count_words "$(all_cpus)") ${topo}RealMemory=512 Gres=gpu:1 State=UNKNOWN
 PartitionName=debug Nodes=$SLURM_NODE Default=YES MaxTime=INFINITE State=UP
 CONF
   if [ "$SLURM_CGV" = 2 ]; then
@@ -1195,6 +1198,13 @@ CONF
       ConstrainRAMSpace=no ConstrainDevices=no >"$d/etc/cgroup.conf"
   fi
   : >"$d/etc/plugstack.conf"
+  # A fake GPU for the gres scenario: a character device (/dev/null's numbers) that
+  # gres.conf puts on the last node's cores, as a site with GPUs on one socket would.
+  [ -e /dev/nsgpu0 ] || mknod /dev/nsgpu0 c 1 3
+  set -- $(cpu_nodes)
+  eval "GPU_NODE=\${$#}"
+  eval "GPU_CORES=\$CPUS_$GPU_NODE"
+  echo "Name=gpu File=/dev/nsgpu0 Cores=$(echo $GPU_CORES | tr ' ' ',')" >"$d/etc/gres.conf"
   export SLURM_CONF=$d/etc/slurm.conf
   /usr/sbin/slurmctld -D -i -c </dev/null >"$d/log/slurmctld.out" 2>&1 &
   SLURM_PIDS="$SLURM_PIDS $!"
@@ -1274,7 +1284,7 @@ scenario_slurm() { SLURM_CGV=1; slurm_scenario slurm; }
 scenario_slurmv2() { SLURM_CGV=2; slurm_scenario slurmv2; SLURM_CGV=1; }
 # The slurm scenario on cgroup version $SLURM_CGV, its results named $1.
 slurm_scenario() {
-  local sc=$1 why="" t0 t n0 n1 c0 c1 all off main off_task off_cg main_task main_cg off_cpus \
+  local sc=$1 why="" gpu_job="" gpu_cpus s_gpu t0 t n0 n1 c0 c1 all off main off_task off_cg main_task main_cg off_cpus \
     main_cpus main_mems i narrowed=0 samples=0 outsider before after grown off_line="" \
     main_line="" s s_off s_main strays=0
   [ -x /usr/sbin/slurmd ] || { echo "SKIP $sc: no Slurm in this initramfs (tests/vm/run.sh carries it in when the scenario list names slurm)"; return; }
@@ -1409,13 +1419,44 @@ slurm_scenario() {
   [ "$grown" = 0 ] || why="$why $grown page(s) of the managed task arrived on nodes outside its step's mems [$main_mems];"
   say "daemon: $(grep -E "pid $main_task (affinity|pages)" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 2 | tr '\n' ';')"
 
-  trail "$sc: stopping"
+  # 4. A job with the fake GPU, whose gres.conf cores are the last node's, given every
+  # CPU: Slurm lets it run anywhere, its stream load's memory is on node 0, and
+  # numasched must run it on the GPU's node. The outsider is stopped meanwhile, so
+  # node 0 is idle: memory alone would keep the task there (checked once by hand with
+  # the GPU rule disabled: the task stayed on node 0 and this step failed).
+  trail "$sc: GPU job"
   scancel -n nsmain
+  kill -STOP "$outsider"
+  eval "gpu_cpus=\$CPUS_$GPU_NODE"
+  srun -J nsgpu --gres=gpu:1 -n1 -c "$(count_words "$all")" --cpu-bind=none \
+    jobload workload stream --touch-node "$n0" --size 32M --seconds 300 --report-interval 60 \
+    >/tmp/slurm-gpu.out 2>&1 &
+  gpu_job=$!
+  if ! wait_task jobload "$main_cg"; then
+    why="$why the GPU job never ran a task ($(tail -n 2 /tmp/slurm-gpu.out | tr '\n' ' '));"
+  else
+    t=$(now) s=""
+    while [ "$(since "$t")" -lt 15 ]; do
+      s=$(affinity "$TASK")
+      within "$s" "$gpu_cpus" && break
+      sleep 0.5
+    done
+    s_gpu=$(step_name "$STEP_CG")
+    if within "$s" "$gpu_cpus"; then
+      say "GPU job $s_gpu: task $TASK on [$s], the GPU's node $GPU_NODE, within $(since "$t") s (step [$(cg_cpus "$STEP_CG")], memory on node $n0); status: $(step_status "$s_gpu")"
+    else
+      why="$why GPU job $s_gpu's task $TASK on [$s] after 15 s, not on its GPU's node $GPU_NODE [$gpu_cpus];"
+      say "daemon: $(grep -E "pid $TASK |GPU" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 3 | tr '\n' ';')"
+    fi
+  fi
+  scancel -n nsgpu
+  kill -CONT "$outsider"
+  trail "$sc: stopping"
   stop_daemon || why="$why the daemon did not stop on SIGTERM;"
   grep -qiE "failed=[1-9]| failed:" "$DAEMON_LOG" &&
     why="$why the daemon logged failures: $(grep -iE 'failed=[1-9]| failed:' "$DAEMON_LOG" | head -n 2 | sed -r 's/^.*(INFO|WARN) //' | tr '\n' ';');"
   [ "$(affinity "$outsider")" = "$all" ] || why="$why outsider on [$(affinity "$outsider")] after the daemon stopped, not all CPUs;"
-  stop_pids $outsider $off $main
+  stop_pids $outsider $off $main $gpu_job
   slurm_down
   slurm_cgroups_down
   balancing "$BALANCING_AT_BOOT"

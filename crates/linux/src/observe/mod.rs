@@ -57,6 +57,7 @@ pub mod cpu_time;
 pub mod error;
 #[cfg(any(test, feature = "testing"))]
 pub mod fakeproc;
+pub mod gres;
 pub mod numa_maps;
 pub mod others;
 pub mod pids;

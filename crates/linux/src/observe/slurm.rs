@@ -301,12 +301,18 @@ impl SlurmReader {
         out
     }
 
-    /// The job's wish, from `NUMASCHED=` in the task's environment. `Err` names a
-    /// value that is no mode.
-    pub fn mode(&self, pid: u32) -> Result<Wish, String> {
+    /// What the task's environment says of its job: its wish (`NUMASCHED=`; `Err`
+    /// names a value that is no mode), and its GPUs.
+    pub fn task_env(&self, pid: u32) -> Result<TaskEnv, String> {
         let path = self.proc_root.join(pid.to_string()).join("environ");
+        let unread = TaskEnv {
+            wish: Wish::Unread,
+            gpus: Vec::new(),
+            slurm_conf: None,
+            node_name: None,
+        };
         let Ok(file) = std::fs::File::open(&path) else {
-            return Ok(Wish::Unread);
+            return Ok(unread);
         };
         let mut bytes = Vec::new();
         if file
@@ -315,20 +321,59 @@ impl SlurmReader {
             .is_err()
             || bytes.is_empty()
         {
-            return Ok(Wish::Unread);
+            return Ok(unread);
         }
-        let prefix = format!("{MODE_VARIABLE}=");
-        let Some(value) = bytes
-            .split(|b| *b == 0)
-            .find_map(|v| v.strip_prefix(prefix.as_bytes()))
-        else {
-            return Ok(Wish::Silent);
+        let var = |name: &str| -> Option<String> {
+            let prefix = format!("{name}=");
+            bytes
+                .split(|b| *b == 0)
+                .find_map(|v| v.strip_prefix(prefix.as_bytes()))
+                .map(|v| String::from_utf8_lossy(v).into_owned())
         };
-        let value = String::from_utf8_lossy(value);
-        value
-            .parse()
-            .map(Wish::Said)
-            .map_err(|e| format!("{}: {MODE_VARIABLE}={e}", path.display()))
+        // The step's GPUs where the step has its own, else the job's.
+        let gpus = var("SLURM_STEP_GPUS")
+            .or_else(|| var("SLURM_JOB_GPUS"))
+            .and_then(|v| cpulist::parse(v.trim()).ok())
+            .unwrap_or_default();
+        let slurm_conf = var("SLURM_CONF").map(PathBuf::from);
+        let node_name = var("SLURMD_NODENAME");
+        let wish = match var(MODE_VARIABLE) {
+            None => Wish::Silent,
+            Some(value) => value
+                .parse()
+                .map(Wish::Said)
+                .map_err(|e| format!("{}: {MODE_VARIABLE}={e}", path.display()))?,
+        };
+        Ok(TaskEnv {
+            wish,
+            gpus,
+            slurm_conf,
+            node_name,
+        })
+    }
+}
+
+/// What a task's environment says of its job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskEnv {
+    pub wish: Wish,
+    /// The node's GPUs the task was given, as indices in gres.conf's order.
+    pub gpus: Vec<u32>,
+    /// Slurm's configuration file (gres.conf is beside it).
+    pub slurm_conf: Option<PathBuf>,
+    /// The Slurm node the task runs on (gres.conf's `NodeName=` names it).
+    pub node_name: Option<String>,
+}
+
+impl TaskEnv {
+    /// gres.conf as this task's Slurm reads it: beside its `SLURM_CONF`, else Slurm's
+    /// default place.
+    pub fn gres_conf(&self) -> PathBuf {
+        self.slurm_conf
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("/etc/slurm"))
+            .join("gres.conf")
     }
 }
 
@@ -497,14 +542,26 @@ mod tests {
             })
         );
         assert_eq!(r.allocation("/slurm_n/uid_0/job_9/step_0", true), None);
-        assert_eq!(r.mode(40), Ok(Wish::Said(JobMode::Advise)));
-        assert_eq!(r.mode(41), Ok(Wish::Unread), "exited");
+        let wish = |pid| r.task_env(pid).map(|e| e.wish);
+        assert_eq!(wish(40), Ok(Wish::Said(JobMode::Advise)));
+        assert_eq!(wish(41), Ok(Wish::Unread), "exited");
         std::fs::write(proc.join("40/environ"), b"NUMASCHED=please\0").expect("env");
-        let e = r.mode(40).expect_err("bad value");
+        let e = wish(40).expect_err("bad value");
         assert!(e.contains("40/environ") && e.contains("please"), "{e}");
         std::fs::write(proc.join("40/environ"), b"XNUMASCHED=off\0").expect("env");
-        assert_eq!(r.mode(40), Ok(Wish::Silent), "another variable's suffix");
+        assert_eq!(wish(40), Ok(Wish::Silent), "another variable's suffix");
         std::fs::write(proc.join("40/environ"), b"").expect("env");
-        assert_eq!(r.mode(40), Ok(Wish::Unread), "mid-exec: no environment yet");
+        assert_eq!(wish(40), Ok(Wish::Unread), "mid-exec: no environment yet");
+        // Its GPUs: the step's where it has them, else the job's; and Slurm's config.
+        std::fs::write(
+            proc.join("40/environ"),
+            b"SLURM_JOB_GPUS=0,1\0SLURM_STEP_GPUS=1\0SLURM_CONF=/etc/slurm/slurm.conf\0",
+        )
+        .expect("env");
+        let env = r.task_env(40).expect("env");
+        assert_eq!(env.gpus, vec![1]);
+        assert_eq!(env.slurm_conf, Some(PathBuf::from("/etc/slurm/slurm.conf")));
+        std::fs::write(proc.join("40/environ"), b"SLURM_JOB_GPUS=0-2\0").expect("env");
+        assert_eq!(r.task_env(40).expect("env").gpus, vec![0, 1, 2]);
     }
 }
