@@ -245,8 +245,8 @@ wait "$SRUN"
 if ((PLUG)); then
     said=$(grep '^numasched on ' "$DIR/job1.err")
     comment=""
-    if [[ $said =~ ^numasched\ on\ [^:]+:\ (step\ ([0-9]+)\.0:\ .*)$ ]]; then
-        report=${BASH_REMATCH[1]} job=${BASH_REMATCH[2]}
+    if [[ $said =~ ^(numasched\ on\ [^:]+:\ )(step\ ([0-9]+)\.0:\ .*)$ ]]; then
+        prefix=${BASH_REMATCH[1]} report=${BASH_REMATCH[2]} job=${BASH_REMATCH[3]}
         comment=$(scontrol show job "$job" 2>/dev/null | sed -n 's/^ *AdminComment=//p' | sed 's/ *$//')
     fi
     if [[ $(grep -c '^numasched on ' "$DIR/job1.err") != 1 ]]; then
@@ -256,10 +256,11 @@ if ((PLUG)); then
     else
         ok "2-task job: its end told the job's stderr: $said"
     fi
-    if [[ -n $comment && $comment == *"$report"* ]]; then
+    # The job's only step with tasks: its line and nothing else (not twice).
+    if [[ -n $comment && $comment == "$prefix$report" ]]; then
         ok "2-task job: the AdminComment says the same: $comment"
     else
-        bad "2-task job: AdminComment '$comment' does not carry '${report:-the stderr line}'"
+        bad "2-task job: AdminComment '$comment' is not the stderr line '${said:-(none)}'"
     fi
 else
     skip "end-of-step line: no SPANK plugin at $SPANK"
