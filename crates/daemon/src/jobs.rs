@@ -470,7 +470,14 @@ impl Jobs {
             return;
         }
         let mut r = lock(&self.reports);
-        r.note_steps(views);
+        r.note_steps(views.iter().filter_map(|v| {
+            let (_, step) = v.step.split_once('.')?;
+            let step = JobStep {
+                job: v.job,
+                step: step.to_string(),
+            };
+            Some((step, v.mode, v.tasks))
+        }));
         r.note(topo, seen);
     }
 

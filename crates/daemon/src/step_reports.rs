@@ -16,8 +16,6 @@ use numasched_model::plural::count;
 use numasched_model::topology::{NodeId, Topology};
 use numasched_model::{CpuSet, ProcessKey};
 
-use crate::jobs::JobView;
-
 /// Steps remembered at most: more than a node runs in the time an operator looks,
 /// and a bound, so steps whose end was never told cannot grow the daemon.
 const STEPS_KEPT: usize = 4096;
@@ -85,18 +83,12 @@ impl StepReports {
         rec
     }
 
-    /// Notes the steps one scan saw, with their tasks counted, managed or not.
-    pub fn note_steps(&mut self, views: &[JobView]) {
-        for v in views {
-            let Some((_, step)) = v.step.split_once('.') else {
-                continue;
-            };
-            let step = JobStep {
-                job: v.job,
-                step: step.to_string(),
-            };
-            let rec = self.record(&step, v.mode);
-            rec.seen = rec.seen.max(v.tasks);
+    /// Notes the steps one scan saw: each with its mode and its tasks counted,
+    /// managed or not.
+    pub fn note_steps(&mut self, steps: impl IntoIterator<Item = (JobStep, JobMode, usize)>) {
+        for (step, mode, tasks) in steps {
+            let rec = self.record(&step, mode);
+            rec.seen = rec.seen.max(tasks);
         }
     }
 
