@@ -77,7 +77,22 @@ pub fn host_name() -> String {
         .unwrap_or_default()
 }
 
+/// Reads gres.conf, if root (or this daemon's user) owns it and nobody else may write
+/// it: its path comes from a task's environment (`SLURM_CONF`), which the job's user
+/// chooses, and the daemon must not place by a file that user wrote.
 fn read(path: &Path, node: &str) -> Result<Vec<gres::Gpu>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let me = nix::unistd::geteuid().as_raw();
+    if (meta.uid() != 0 && meta.uid() != me) || meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{}: owned by uid {} with mode {:o}; a gres.conf must be root's and \
+             writable by no one else",
+            path.display(),
+            meta.uid(),
+            meta.mode() & 0o7777
+        ));
+    }
     let text = numasched_model::files::read_text(path, MAX_GRES_CONF, "gres.conf")
         .map_err(|e| e.to_string())?;
     let (gpus, problems) = gres::gpus(&text, node);
@@ -125,5 +140,15 @@ mod tests {
             .nodes(&t, &ask(vec![0], missing))
             .expect_err("no file");
         assert!(e.contains("none/gres.conf"), "{e}");
+        // One that others may write is not believed.
+        let open = dir.path().join("open/gres.conf");
+        std::fs::create_dir_all(open.parent().expect("dir")).expect("mkdir");
+        std::fs::write(&open, "Name=gpu File=/dev/nsgpu0 Cores=2-3\n").expect("write");
+        std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o666))
+            .expect("chmod");
+        let e = files
+            .nodes(&t, &ask(vec![0], open))
+            .expect_err("writable by all");
+        assert!(e.contains("writable by no one else"), "{e}");
     }
 }

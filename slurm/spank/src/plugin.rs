@@ -289,7 +289,9 @@ static EXITED: AtomicU32 = AtomicU32::new(0);
 /// the job is over and must not fail for this.
 fn tell_slurm(handle: &Handle, cfg: &Config, reply: &str) {
     let job = handle.get_u32(slurm::S_JOB_ID).ok();
-    let node = handle.getenv(c"SLURMD_NODENAME");
+    // This host's name, not the job's SLURMD_NODENAME: the job's environment is the
+    // user's to set, and the AdminComment is the administrator's.
+    let node = proto::host_name();
     if cfg.report {
         if let Some(report) = proto::reply_field(reply, "report") {
             let line = proto::report_line(node.as_deref(), &report);

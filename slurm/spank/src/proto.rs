@@ -191,6 +191,14 @@ pub fn reply_field(reply: &str, key: &str) -> Option<String> {
     }
 }
 
+/// This host's name up to its first dot (`None` if it cannot be read).
+pub fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().split('.').next().unwrap_or("").to_string())
+        .filter(|h| !h.is_empty())
+}
+
 /// The line a step's end writes to the job's stderr: what the daemon said of
 /// the step, with the node it ran on (a job over several nodes gets one line
 /// from each). Control characters become spaces: it must stay one line.
