@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The multi-node NUMA test bed (docs/vm.md): boots small Linux guests under QEMU TCG with
-# 2, 4 and 3 (one CPU-less) NUMA nodes, runs tests/vm/guest/scenarios.sh inside each and
-# counts the PASS/FAIL/SKIP lines they print. See docs/vm.md.
+# 2, 4 and 3 (one CPU-less) NUMA nodes, and two 2-node guests on one network (2x2n, a
+# Slurm cluster of two nodes), runs tests/vm/guest/scenarios.sh inside each and counts
+# the PASS/FAIL/SKIP lines they print. See docs/vm.md.
 #
 #   tests/vm/run.sh                 # every topology
-#   tests/vm/run.sh 2n              # only some (names: 2n 4n cpuless)
+#   tests/vm/run.sh 2n              # only some (names: 2n 4n cpuless 2x2n)
 #
 # Environment:
 #   NUMASCHED_BIN        numasched binary to test (default target/release/numasched, or
@@ -54,7 +55,7 @@ scenarios=${NUMASCHED_VM_SCENARIOS-plan}
 #  - migrate, mems: page moves to the nearest node by distance (4n) and with a node of
 #    memory only (cpuless); 2n's single other node is the simplest case of 4n's.
 #  - slurm: on 2n every CPU is a job's, on 4n the outsider has CPUs of its own;
-#    slurmv2, the same on cgroup v2.
+#    slurmv2, the same on cgroup v2; slurmpair, a job on two nodes, needs the pair.
 #  - noharm, numad, measure: one 2-thread load, one load beside pinned ones, one
 #    program measured on two nodes: nothing in them depends on more than two nodes;
 #    2n, where docs/vm.md's figures are from.
@@ -63,10 +64,18 @@ plan_of() {
     2n) echo "topo placement restore noharm pinned othersnode othersarrive blind numad measure slurm slurmv2" ;;
     4n) echo "topo placement restore pinned othersnode othersarrive blind migrate mems slurm slurmv2" ;;
     cpuless) echo "topo placement restore pinned othersnode othersarrive migrate mems" ;;
+    2x2n*) echo slurmpair ;;
   esac
 }
-# The scenarios guest $1 runs.
-scenarios_of() { if [ "$scenarios" = plan ]; then plan_of "$1"; else echo "$scenarios"; fi; }
+# The scenarios guest $1 runs. The pair's guests run only what needs two (`all` there
+# means slurmpair): the one-guest scenarios would run twice for nothing.
+scenarios_of() {
+  case $1:$scenarios in
+    *:plan) plan_of "$1" ;;
+    2x2n*:"$all_scenarios") plan_of "$1" ;;
+    *) echo "$scenarios" ;;
+  esac
+}
 
 log() { printf '== %s\n' "$*"; }
 die() { printf 'run.sh: %s\n' "$*" >&2; exit 2; }
@@ -114,14 +123,14 @@ wants_slurm() {
 # --- kernel -----------------------------------------------------------------------------
 
 # Debian's cloud kernel: small, has NUMA, ACPI SRAT/SLIT, serial console and devtmpfs
-# built in, so the guest needs no modules. The meta package only depends on the real
+# built in, so a guest needs no modules but its network card's (the two-guest bed). The meta package only depends on the real
 # linux-image-<abi>-cloud-amd64 package, which is the one downloaded and unpacked.
 kernel_package() {
   apt-cache depends linux-image-cloud-amd64 2>/dev/null |
     awk '/Depends: linux-image-[0-9]/ { print $2; exit }'
 }
 ensure_kernel() {
-  if [ -s "$cache/vmlinuz" ]; then return; fi
+  if [ -s "$cache/vmlinuz" ] && [ -s "$cache/netmods.cpio.gz" ]; then return; fi
   log "fetching the Debian cloud kernel into $cache"
   mkdir -p "$cache/kernel-deb"
   local real
@@ -140,10 +149,28 @@ ensure_kernel() {
   rm -rf "$cache/kernel-x"
   dpkg -x "$deb" "$cache/kernel-x"
   cp "$cache"/kernel-x/boot/vmlinuz-* "$cache/vmlinuz.tmp"
+  # The two-guest bed's network card (virtio-net on PCI) is a module in this kernel:
+  # it and what it depends on go into an archive of their own, at /lib/modules/net,
+  # decompressed if Debian ships them compressed (busybox insmod reads plain .ko).
+  local m f mods="$cache/netmods-root/lib/modules/net"
+  rm -rf "$cache/netmods-root"
+  mkdir -p "$mods"
+  for m in $net_modules; do
+    f=$(find "$cache/kernel-x/lib/modules" -name "$m.ko*" | head -n 1)
+    [ -n "$f" ] || die "kernel module $m missing from $real"
+    case $f in
+      *.xz) xz -dc "$f" >"$mods/$m.ko" ;;
+      *.zst) zstd -qdc "$f" >"$mods/$m.ko" ;;
+      *) cp "$f" "$mods/$m.ko" ;;
+    esac
+  done
+  (cd "$cache/netmods-root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$cache/netmods.cpio.gz"
   echo "$real" >"$cache/kernel-version"
   mv "$cache/vmlinuz.tmp" "$cache/vmlinuz"
-  rm -rf "$cache/kernel-x" "$cache/kernel-deb"
+  rm -rf "$cache/kernel-x" "$cache/kernel-deb" "$cache/netmods-root"
 }
+# What the guest loads, in this order, for its network card.
+net_modules="virtio virtio_ring virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci failover net_failover virtio_net"
 
 # --- initramfs --------------------------------------------------------------------------
 
@@ -248,6 +275,7 @@ build_app_initramfs() {
   strip "$root/usr/bin/numasched"
   install -m 0755 "$here/guest/init.sh" "$root/init"
   install -m 0755 "$here/guest/scenarios.sh" "$root/bin/scenarios.sh"
+  install -m 0644 "$here/guest/slurm.sh" "$root/bin/slurm.sh"
   (cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >"$out/app.cpio.gz"
   rm -rf "$root"
 }
@@ -295,24 +323,61 @@ MIGRATE_HOME=1' ;;
 CPUS_0="0 1"; CPUS_1="2 3"; CPUS_2=""
 DIST_0="10 20 17"; DIST_1="20 10 28"; DIST_2="17 28 10"
 MIGRATE_HOME=1' ;;
-    *) die "unknown topology '$1' (known: 2n 4n cpuless)" ;;
+    2x2n-a|2x2n-b) # two 2n guests on one network: a multi-node Slurm (scenario slurmpair)
+      topology 2n
+      local me=${1#2x2n-} peer
+      if [ "$me" = a ]; then peer=b; else peer=a; fi
+      # UDP between two ports on the host's loopback, one per guest: no bridge, no
+      # root networking, and neither guest waits for the other to start.
+      qemu_args+=(-netdev "socket,id=net0,udp=127.0.0.1:$(pair_port "$peer"),localaddr=127.0.0.1:$(pair_port "$me")"
+        -device "virtio-net-pci,netdev=net0,mac=52:54:00:00:00:0$([ "$me" = a ] && echo 1 || echo 2)")
+      expect="$expect
+PAIR_ME=ns$me; PAIR_ADDR=$(pair_addr "$me"); PAIR_PEER=ns$peer; PAIR_PEER_ADDR=$(pair_addr "$peer")
+PAIR_CTL=nsa; PAIR_CTL_ADDR=$(pair_addr a)" ;;
+    2x2n) topology 2x2n-a ;;
+    *) die "unknown topology '$1' (known: 2n 4n cpuless 2x2n)" ;;
   esac
 }
 
+# The pair's addresses on its network, and the host's UDP port each guest listens on
+# (from this script's pid, so two runs on one host do not share a wire).
+pair_addr() { if [ "$1" = a ]; then echo 10.0.3.1; else echo 10.0.3.2; fi; }
+pair_port() { if [ "$1" = a ]; then echo $((20000 + $$ % 20000)); else echo $((20000 + $$ % 20000 + 1)); fi; }
+
 # --- one guest --------------------------------------------------------------------------
+
+# Boots guest $1 and writes "<status> <wall seconds>" to $out/$1.rc: status 0 when the
+# guest ran to its end marker, 124 on timeout, 1 otherwise. Never fails itself, so two
+# can run at once.
+run_guest() {
+  local rc=0
+  boot_guest "$1" || rc=$?
+  echo "$rc ${guest_secs:-?}" >"$out/$1.rc"
+}
+# The guests topologies $* boot: 2x2n is two.
+guests_of() {
+  local t
+  for t in "$@"; do if [ "$t" = 2x2n ]; then echo 2x2n-a 2x2n-b; else echo "$t"; fi; done
+}
 
 # Boots topology $1, saves its console to $out/$1.log, prints it as it comes.
 # Returns 0 when the guest ran to its end marker, 124 on timeout, 1 otherwise.
-run_guest() {
+boot_guest() {
   local name=$1 conf_root="$out/conf-$1" rc=0 t0 t1
   topology "$name"
   rm -rf "$conf_root"
   mkdir -p "$conf_root/etc"
   printf 'TOPO=%s\n%s\nSCENARIOS="%s"\nSCENARIO_LIMIT=%s\nNOHARM_ROUNDS=%s\n' "$name" "$expect" \
     "$(scenarios_of "$name")" "$scenario_limit" "$noharm_rounds" >"$conf_root/etc/nstest.conf"
-  (cd "$conf_root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/conf-$name.cpio.gz"
   local extra=()
   case " $(scenarios_of "$name") " in *" slurm"*) extra=("$cache/slurm.cpio.gz") ;; esac
+  case $name in
+    2x2n-*) # the network card's modules and the munge key both guests share
+      extra+=("$cache/netmods.cpio.gz")
+      mkdir -p "$conf_root/etc/nspair"
+      install -m 0400 "$out/pair-munge.key" "$conf_root/etc/nspair/munge.key" ;;
+  esac
+  (cd "$conf_root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/conf-$name.cpio.gz"
   cat "$cache/base.cpio.gz" "${extra[@]}" "$out/app.cpio.gz" "$out/conf-$name.cpio.gz" >"$out/initrd-$name.gz"
   rm -rf "$conf_root" "$out/conf-$name.cpio.gz"
 
@@ -340,7 +405,7 @@ run_guest() {
 
 main() {
   local suite_t0 pass=0 fail=0 skip=0 problems=() name rc
-  topos="${*:-2n 4n cpuless}"
+  topos="${*:-2n 4n cpuless 2x2n}"
   for name in $topos; do topology "$name"; done
   suite_t0=$(date +%s.%N)
   [ "$(uname -m)" = x86_64 ] || die "needs an x86_64 host"
@@ -356,41 +421,52 @@ main() {
   if wants_slurm; then ensure_slurm_initramfs; fi
   build_app_initramfs
 
-  for name in $topos; do
-    rc=0
-    run_guest "$name" || rc=$?
-    local p f s
-    p=$(grep -c '^PASS ' "$out/$name.log" || true)
-    f=$(grep -c '^FAIL ' "$out/$name.log" || true)
-    s=$(grep -c '^SKIP ' "$out/$name.log" || true)
-    pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
-    # Boot time: the guest prints its own uptime when /init starts.
-    local boot
-    boot=$(sed -n 's/^NSTEST_BOOTED uptime=\([0-9.]*\).*/\1/p' "$out/$name.log" | head -n 1)
-    log "guest $name: ${guest_secs}s wall, booted to /init at ${boot:-?}s guest uptime; $p passed, $f failed, $s skipped"
-    grep '^RESULT_JSON ' "$out/$name.log" | sed 's/^RESULT_JSON //' >"$out/numad-comparison-$name.json" || true
-    [ -s "$out/numad-comparison-$name.json" ] || rm -f "$out/numad-comparison-$name.json"
-    local last
-    last=$(sed -n 's/^--- //p' "$out/$name.log" | tail -n 1)
-    [ -z "$last" ] || last=", during scenario '$last'"
-    if [ "$rc" != 0 ] && ! grep -q '^NSTEST_BOOTED' "$out/$name.log"; then
-      problems+=("guest $name did not boot (exit $rc; console in $out/$name.log)")
-    elif [ "$rc" = 124 ]; then
-      problems+=("guest $name (topology $name) timed out after ${guest_timeout}s$last")
-    elif [ "$rc" != 0 ]; then
-      problems+=("guest $name (topology $name) stopped before the end of its scenarios$last (console in $out/$name.log)")
-    fi
+  for topo in $topos; do
+    case $topo in
+      2x2n) # both guests at once: each waits for the other on their network
+        head -c 1024 /dev/urandom >"$out/pair-munge.key"
+        run_guest 2x2n-a &
+        run_guest 2x2n-b
+        wait $!
+        rm -f "$out/pair-munge.key" ;;
+      *) run_guest "$topo" ;;
+    esac
+    for name in $(guests_of "$topo"); do
+      local p f s rc secs
+      read -r rc secs <"$out/$name.rc"
+      p=$(grep -c '^PASS ' "$out/$name.log" || true)
+      f=$(grep -c '^FAIL ' "$out/$name.log" || true)
+      s=$(grep -c '^SKIP ' "$out/$name.log" || true)
+      pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+      # Boot time: the guest prints its own uptime when /init starts.
+      local boot
+      boot=$(sed -n 's/^NSTEST_BOOTED uptime=\([0-9.]*\).*/\1/p' "$out/$name.log" | head -n 1)
+      log "guest $name: ${secs}s wall, booted to /init at ${boot:-?}s guest uptime; $p passed, $f failed, $s skipped"
+      grep '^RESULT_JSON ' "$out/$name.log" | sed 's/^RESULT_JSON //' >"$out/numad-comparison-$name.json" || true
+      [ -s "$out/numad-comparison-$name.json" ] || rm -f "$out/numad-comparison-$name.json"
+      local last
+      last=$(sed -n 's/^--- //p' "$out/$name.log" | tail -n 1)
+      [ -z "$last" ] || last=", during scenario '$last'"
+      if [ "$rc" != 0 ] && ! grep -q '^NSTEST_BOOTED' "$out/$name.log"; then
+        problems+=("guest $name did not boot (exit $rc; console in $out/$name.log)")
+      elif [ "$rc" = 124 ]; then
+        problems+=("guest $name (topology $name) timed out after ${guest_timeout}s$last")
+      elif [ "$rc" != 0 ]; then
+        problems+=("guest $name (topology $name) stopped before the end of its scenarios$last (console in $out/$name.log)")
+      fi
+      rm -f "$out/$name.rc"
+    done
   done
 
   rm -f "$out/app.cpio.gz"
   echo
   log "summary"
-  for name in $topos; do
+  for name in $(guests_of $topos); do
     grep -E '^(PASS|FAIL|SKIP) ' "$out/$name.log" 2>/dev/null | sed "s/^/  [$name] /" || true
   done
   for p in "${problems[@]+"${problems[@]}"}"; do echo "  ERROR: $p"; done
   log "seconds per scenario (guest uptime)"
-  for name in $topos; do
+  for name in $(guests_of $topos); do
     printf '  %-8s %s\n' "$name" "$(awk '/^TIME / { printf "%s %s  ", $2, $3 }' "$out/$name.log" 2>/dev/null)"
   done
   log "VM suite wall time: $(awk -v a="$suite_t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')s"

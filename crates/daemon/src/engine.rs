@@ -336,6 +336,10 @@ impl<K: Kernel> Engine<K> {
     /// force on it (from the journal, the one record of that), where its memory is,
     /// and the pages moved for it so far (every chunk line carries the move's total).
     fn job_tasks(&self, snapshot: &Snapshot, rep: &EpochReport) -> Vec<TaskSeen> {
+        // Most machines run no Slurm: nothing to tally then.
+        if self.last_jobs.step_of.is_empty() {
+            return Vec::new();
+        }
         let lines = rep
             .apply
             .iter()
