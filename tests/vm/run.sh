@@ -228,7 +228,7 @@ ensure_base_initramfs() {
 # its CPUs as `slurmd -C` reports them).
 slurm_plugins="accounting_storage_none acct_gather_energy_none acct_gather_filesystem_none
   acct_gather_interconnect_none acct_gather_profile_none auth_munge cgroup_v1 cgroup_v2 cli_filter_none
-  core_spec_none cred_munge ext_sensors_none gpu_generic gres_gpu hash_k12 job_container_none jobacct_gather_none
+  core_spec_none cred_munge ext_sensors_none gpu_generic gres_gpu gres_nic hash_k12 job_container_none jobacct_gather_none
   jobcomp_none launch_slurm mcs_none mpi_none power_none preempt_none priority_basic
   prep_script proctrack_cgroup route_default sched_builtin select_cons_tres
   site_factor_none switch_none task_affinity task_cgroup topology_none"

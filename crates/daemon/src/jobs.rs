@@ -20,8 +20,8 @@
 //!   left to the kernel either way. Under the hard line an outsider is admitted once
 //!   it runs more than an idle process ([`Jobs::admits`]): on a loaded node a busy
 //!   one's share falls under the admission threshold;
-//! - a task given GPUs runs on their NUMA nodes where its step's CPUs there hold all
-//!   its threads ([`crate::job_gpus`]);
+//! - a task given GPUs (or NICs) runs on their NUMA nodes where its step's CPUs there
+//!   hold all its threads ([`crate::job_gres`]);
 //! - the job decides how it is treated (`NUMASCHED=off|advise|manage`, see
 //!   [`numasched_linux::observe::slurm`]): `off` is never managed (and is restored at once if it
 //!   was), `advise` is planned and shown but never applied.
@@ -43,7 +43,7 @@ use numasched_model::{ProcessKey, Snapshot};
 use numasched_policy::granularity::IDLE_DEMAND;
 
 pub use crate::config::Outsiders;
-use crate::job_gpus::{host_name, GpuAsk, GresFiles};
+use crate::job_gres::{GresAsk, GresFiles, GresKind};
 use crate::step_reports::{StepReports, TaskSeen};
 
 /// Scan passes after which a process not looked up is forgotten: longer than the scan
@@ -61,8 +61,8 @@ struct Member {
     /// Slurm's own step daemon, which lives in the step's cgroup: never managed, not
     /// a task.
     stepd: bool,
-    /// The node's GPUs the task was given, if any (its environment says).
-    gpus: Option<GpuAsk>,
+    /// The node's GPUs the task was given, or its NICs (its environment says).
+    devices: Option<GresAsk>,
     /// Whether the wish was read from the task's environment (or needs none). A task
     /// met mid-exec, its environment not yet in place, is left alone (or taken at the
     /// plugin's word) and looked at again: taken for silent, an opted-out job would
@@ -131,8 +131,8 @@ struct Known {
     pass: u64,
     /// Problems not yet reported (a wish that is no mode), each once.
     problems: Vec<String>,
-    /// Why a job's GPUs could not be placed, as already reported.
-    gpus_said: HashSet<String>,
+    /// Why a job's GPUs or NICs could not be placed, as already reported.
+    gres_said: HashSet<String>,
     /// Outsiders the CPUs no job holds cannot hold, left to the kernel (with the pass
     /// they were left in) while the jobs' CPUs stay `parked_beside`, for at most
     /// [`PARKED_PASSES`].
@@ -175,6 +175,9 @@ pub struct JobView {
     /// The nodes of the step's GPUs, where its tasks run first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_nodes: Vec<NodeId>,
+    /// The nodes of its NICs, where a step without GPUs runs first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nic_nodes: Vec<NodeId>,
 }
 
 impl std::fmt::Display for JobView {
@@ -191,9 +194,11 @@ impl std::fmt::Display for JobView {
         if !self.cpus.is_empty() {
             write!(f, " on {}", self.cpus)?;
         }
-        if !self.gpu_nodes.is_empty() {
-            let nodes: Vec<String> = self.gpu_nodes.iter().map(ToString::to_string).collect();
-            write!(f, ", GPUs on node {}", nodes.join(","))?;
+        for (what, on) in [("GPUs", &self.gpu_nodes), ("NICs", &self.nic_nodes)] {
+            if !on.is_empty() {
+                let nodes: Vec<String> = on.iter().map(ToString::to_string).collect();
+                write!(f, ", {what} on node {}", nodes.join(","))?;
+            }
         }
         Ok(())
     }
@@ -338,7 +343,7 @@ impl Jobs {
                     cgroup,
                     mode: JobMode::Off,
                     stepd: true,
-                    gpus: None,
+                    devices: None,
                     settled: true,
                 };
             }
@@ -346,15 +351,7 @@ impl Jobs {
             // same option, used when the environment says nothing.
             let told = told.and_then(|t| t.mode);
             let env = self.reader.task_env(key.pid);
-            let gpus = env
-                .as_ref()
-                .ok()
-                .filter(|e| !e.gpus.is_empty())
-                .map(|e| GpuAsk {
-                    indices: e.gpus.clone(),
-                    gres_conf: e.gres_conf(),
-                    node: e.node_name.clone().unwrap_or_else(host_name),
-                });
+            let devices = env.as_ref().ok().and_then(GresAsk::of);
             let (mode, settled) = match env.map(|e| e.wish) {
                 Ok(Wish::Said(m)) => (m, true),
                 Ok(Wish::Silent) => (told.unwrap_or_default(), true),
@@ -371,7 +368,7 @@ impl Jobs {
                 cgroup,
                 mode,
                 stepd: false,
-                gpus,
+                devices,
                 settled,
             }
         });
@@ -417,18 +414,19 @@ impl Jobs {
         Ok(())
     }
 
-    /// Keeps task `p` (of member `m`) on its GPUs' nodes where the CPUs it may use
-    /// there hold all its threads ([`crate::job_gpus`]); says once why, where where
-    /// its GPUs are is not known. `seen` collects each step's GPU nodes for its view.
-    fn near_its_gpus(
+    /// Keeps task `p` (of member `m`) on its GPUs' (or NICs') nodes where the CPUs it
+    /// may use there hold all its threads ([`crate::job_gres`]); says once why, where
+    /// where its devices are is not known. `seen` collects each step's device nodes
+    /// for its view.
+    fn near_its_devices(
         &self,
         topo: &Topology,
         p: &mut numasched_model::Process,
         m: &Member,
         gres: &mut GresFiles,
-        seen: &mut BTreeMap<JobStep, Vec<NodeId>>,
+        seen: &mut BTreeMap<(JobStep, GresKind), Vec<NodeId>>,
     ) {
-        let Some(ask) = &m.gpus else {
+        let Some(ask) = &m.devices else {
             return;
         };
         match gres.nodes(topo, ask) {
@@ -445,14 +443,15 @@ impl Jobs {
                 if !near.is_empty() && near.len() >= p.slots() && near.len() < allowed.len() {
                     p.allowed_cpus = Some(near);
                 }
-                seen.entry(m.step.clone()).or_insert(nodes);
+                seen.entry((m.step.clone(), ask.kind)).or_insert(nodes);
             }
             Err(why) => {
                 let mut k = lock(&self.known);
-                if k.gpus_said.insert(why.clone()) {
+                if k.gres_said.insert(why.clone()) {
                     k.problems.push(format!(
-                        "job {}: {why}; its tasks are placed as if it had no GPU",
-                        m.step
+                        "job {}: {why}; its tasks are placed as if it had no {}",
+                        m.step,
+                        ask.kind.label()
                     ));
                 }
             }
@@ -576,7 +575,7 @@ impl Jobs {
         let mut managed: BTreeMap<JobStep, usize> = BTreeMap::new();
         let mut unfit = Unfit::take(&mut lock(&self.known));
         let mut gres = GresFiles::default();
-        let mut gpu_nodes: BTreeMap<JobStep, Vec<NodeId>> = BTreeMap::new();
+        let mut device_nodes: BTreeMap<(JobStep, GresKind), Vec<NodeId>> = BTreeMap::new();
         // Parked and sitting their grace pass out alike: left to the kernel, out of the plan.
         let mut left_out = HashSet::new();
         for p in &mut snapshot.processes {
@@ -613,28 +612,9 @@ impl Jobs {
                 out.advise.insert(p.pid);
             }
             if let Some(Some(alloc)) = steps.get(step).map(|s| &s.0) {
-                let inside = allowed.intersection(&alloc.cpus);
-                // Empty: the allocation and the affinity disagree (the step is being
-                // torn down); the affinity, which the kernel enforces, stands.
-                if !inside.is_empty() && inside.len() < machine.len() {
-                    p.allowed_cpus = Some(inside);
-                }
-                if !alloc.mems.is_empty() {
-                    let nodes: Vec<NodeId> = snapshot
-                        .topology
-                        .nodes()
-                        .iter()
-                        .map(|n| n.id)
-                        .filter(|n| alloc.mems.contains(n))
-                        .filter(|n| p.allowed_mems.as_ref().is_none_or(|a| a.contains(n)))
-                        .collect();
-                    let all = snapshot.topology.nodes().len();
-                    if !nodes.is_empty() && nodes.len() < all {
-                        p.allowed_mems = Some(nodes);
-                    }
-                }
+                inside_step(&snapshot.topology, p, &allowed, alloc);
             }
-            self.near_its_gpus(&snapshot.topology, p, m, &mut gres, &mut gpu_nodes);
+            self.near_its_devices(&snapshot.topology, p, m, &mut gres, &mut device_nodes);
         }
         {
             let mut k = lock(&self.known);
@@ -654,7 +634,12 @@ impl Jobs {
                 JobView {
                     job: step.job,
                     managed: managed.get(&step).copied().unwrap_or(0),
-                    gpu_nodes: gpu_nodes.remove(&step).unwrap_or_default(),
+                    gpu_nodes: device_nodes
+                        .remove(&(step.clone(), GresKind::Gpu))
+                        .unwrap_or_default(),
+                    nic_nodes: device_nodes
+                        .remove(&(step.clone(), GresKind::Nic))
+                        .unwrap_or_default(),
                     step: step.to_string(),
                     mode,
                     cpus,
@@ -664,6 +649,34 @@ impl Jobs {
             })
             .collect();
         out
+    }
+}
+
+/// Keeps task `p`, which may use `allowed`, inside its step's allocation: its CPUs
+/// and, where the step narrows them, its memory nodes.
+fn inside_step(
+    topo: &Topology,
+    p: &mut numasched_model::Process,
+    allowed: &CpuSet,
+    alloc: &numasched_linux::observe::slurm::Allocation,
+) {
+    let inside = allowed.intersection(&alloc.cpus);
+    // Empty: the allocation and the affinity disagree (the step is being torn down);
+    // the affinity, which the kernel enforces, stands.
+    if !inside.is_empty() && inside.len() < topo.num_cpus() {
+        p.allowed_cpus = Some(inside);
+    }
+    if !alloc.mems.is_empty() {
+        let nodes: Vec<NodeId> = topo
+            .nodes()
+            .iter()
+            .map(|n| n.id)
+            .filter(|n| alloc.mems.contains(n))
+            .filter(|n| p.allowed_mems.as_ref().is_none_or(|a| a.contains(n)))
+            .collect();
+        if !nodes.is_empty() && nodes.len() < topo.nodes().len() {
+            p.allowed_mems = Some(nodes);
+        }
     }
 }
 
@@ -816,6 +829,56 @@ mod tests {
         );
         f.jobs.confine(&mut snapshot(&[30, 31, 32]));
         assert!(f.jobs.take_problems().is_empty(), "said once");
+    }
+
+    /// A task given a NIC (gres/nic) and no GPU runs on the NIC's node; one given both
+    /// follows its GPU.
+    #[test]
+    fn a_task_with_a_nic_runs_on_its_node_and_a_gpu_comes_first() {
+        let f = fake(
+            &[
+                (40, Some(&format!("{JOB1}/task_0")), ""),
+                (41, Some(&format!("{JOB1}/task_1")), ""),
+            ],
+            &[(JOB1, "0-7", "0-1")],
+        );
+        let dir = f._dir.path();
+        std::fs::write(
+            dir.join("gres.conf"),
+            "Name=gpu File=/dev/nsgpu0 Cores=0-3\nName=nic File=/dev/nsnic0 Cores=4-7\n",
+        )
+        .expect("write");
+        let conf = dir.join("slurm.conf");
+        for (pid, gpus) in [(40, ""), (41, "SLURM_STEP_GPUS=0\0")] {
+            let env = format!("SLURM_STEP_NICS=0\0{gpus}SLURM_CONF={}\0", conf.display());
+            std::fs::write(dir.join(format!("proc/{pid}/environ")), env).expect("env");
+        }
+        f.jobs.begin_pass();
+        for p in [40, 41] {
+            f.jobs.mode(key(p), "t");
+        }
+        let mut s = snapshot(&[40, 41]);
+        let c = f.jobs.confine(&mut s);
+        assert_eq!(
+            s.processes[0].allowed_cpus,
+            Some(vec![4, 5, 6, 7].into()),
+            "on node 1, its NIC's"
+        );
+        assert_eq!(
+            s.processes[1].allowed_cpus,
+            Some(vec![0, 1, 2, 3].into()),
+            "on node 0, its GPU's"
+        );
+        assert_eq!(c.views[0].nic_nodes, vec![1]);
+        assert_eq!(c.views[0].gpu_nodes, vec![0]);
+        assert!(
+            c.views[0]
+                .to_string()
+                .ends_with(", GPUs on node 0, NICs on node 1"),
+            "{}",
+            c.views[0]
+        );
+        assert!(f.jobs.take_problems().is_empty());
     }
 
     #[test]

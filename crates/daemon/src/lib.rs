@@ -29,7 +29,7 @@ pub mod conns;
 pub mod engine;
 pub mod forks;
 pub mod glob;
-pub mod job_gpus;
+pub mod job_gres;
 pub mod jobs;
 pub mod logging;
 pub mod metrics;

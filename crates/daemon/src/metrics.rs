@@ -579,6 +579,7 @@ mod tests {
                 tasks: 2,
                 managed: 1,
                 gpu_nodes: Vec::new(),
+                nic_nodes: Vec::new(),
             }],
             ..DaemonStatus::new(Sensors::detect_with(
                 &numasched_linux::observe::sensors::Roots {

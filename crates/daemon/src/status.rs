@@ -188,35 +188,48 @@ impl DaemonStatus {
         if self.jobs.is_empty() {
             return;
         }
-        // The GPUs' nodes only where a step has GPUs: most nodes have none.
+        // The devices' nodes only where a step has them: most nodes have none.
         let gpus = self.jobs.iter().any(|j| !j.gpu_nodes.is_empty());
+        let nics = self.jobs.iter().any(|j| !j.nic_nodes.is_empty());
+        let column = |shown: bool, nodes: &[NodeId]| {
+            if shown {
+                format!("  {:<9}", list(nodes))
+            } else {
+                String::new()
+            }
+        };
+        let header = |shown: bool, name: &str| {
+            if shown {
+                format!("  {name:<9}")
+            } else {
+                String::new()
+            }
+        };
         let _ = writeln!(
             s,
-            "\n{:<14} {:<7} {:<10} {:<6} {:>5} {:>7}{}",
+            "\n{:<14} {:<7} {:<10} {:<6} {:>5} {:>7}{}{}",
             "slurm step",
             "mode",
             "cpus",
             "mems",
             "tasks",
             "managed",
-            if gpus { "  gpu nodes" } else { "" }
+            header(gpus, "gpu nodes"),
+            header(nics, "nic nodes"),
         );
         for j in &self.jobs {
-            let _ = writeln!(
-                s,
-                "{:<14} {:<7} {:<10} {:<6} {:>5} {:>7}{}",
+            let line = format!(
+                "{:<14} {:<7} {:<10} {:<6} {:>5} {:>7}{}{}",
                 j.step,
                 j.mode.name(),
                 list(&j.cpus),
                 list(&j.mems),
                 j.tasks,
                 j.managed,
-                if gpus {
-                    format!("  {}", list(&j.gpu_nodes))
-                } else {
-                    String::new()
-                }
+                column(gpus, &j.gpu_nodes),
+                column(nics, &j.nic_nodes),
             );
+            let _ = writeln!(s, "{}", line.trim_end());
         }
     }
 

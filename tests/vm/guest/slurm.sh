@@ -15,7 +15,8 @@
 #     opted-out task keeps its whole step, `status` shows both steps;
 #  3. the opted-out job is cancelled: the outsider must be off the managed job's CPUs;
 #  4. a job with the node's fake GPU (gres.conf: the last node's cores) and every CPU
-#     runs on the GPU's node, though its memory and the idle CPUs are on node 0.
+#     runs on the GPU's node, though its memory and the idle CPUs are on node 0;
+#  5. the same for a job with the node's fake NIC (gres/nic) and no GPU.
 # And the daemon logs no failed placement or page move.
 SLURM_DIR=/run/slurm
 SLURM_NODE=nsvm
@@ -142,7 +143,7 @@ slurm_up() {
     grep -oE '(Boards|SocketsPerBoard|CoresPerSocket|ThreadsPerCore)=[0-9]+' | tr '\n' ' ')
   # Every node of the cluster is a guest like this one (the pair boots two alike).
   for n in $SLURM_NODES; do
-    node_lines="${node_lines}NodeName=${n%%:*} NodeAddr=${n#*:} CPUs=$(count_words "$(all_cpus)") ${topo}RealMemory=512 Gres=gpu:1 State=UNKNOWN
+    node_lines="${node_lines}NodeName=${n%%:*} NodeAddr=${n#*:} CPUs=$(count_words "$(all_cpus)") ${topo}RealMemory=512 Gres=gpu:1,nic:1 State=UNKNOWN
 "
   done
   cat >"$d/etc/slurm.conf" <<CONF
@@ -177,7 +178,7 @@ InactiveLimit=0
 KillWait=2
 MinJobAge=5
 WaitTime=0
-GresTypes=gpu
+GresTypes=gpu,nic
 ${node_lines}PartitionName=debug Nodes=$nodes Default=YES MaxTime=INFINITE State=UP
 CONF
   if [ "$SLURM_CGV" = 2 ]; then
@@ -188,13 +189,16 @@ CONF
       ConstrainRAMSpace=no ConstrainDevices=no >"$d/etc/cgroup.conf"
   fi
   : >"$d/etc/plugstack.conf"
-  # A fake GPU for the gres scenario: a character device (/dev/null's numbers) that
-  # gres.conf puts on the last node's cores, as a site with GPUs on one socket would.
+  # A fake GPU and a fake NIC (gres/nic) for the device steps: character devices
+  # (/dev/null's numbers) that gres.conf puts on the last node's cores, as a site with
+  # its GPUs and its network card on one socket would.
   [ -e /dev/nsgpu0 ] || mknod /dev/nsgpu0 c 1 3
+  [ -e /dev/nsnic0 ] || mknod /dev/nsnic0 c 1 3
   set -- $(cpu_nodes)
-  eval "GPU_NODE=\${$#}"
-  eval "GPU_CORES=\$CPUS_$GPU_NODE"
-  echo "Name=gpu File=/dev/nsgpu0 Cores=$(echo $GPU_CORES | tr ' ' ',')" >"$d/etc/gres.conf"
+  eval "DEV_NODE=\${$#}"
+  eval "DEV_CORES=\$CPUS_$DEV_NODE"
+  { echo "Name=gpu File=/dev/nsgpu0 Cores=$(echo $DEV_CORES | tr ' ' ',')"
+    echo "Name=nic File=/dev/nsnic0 Cores=$(echo $DEV_CORES | tr ' ' ',')"; } >"$d/etc/gres.conf"
   export SLURM_CONF=$d/etc/slurm.conf
   if [ "${SLURM_CTL%%:*}" = "$SLURM_NODE" ]; then
     /usr/sbin/slurmctld -D -i -c </dev/null >"$d/log/slurmctld.out" 2>&1 &
@@ -275,12 +279,52 @@ step_status() { numasched status --socket "$SOCK" 2>/dev/null | awk -v s="$1" '(
 # Whole seconds since uptime $1.
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { print int(b - a) }'; }
 
+# Step 4 or 5 of slurm_scenario: a job given the node's fake device $1 (gpu, nic) and
+# every CPU, its memory on node $n0, must run on the device's node; the task of step
+# cgroup $2 (the job before) is not taken for its task. Adds to the caller's `why`;
+# leaves the step's cgroup in DEVICE_CG.
+device_job() {
+  local kind=$1 label job s t step cpus
+  label=$(echo "$kind" | tr a-z A-Z)
+  eval "cpus=\$CPUS_$DEV_NODE"
+  srun -J "ns$kind" --gres="$kind:1" -n1 -c "$(count_words "$all")" --cpu-bind=none \
+    jobload workload stream --touch-node "$n0" --size 32M --seconds 300 --report-interval 60 \
+    >"/tmp/slurm-$kind.out" 2>&1 &
+  job=$!
+  DEVICE_CG=""
+  if ! wait_task jobload "$2"; then
+    why="$why the $label job never ran a task ($(tail -n 2 "/tmp/slurm-$kind.out" | tr '\n' ' '));"
+  else
+    DEVICE_CG=$STEP_CG
+    say "$label job's task $TASK was given: $(tr '\0' '\n' <"/proc/$TASK/environ" 2>/dev/null |
+      grep -E '^(SLURM_(JOB|STEP)_(GPUS|NICS)|CUDA_VISIBLE_DEVICES|OMPI_MCA_btl_openib_if_include)=' | tr '\n' ' ')"
+    t=$(now) s=""
+    while [ "$(since "$t")" -lt 15 ]; do
+      s=$(affinity "$TASK")
+      within "$s" "$cpus" && break
+      sleep 0.5
+    done
+    step=$(step_name "$STEP_CG")
+    if within "$s" "$cpus"; then
+      say "$label job $step: task $TASK on [$s], the $label's node $DEV_NODE, within $(since "$t") s (step [$(cg_cpus "$STEP_CG")], memory on node $n0); status: $(step_status "$step")"
+    else
+      why="$why $label job $step's task $TASK on [$s] after 15 s, not on its $label's node $DEV_NODE [$cpus];"
+      say "daemon: $(grep -E "pid $TASK |$label" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 3 | tr '\n' ';')"
+    fi
+  fi
+  scancel -n "ns$kind"
+  # Gone before the next job starts, so that its task is not taken for the next's.
+  t=$(now)
+  while [ -n "$TASK" ] && [ -d "/proc/$TASK" ] && [ "$(since "$t")" -lt 10 ]; do sleep 0.25; done
+  stop_pids $job
+}
+
 scenario_slurm() { SLURM_CGV=1; slurm_scenario slurm; }
 scenario_slurmv2() { SLURM_CGV=2; slurm_scenario slurmv2; SLURM_CGV=1; }
 # The slurm scenario on cgroup version $SLURM_CGV, its results named $1.
 slurm_scenario() {
-  local sc=$1 why="" gpu_job="" gpu_cpus s_gpu t0 t n0 n1 c0 c1 all off main off_task off_cg main_task main_cg off_cpus \
-    main_cpus main_mems i narrowed=0 samples=0 outsider before after grown off_line="" \
+  local sc=$1 why="" t0 t n0 n1 c0 c1 all off main off_task off_cg main_task main_cg off_cpus \
+    main_cpus main_mems i narrowed=0 set_by_daemon samples=0 outsider before after grown off_line="" \
     main_line="" s s_off s_main strays=0
   [ -x /usr/sbin/slurmd ] || { echo "SKIP $sc: no Slurm in this initramfs (tests/vm/run.sh carries it in when the scenario list names slurm)"; return; }
   set -- $(cpu_nodes)
@@ -367,7 +411,12 @@ slurm_scenario() {
   done
   say "$samples samples: managed task on [$(affinity "$main_task")] ($narrowed thread samples narrowed inside its step); opted-out task on [$(affinity "$off_task")]; outsider on [$(affinity "$outsider")]"
   say "status: ${off_line:-no line of step $s_off in mode off}; ${main_line:-no line of step $s_main with a managed task}"
-  [ "$narrowed" -gt 0 ] || why="$why numasched never placed the managed task inside its step (--pin cpu);"
+  # Placed: a sample caught it on fewer CPUs than its step, or the daemon set its
+  # affinity inside the step. A task the daemon measured as busy on two threads is
+  # rightly given both of the step's CPUs, and a slow guest may take few samples.
+  set_by_daemon=$(sed -n "s/.*pid $main_task affinity \([0-9,-]*\): done.*/\1/p" "$DAEMON_LOG" | tail -n 1)
+  [ "$narrowed" -gt 0 ] || { [ -n "$set_by_daemon" ] && within "$(expand_list "$set_by_daemon")" "$main_cpus"; } ||
+    why="$why numasched never placed the managed task inside its step (--pin cpu; last set by the daemon: ${set_by_daemon:-none});"
   [ "$strays" = 0 ] || why="$why outsider pinned onto the jobs' CPUs in $strays of $samples samples;"
   [ -n "$off_line" ] || why="$why status never showed step $s_off in mode off;"
   [ -n "$main_line" ] || why="$why status never showed step $s_main managed;"
@@ -414,44 +463,25 @@ slurm_scenario() {
   [ "$grown" = 0 ] || why="$why $grown page(s) of the managed task arrived on nodes outside its step's mems [$main_mems];"
   say "daemon: $(grep -E "pid $main_task (affinity|pages)" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 2 | tr '\n' ';')"
 
-  # 4. A job with the fake GPU, whose gres.conf cores are the last node's, given every
-  # CPU: Slurm lets it run anywhere, its stream load's memory is on node 0, and
-  # numasched must run it on the GPU's node. The outsider is stopped meanwhile, so
-  # node 0 is idle: memory alone would keep the task there (checked once by hand with
-  # the GPU rule disabled: the task stayed on node 0 and this step failed).
+  # 4, 5. A job with the fake GPU, then one with the fake NIC, whose gres.conf cores
+  # are the last node's, each given every CPU: Slurm lets it run anywhere, its stream
+  # load's memory is on node 0, and numasched must run it on the device's node. The
+  # outsider is stopped meanwhile, so node 0 is idle: memory alone would keep the task
+  # there (checked once by hand with the GPU rule disabled: the task stayed on node 0
+  # and this step failed).
   trail "$sc: GPU job"
   scancel -n nsmain
   kill -STOP "$outsider"
-  eval "gpu_cpus=\$CPUS_$GPU_NODE"
-  srun -J nsgpu --gres=gpu:1 -n1 -c "$(count_words "$all")" --cpu-bind=none \
-    jobload workload stream --touch-node "$n0" --size 32M --seconds 300 --report-interval 60 \
-    >/tmp/slurm-gpu.out 2>&1 &
-  gpu_job=$!
-  if ! wait_task jobload "$main_cg"; then
-    why="$why the GPU job never ran a task ($(tail -n 2 /tmp/slurm-gpu.out | tr '\n' ' '));"
-  else
-    t=$(now) s=""
-    while [ "$(since "$t")" -lt 15 ]; do
-      s=$(affinity "$TASK")
-      within "$s" "$gpu_cpus" && break
-      sleep 0.5
-    done
-    s_gpu=$(step_name "$STEP_CG")
-    if within "$s" "$gpu_cpus"; then
-      say "GPU job $s_gpu: task $TASK on [$s], the GPU's node $GPU_NODE, within $(since "$t") s (step [$(cg_cpus "$STEP_CG")], memory on node $n0); status: $(step_status "$s_gpu")"
-    else
-      why="$why GPU job $s_gpu's task $TASK on [$s] after 15 s, not on its GPU's node $GPU_NODE [$gpu_cpus];"
-      say "daemon: $(grep -E "pid $TASK |GPU" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 3 | tr '\n' ';')"
-    fi
-  fi
-  scancel -n nsgpu
+  device_job gpu "$main_cg"
+  trail "$sc: NIC job"
+  device_job nic "$DEVICE_CG"
   kill -CONT "$outsider"
   trail "$sc: stopping"
   stop_daemon || why="$why the daemon did not stop on SIGTERM;"
   grep -qiE "failed=[1-9]| failed:" "$DAEMON_LOG" &&
     why="$why the daemon logged failures: $(grep -iE 'failed=[1-9]| failed:' "$DAEMON_LOG" | head -n 2 | sed -r 's/^.*(INFO|WARN) //' | tr '\n' ';');"
   [ "$(affinity "$outsider")" = "$all" ] || why="$why outsider on [$(affinity "$outsider")] after the daemon stopped, not all CPUs;"
-  stop_pids $outsider $off $main $gpu_job
+  stop_pids $outsider $off $main
   slurm_down
   slurm_cgroups_down
   balancing "$BALANCING_AT_BOOT"

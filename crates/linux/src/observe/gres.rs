@@ -1,11 +1,13 @@
-//! Where a Slurm job's GPUs are: `gres.conf`'s `Name=gpu` lines, read so that a task
-//! can be run on its GPU's NUMA node first (docs/slurm.md).
+//! Where a Slurm job's GPUs and NICs are: `gres.conf`'s `Name=gpu` and `Name=nic`
+//! lines, read so that a task can be run on its device's NUMA node first
+//! (docs/slurm.md).
 //!
-//! Slurm tells a task which of the node's GPUs are its own (`SLURM_STEP_GPUS`,
-//! `SLURM_JOB_GPUS`: indices in gres.conf's order) but not where they sit; gres.conf
-//! does, with `Cores=` (Slurm's abstract core indices, socket by socket, which is the
-//! order of [`Topology::cores`]). A GPU without `Cores=` is placed by its device's
-//! `numa_node` in sysfs, when its `File=` is a character device that sysfs knows.
+//! Slurm tells a task which of the node's devices are its own (`SLURM_STEP_GPUS`,
+//! `SLURM_JOB_GPUS`, and `SLURM_STEP_NICS`, `SLURM_JOB_NICS` from gres/nic: indices in
+//! gres.conf's order of that name) but not where they sit; gres.conf does, with
+//! `Cores=` (Slurm's abstract core indices, socket by socket, which is the order of
+//! [`Topology::cores`]). A device without `Cores=` is placed by its `numa_node` in
+//! sysfs, when its `File=` is a character device that sysfs knows.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
@@ -13,19 +15,20 @@ use std::path::Path;
 use nix::sys::stat::{major, minor};
 use numasched_model::topology::{cpulist, NodeId, Topology};
 
-/// One GPU of gres.conf, in index order.
+/// One device of gres.conf (a GPU, a NIC), in index order among those of its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Gpu {
+pub struct Device {
     pub file: Option<String>,
     /// Slurm's abstract core indices, from `Cores=`.
     pub cores: Option<Vec<u32>>,
 }
 
-/// The GPUs of gres.conf's text for host `host`: lines named `gpu` (any case), each
-/// `File=` expanded (`/dev/nvidia[0-3]`, `[0,2]`), lines for other nodes (`NodeName=`
-/// not naming `host`) skipped. A line it cannot read is skipped with a reason, so one
-/// typo does not hide every GPU. `AutoDetect=` lines say nothing of where GPUs are.
-pub fn gpus(text: &str, host: &str) -> (Vec<Gpu>, Vec<String>) {
+/// The devices named `kind` (`gpu`, `nic`; any case) of gres.conf's text for host
+/// `host`, each `File=` expanded (`/dev/nvidia[0-3]`, `[0,2]`), lines for other nodes
+/// (`NodeName=` not naming `host`) skipped. A line it cannot read is skipped with a
+/// reason, so one typo does not hide every device. `AutoDetect=` lines say nothing of
+/// where devices are.
+pub fn devices(text: &str, host: &str, kind: &str) -> (Vec<Device>, Vec<String>) {
     let mut out = Vec::new();
     let mut problems = Vec::new();
     for (n, raw) in text.lines().enumerate() {
@@ -58,7 +61,11 @@ pub fn gpus(text: &str, host: &str) -> (Vec<Gpu>, Vec<String>) {
                 _ => {}
             }
         }
-        if name.as_deref() != Some("gpu") || !for_us {
+        if !name
+            .as_deref()
+            .is_some_and(|n| n.eq_ignore_ascii_case(kind))
+            || !for_us
+        {
             continue;
         }
         if let Some(why) = bad {
@@ -67,13 +74,13 @@ pub fn gpus(text: &str, host: &str) -> (Vec<Gpu>, Vec<String>) {
         }
         if files.is_empty() {
             for _ in 0..count.unwrap_or(0) {
-                out.push(Gpu {
+                out.push(Device {
                     file: None,
                     cores: cores.clone(),
                 });
             }
         } else {
-            out.extend(files.into_iter().map(|f| Gpu {
+            out.extend(files.into_iter().map(|f| Device {
                 file: Some(f),
                 cores: cores.clone(),
             }));
@@ -126,10 +133,10 @@ fn names(v: &str) -> Vec<String> {
     out
 }
 
-/// The NUMA node of `gpu` on `topo`: the node holding most of its `Cores=`, else the
+/// The NUMA node of `device` on `topo`: the node holding most of its `Cores=`, else the
 /// `numa_node` sysfs (under `sysfs_root`) gives its character device.
-pub fn node_of(gpu: &Gpu, topo: &Topology, sysfs_root: &Path) -> Option<NodeId> {
-    if let Some(cores) = &gpu.cores {
+pub fn node_of(device: &Device, topo: &Topology, sysfs_root: &Path) -> Option<NodeId> {
+    if let Some(cores) = &device.cores {
         let mut per: std::collections::BTreeMap<NodeId, usize> = Default::default();
         for &k in cores {
             let Some(core) = topo.cores().get(k as usize) else {
@@ -147,7 +154,7 @@ pub fn node_of(gpu: &Gpu, topo: &Topology, sysfs_root: &Path) -> Option<NodeId> 
             .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
             .map(|(n, _)| n);
     }
-    let meta = std::fs::metadata(gpu.file.as_ref()?).ok()?;
+    let meta = std::fs::metadata(device.file.as_ref()?).ok()?;
     if !meta.file_type().is_char_device() {
         return None;
     }
@@ -172,7 +179,7 @@ mod tests {
                     NodeName=n[1-2],x Name=gpu File=/dev/nvidia2 Cores=4-7 # socket 1\n\
                     Name=nic File=/dev/infiniband/uverbs0 Cores=4-7\n\
                     Name=GPU Count=1\n";
-        let (g, problems) = gpus(text, "n2");
+        let (g, problems) = devices(text, "n2", "gpu");
         assert!(problems.is_empty(), "{problems:?}");
         let files: Vec<Option<&str>> = g.iter().map(|g| g.file.as_deref()).collect();
         assert_eq!(
@@ -187,11 +194,20 @@ mod tests {
         assert_eq!(g[1].cores.as_deref(), Some(&[0, 1, 2, 3][..]));
         assert_eq!(g[2].cores.as_deref(), Some(&[4, 5, 6, 7][..]));
         assert_eq!(g[3].cores, None);
+        let (nics, problems) = devices(text, "n2", "nic");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(nics.len(), 1);
+        assert_eq!(nics[0].file.as_deref(), Some("/dev/infiniband/uverbs0"));
+        assert_eq!(nics[0].cores.as_deref(), Some(&[4, 5, 6, 7][..]));
     }
 
     #[test]
     fn a_bad_line_is_skipped_and_said() {
-        let (g, problems) = gpus("Name=gpu File=/dev/a Cores=x\nName=gpu File=/dev/b\n", "h");
+        let (g, problems) = devices(
+            "Name=gpu File=/dev/a Cores=x\nName=gpu File=/dev/b\n",
+            "h",
+            "gpu",
+        );
         assert_eq!(g.len(), 1);
         assert!(
             problems[0].starts_with("gres.conf line 1: Cores=x"),
@@ -205,7 +221,7 @@ mod tests {
     fn cores_give_the_node() {
         // 2 nodes × 4 cores × 2 threads: abstract core 5 is node 1's second core.
         let t = topology::spec::parse("2n:1l:4c:2t").expect("spec");
-        let gpu = |c: &[u32]| Gpu {
+        let gpu = |c: &[u32]| Device {
             file: None,
             cores: Some(c.to_vec()),
         };
@@ -220,7 +236,7 @@ mod tests {
         assert_eq!(node_of(&gpu(&[99]), &t, root), None);
         assert_eq!(
             node_of(
-                &Gpu {
+                &Device {
                     file: Some("/dev/null".into()),
                     cores: None
                 },

@@ -302,12 +302,13 @@ impl SlurmReader {
     }
 
     /// What the task's environment says of its job: its wish (`NUMASCHED=`; `Err`
-    /// names a value that is no mode), and its GPUs.
+    /// names a value that is no mode), and its GPUs and NICs.
     pub fn task_env(&self, pid: u32) -> Result<TaskEnv, String> {
         let path = self.proc_root.join(pid.to_string()).join("environ");
         let unread = TaskEnv {
             wish: Wish::Unread,
             gpus: Vec::new(),
+            nics: Vec::new(),
             slurm_conf: None,
             node_name: None,
         };
@@ -330,11 +331,15 @@ impl SlurmReader {
                 .find_map(|v| v.strip_prefix(prefix.as_bytes()))
                 .map(|v| String::from_utf8_lossy(v).into_owned())
         };
-        // The step's GPUs where the step has its own, else the job's.
-        let gpus = var("SLURM_STEP_GPUS")
-            .or_else(|| var("SLURM_JOB_GPUS"))
-            .and_then(|v| cpulist::parse(v.trim()).ok())
-            .unwrap_or_default();
+        // The step's devices where the step has its own, else the job's.
+        let given = |step: &str, job: &str| {
+            var(step)
+                .or_else(|| var(job))
+                .map(|v| device_indices(&v))
+                .unwrap_or_default()
+        };
+        let gpus = given("SLURM_STEP_GPUS", "SLURM_JOB_GPUS");
+        let nics = given("SLURM_STEP_NICS", "SLURM_JOB_NICS");
         let slurm_conf = var("SLURM_CONF").map(PathBuf::from);
         let node_name = var("SLURMD_NODENAME");
         let wish = match var(MODE_VARIABLE) {
@@ -347,10 +352,31 @@ impl SlurmReader {
         Ok(TaskEnv {
             wish,
             gpus,
+            nics,
             slurm_conf,
             node_name,
         })
     }
+}
+
+/// Device indices of a `SLURM_*_GPUS` or `SLURM_*_NICS` value: `0,2-3` as GPUs are
+/// given, or names ending in the index, as Slurm 22.05's gres/nic gives NICs
+/// (`mlx4_0,mlx4_1`). An item that is neither is skipped.
+fn device_indices(v: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for item in v.trim().split(',') {
+        if let Ok(list) = cpulist::parse(item) {
+            out.extend(list);
+            continue;
+        }
+        let digits = item.len() - item.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        if let Ok(i) = item[item.len() - digits..].parse() {
+            out.push(i);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// What a task's environment says of its job.
@@ -359,6 +385,8 @@ pub struct TaskEnv {
     pub wish: Wish,
     /// The node's GPUs the task was given, as indices in gres.conf's order.
     pub gpus: Vec<u32>,
+    /// Its NICs (Slurm's gres/nic), likewise.
+    pub nics: Vec<u32>,
     /// Slurm's configuration file (gres.conf is beside it).
     pub slurm_conf: Option<PathBuf>,
     /// The Slurm node the task runs on (gres.conf's `NodeName=` names it).
@@ -563,5 +591,16 @@ mod tests {
         assert_eq!(env.slurm_conf, Some(PathBuf::from("/etc/slurm/slurm.conf")));
         std::fs::write(proc.join("40/environ"), b"SLURM_JOB_GPUS=0-2\0").expect("env");
         assert_eq!(r.task_env(40).expect("env").gpus, vec![0, 1, 2]);
+        std::fs::write(
+            proc.join("40/environ"),
+            b"SLURM_JOB_NICS=0,1\0SLURM_STEP_NICS=1\0OMPI_MCA_btl_openib_if_include=mlx4_1\0",
+        )
+        .expect("env");
+        let env = r.task_env(40).expect("env");
+        assert_eq!((env.gpus, env.nics), (vec![], vec![1]));
+        // Slurm 22.05's gres/nic names them.
+        std::fs::write(proc.join("40/environ"), b"SLURM_STEP_NICS=mlx4_0,mlx4_2\0").expect("env");
+        assert_eq!(r.task_env(40).expect("env").nics, vec![0, 2]);
+        assert_eq!(device_indices("0,2-3,x,"), vec![0, 2, 3]);
     }
 }
