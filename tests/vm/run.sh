@@ -15,15 +15,17 @@
 #                        (default ~/.cache/numasched-vm)
 #   NUMASCHED_VM_TIMEOUT seconds one guest may run before it counts as hung (900)
 #   NUMASCHED_VM_SCENARIOS  unset: each topology runs its own list (see plan_of);
-#                        `all`: every scenario on every topology (the docs' tables);
-#                        a space-separated list: those, on each topology named
-#                        (`tcgpairs`, a diagnostic, runs only when named)
+#                        `all`: every scenario on every one-guest topology (the docs'
+#                        tables); a space-separated list: those, on each topology
+#                        named (`tcgpairs`, a diagnostic, runs only when named). The
+#                        pair (2x2n) runs slurmpair alone: unset, `all`, or a list
+#                        naming it.
 #   NUMASCHED_VM_SCENARIO_LIMIT  seconds one scenario may run inside the guest before
 #                        its watchdog says FAIL and the next one starts (360)
 #   NUMASCHED_VM_NOHARM_ROUNDS  rounds of the noharm scenario (3; 9 for the figure in
 #                        docs/vm.md, with a scenario limit of 900)
 #
-# When the scenario list names `slurm` or `slurmv2`, Debian's Slurm and munge are installed on the
+# When the scenario list names `slurm`, `slurmv2` or `slurmpair`, Debian's Slurm and munge are installed on the
 # host (if missing) and carried into the guests (one more cached initramfs archive, see
 # ensure_slurm_initramfs).
 #
@@ -73,6 +75,7 @@ scenarios_of() {
   case $1:$scenarios in
     *:plan) plan_of "$1" ;;
     2x2n*:"$all_scenarios") plan_of "$1" ;;
+    2x2n*) case " $scenarios " in *" slurmpair "*) echo slurmpair ;; esac ;;
     *) echo "$scenarios" ;;
   esac
 }
@@ -90,7 +93,7 @@ die() { printf 'run.sh: %s\n' "$*" >&2; exit 2; }
 # tests/slurm/cluster.sh does.
 ensure_packages() {
   local need=() pkg pkgs="qemu-system-x86 busybox-static numactl numad stress-ng cpio \
-    util-linux binutils gzip" policy=""
+    util-linux binutils gzip xz-utils zstd" policy=""
   if wants_slurm; then pkgs="$pkgs slurmctld slurmd slurm-client munge"; fi
   for pkg in $pkgs; do
     [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" = 'install ok installed' ] ||
@@ -157,7 +160,8 @@ ensure_kernel() {
   mkdir -p "$mods"
   for m in $net_modules; do
     f=$(find "$cache/kernel-x/lib/modules" -name "$m.ko*" | head -n 1)
-    [ -n "$f" ] || die "kernel module $m missing from $real"
+    # Only the pair needs them: without one its guests say "no eth0".
+    [ -n "$f" ] || { log "kernel module $m missing from $real: the 2x2n guests will have no network"; continue; }
     case $f in
       *.xz) xz -dc "$f" >"$mods/$m.ko" ;;
       *.zst) zstd -qdc "$f" >"$mods/$m.ko" ;;
@@ -342,7 +346,7 @@ PAIR_CTL=nsa; PAIR_CTL_ADDR=$(pair_addr a)" ;;
 # The pair's addresses on its network, and the host's UDP port each guest listens on
 # (from this script's pid, so two runs on one host do not share a wire).
 pair_addr() { if [ "$1" = a ]; then echo 10.0.3.1; else echo 10.0.3.2; fi; }
-pair_port() { if [ "$1" = a ]; then echo $((20000 + $$ % 20000)); else echo $((20000 + $$ % 20000 + 1)); fi; }
+pair_port() { if [ "$1" = a ]; then echo $((20000 + 2 * ($$ % 10000))); else echo $((20001 + 2 * ($$ % 10000))); fi; }
 
 # --- one guest --------------------------------------------------------------------------
 
@@ -406,7 +410,10 @@ boot_guest() {
 main() {
   local suite_t0 pass=0 fail=0 skip=0 problems=() name rc
   topos="${*:-2n 4n cpuless 2x2n}"
-  for name in $topos; do topology "$name"; done
+  for name in $topos; do
+    case $name in 2x2n-?) die "'$name' is one guest of the pair: name the pair, 2x2n" ;; esac
+    topology "$name"
+  done
   suite_t0=$(date +%s.%N)
   [ "$(uname -m)" = x86_64 ] || die "needs an x86_64 host"
   ensure_packages
@@ -426,14 +433,18 @@ main() {
       2x2n) # both guests at once: each waits for the other on their network
         head -c 1024 /dev/urandom >"$out/pair-munge.key"
         run_guest 2x2n-a &
+        local apid=$!
+        # Not left running if this script stops early.
+        trap "kill $apid 2>/dev/null" EXIT
         run_guest 2x2n-b
-        wait $!
+        wait "$apid"
+        trap - EXIT
         rm -f "$out/pair-munge.key" ;;
       *) run_guest "$topo" ;;
     esac
     for name in $(guests_of "$topo"); do
       local p f s rc secs
-      read -r rc secs <"$out/$name.rc"
+      read -r rc secs <"$out/$name.rc" || { rc=1 secs=?; }
       p=$(grep -c '^PASS ' "$out/$name.log" || true)
       f=$(grep -c '^FAIL ' "$out/$name.log" || true)
       s=$(grep -c '^SKIP ' "$out/$name.log" || true)

@@ -98,7 +98,16 @@ impl GresFiles {
             .map_err(Clone::clone)?;
         let mut nodes = Vec::new();
         for &i in &ask.indices {
-            let device = devices.get(i as usize).ok_or_else(|| {
+            let device = match ask.kind {
+                // gres/nic names a NIC by the number its File= ends in (`mlx4_1` for
+                // /dev/infiniband/uverbs1), a GPU by its place among the GPU lines.
+                GresKind::Nic => devices
+                    .iter()
+                    .find(|d| d.file.as_deref().and_then(file_number) == Some(i))
+                    .or_else(|| devices.get(i as usize).filter(|d| d.file.is_none())),
+                GresKind::Gpu => devices.get(i as usize),
+            };
+            let device = device.ok_or_else(|| {
                 format!(
                     "{}: no {label} {i} for node {} (it lists {})",
                     path.display(),
@@ -118,6 +127,12 @@ impl GresFiles {
         nodes.dedup();
         Ok(nodes)
     }
+}
+
+/// The number a device file's name ends in (`/dev/infiniband/uverbs1`: 1).
+fn file_number(file: &str) -> Option<u32> {
+    let digits = file.len() - file.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    file[file.len() - digits..].parse().ok()
 }
 
 /// This host's name up to its first dot, as Slurm names a node by default: what
@@ -166,7 +181,7 @@ mod tests {
         std::fs::write(
             &conf,
             "Name=gpu File=/dev/nsgpu[0-1] Cores=0-1\nName=gpu File=/dev/nsgpu2 Cores=2-3\n\
-             Name=nic File=/dev/nsnic0 Cores=2-3\n",
+             Name=nic File=/dev/nsnic3 Cores=2-3\n",
         )
         .expect("write");
         let t = topology::spec::parse("2n:1l:2c:1t").expect("spec");
@@ -189,14 +204,14 @@ mod tests {
             e.contains("gres.conf: no GPU 3 for node n1 (it lists 3)"),
             "{e}"
         );
-        // NICs are counted among NICs: the first is on node 1.
+        // A NIC is named by its file's number: /dev/nsnic3 is NIC 3, on node 1.
         let nic = |i: u32| GresAsk {
             kind: GresKind::Nic,
             ..ask(vec![i], conf.clone())
         };
-        assert_eq!(files.nodes(&t, &nic(0)), Ok(vec![1]));
-        let e = files.nodes(&t, &nic(1)).expect_err("one NIC");
-        assert!(e.contains("no NIC 1 for node n1 (it lists 1)"), "{e}");
+        assert_eq!(files.nodes(&t, &nic(3)), Ok(vec![1]));
+        let e = files.nodes(&t, &nic(0)).expect_err("no NIC 0");
+        assert!(e.contains("no NIC 0 for node n1 (it lists 1)"), "{e}");
         let missing = dir.path().join("none/gres.conf");
         let e = files
             .nodes(&t, &ask(vec![0], missing))

@@ -416,7 +416,7 @@ impl Jobs {
 
     /// Keeps task `p` (of member `m`) on its GPUs' (or NICs') nodes where the CPUs it
     /// may use there hold all its threads ([`crate::job_gres`]); says once why, where
-    /// where its devices are is not known. `seen` collects each step's device nodes
+    /// its devices are is not known. `seen` collects each step's device nodes
     /// for its view.
     fn near_its_devices(
         &self,

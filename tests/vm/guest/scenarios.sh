@@ -65,6 +65,10 @@ thread_affinities() {
   done | sort -u
 }
 commas() { echo $1 | tr ' ' ','; }
+# "a b c" within "x y z" (word lists of CPUs)? An empty list is within anything.
+within() { for w in $1; do case " $2 " in *" $w "*) ;; *) return 1 ;; esac; done; return 0; }
+disjoint() { for w in $1; do case " $2 " in *" $w "*) return 1 ;; esac; done; return 0; }
+count_words() { echo $1 | wc -w; }
 
 # Pages per node of $1 from numa_maps: "node pages" lines, all nodes of the machine.
 pages_by_node() {

@@ -6,7 +6,7 @@
 # carried in by tests/vm/run.sh; cgroup v1, proctrack/cgroup, task/cgroup with
 # ConstrainCores, task/affinity; slurmv2 the same on cgroup v2 alone, cgroup/v2 with
 # IgnoreSystemd=yes), run with --pin cpu so every placement shows in the
-# affinity. Checked from /proc and the cgroup tree, in three steps:
+# affinity. Checked from /proc and the cgroup tree, in five steps:
 #  1. a job with NUMASCHED=off gets node 0's CPUs: a process outside every job must
 #     leave them (CPUs are free elsewhere);
 #  2. the next job's step gets node 1's CPUs, its stream load's memory is on node 0 and
@@ -29,11 +29,6 @@ SLURM_PIDS=""
 CG=/sys/fs/cgroup
 # The cgroup version Slurm runs on (slurm: 1, slurmv2: 2).
 SLURM_CGV=1
-
-# "a b c" within "x y z" (word lists of CPUs)?
-within() { for w in $1; do case " $2 " in *" $w "*) ;; *) return 1 ;; esac; done; return 0; }
-disjoint() { for w in $1; do case " $2 " in *" $w "*) return 1 ;; esac; done; return 0; }
-count_words() { echo $1 | wc -w; }
 
 # cgroup v1 cpuset and freezer at /sys/fs/cgroup/<name>, as Slurm's cgroup/v1 expects.
 # The mems scenario leaves cgroup v2 mounted there with cpuset enabled: cpuset is
@@ -299,14 +294,17 @@ device_job() {
     say "$label job's task $TASK was given: $(tr '\0' '\n' <"/proc/$TASK/environ" 2>/dev/null |
       grep -E '^(SLURM_(JOB|STEP)_(GPUS|NICS)|CUDA_VISIBLE_DEVICES|OMPI_MCA_btl_openib_if_include)=' | tr '\n' ' ')"
     t=$(now) s=""
+    # A task that is gone has no affinity: empty is never on the device's node.
     while [ "$(since "$t")" -lt 15 ]; do
       s=$(affinity "$TASK")
-      within "$s" "$cpus" && break
+      [ -n "$s" ] && within "$s" "$cpus" && break
       sleep 0.5
     done
     step=$(step_name "$STEP_CG")
-    if within "$s" "$cpus"; then
+    if [ -n "$s" ] && within "$s" "$cpus"; then
       say "$label job $step: task $TASK on [$s], the $label's node $DEV_NODE, within $(since "$t") s (step [$(cg_cpus "$STEP_CG")], memory on node $n0); status: $(step_status "$step")"
+      status_json | grep -q "\"${kind}_nodes\":\[$DEV_NODE\]" ||
+        why="$why status --json does not show step $step's ${kind}_nodes as [$DEV_NODE];"
     else
       why="$why $label job $step's task $TASK on [$s] after 15 s, not on its $label's node $DEV_NODE [$cpus];"
       say "daemon: $(grep -E "pid $TASK |$label" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 3 | tr '\n' ';')"
@@ -514,7 +512,8 @@ pair_net_up() {
   [ -d /sys/class/net/eth0 ] || { PAIR_ERR="no eth0 (modules loaded: $(cut -d' ' -f1 /proc/modules | tr '\n' ' '))"; return 1; }
   ifconfig eth0 "$PAIR_ADDR" netmask 255.255.255.0 up || { PAIR_ERR="ifconfig eth0 $PAIR_ADDR failed"; return 1; }
   i=0; until ping -c 1 -W 1 "$PAIR_PEER_ADDR" >/dev/null 2>&1; do
-    i=$((i + 1)); [ $i -lt 120 ] || { PAIR_ERR="$PAIR_PEER ($PAIR_PEER_ADDR) did not answer for 120 s"; return 1; }
+    i=$((i + 1)); [ $i -lt 120 ] || { PAIR_ERR="$PAIR_PEER ($PAIR_PEER_ADDR) did not answer in 120 tries"; return 1; }
+    sleep 1
   done
 }
 
@@ -582,7 +581,7 @@ scenario_slurmpair() {
       within "$(echo "$s" | tr ',' ' ')" "$step_cpus" || outside=$((outside + 1))
     done
     s=$(affinity "$TASK")
-    [ -z "$placed" ] && within "$s" "$cpus1" && [ "$(count_words "$s")" -lt "$(count_words "$step_cpus")" ] &&
+    [ -z "$placed" ] && [ -n "$s" ] && within "$s" "$cpus1" && [ "$(count_words "$s")" -lt "$(count_words "$step_cpus")" ] &&
       placed="on [$s] after $(since "$t") s"
     [ -n "$line" ] || line=$(step_status "$job_id.0" | awk '$2 == "manage" && $6 >= 1')
     samples=$((samples + 1))

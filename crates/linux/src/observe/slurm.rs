@@ -359,8 +359,8 @@ impl SlurmReader {
     }
 }
 
-/// Device indices of a `SLURM_*_GPUS` or `SLURM_*_NICS` value: `0,2-3` as GPUs are
-/// given, or names ending in the index, as Slurm 22.05's gres/nic gives NICs
+/// Device numbers of a `SLURM_*_GPUS` or `SLURM_*_NICS` value: `0,2-3` as GPUs are
+/// given, or names ending in the number, as Slurm 22.05's gres/nic gives NICs
 /// (`mlx4_0,mlx4_1`). An item that is neither is skipped.
 fn device_indices(v: &str) -> Vec<u32> {
     let mut out = Vec::new();
@@ -385,7 +385,7 @@ pub struct TaskEnv {
     pub wish: Wish,
     /// The node's GPUs the task was given, as indices in gres.conf's order.
     pub gpus: Vec<u32>,
-    /// Its NICs (Slurm's gres/nic), likewise.
+    /// Its NICs (Slurm's gres/nic), as the numbers their device files end in.
     pub nics: Vec<u32>,
     /// Slurm's configuration file (gres.conf is beside it).
     pub slurm_conf: Option<PathBuf>,

@@ -330,6 +330,9 @@ impl<'p> Search<'p> {
     /// rounding; `None` where an LLC has a bus, whose term spans several LLCs (then
     /// `apply` costs it).
     fn move_delta(&self, i: usize, from: usize, to: usize) -> Option<f64> {
+        if from == to {
+            return Some(0.0);
+        }
         if self.bus[from].is_some() || self.bus[to].is_some() {
             return None;
         }
@@ -818,7 +821,29 @@ mod tests {
                         "process {i} from LLC {from} to {to}: {closed} against {applied}"
                     );
                 }
+                prop_assert_eq!(search.move_delta(i, from, from), Some(0.0));
             }
         }
+    }
+
+    /// Where LLCs share a front-side bus, whose term spans several of them, the closed
+    /// form declines and the move is costed by applying it.
+    #[test]
+    fn a_move_on_a_bus_is_costed_by_applying_it() {
+        let topology = numasched_model::topology::machine("xeon-e5345").expect("preset");
+        let snap = Snapshot {
+            topology,
+            processes: vec![proc_on(100, "lbm", 0, 30.0, 1.0)],
+            others_pinned: Default::default(),
+            others_taken: Default::default(),
+            others_demand: Default::default(),
+        };
+        let params = AutoParams::default();
+        let layout = crate::maxlocal::place(&snap);
+        let search = Search::new(&layout, &params);
+        let from = search.llc[0].expect("placed in one LLC");
+        assert!(search.bus[from].is_some(), "the E5345's LLCs share a bus");
+        let to = (from + 1) % search.pressure.len();
+        assert_eq!(search.move_delta(0, from, to), None);
     }
 }
