@@ -216,9 +216,29 @@ fn move_pages_now(pid: u32, addrs: &[u64], nodes: &[NodeId]) -> Result<Vec<i32>,
         )
     };
     if r < 0 {
-        return Err(fail(ErrorKind::from_errno(errno())));
+        let e = errno();
+        // A process on its way out has no memory left to move: the kernel finds no mm
+        // and says EINVAL, which here means what ESRCH means (a Slurm task cancelled
+        // while its pages moved, in the QEMU bed).
+        if e == libc::EINVAL && memory_gone(Path::new("/proc"), pid) {
+            return Err(fail(ErrorKind::Gone));
+        }
+        return Err(fail(ErrorKind::from_errno(e)));
     }
     Ok(status)
+}
+
+/// Whether process `pid` has no memory any more: gone, or exiting past the point
+/// where the kernel released its address space (statm all zeros, as for a kernel
+/// thread).
+fn memory_gone(proc_root: &Path, pid: u32) -> bool {
+    match std::fs::read_to_string(proc_root.join(pid.to_string()).join("statm")) {
+        Ok(text) => text
+            .split_whitespace()
+            .next()
+            .is_none_or(|size| size == "0"),
+        Err(_) => true,
+    }
 }
 
 impl Kernel for LinuxKernel {
@@ -467,6 +487,13 @@ mod tests {
     #[test]
     fn errnos_sort_into_kinds() {
         assert_eq!(ErrorKind::from_errno(libc::ESRCH), ErrorKind::Gone);
+        // EINVAL from move_pages means "gone" only where the memory is.
+        assert!(!memory_gone(Path::new("/proc"), std::process::id()));
+        let dir = tempfile::tempdir().expect("tmp");
+        assert!(memory_gone(dir.path(), 4242), "no such process");
+        std::fs::create_dir_all(dir.path().join("4242")).expect("mkdir");
+        std::fs::write(dir.path().join("4242/statm"), "0 0 0 0 0 0 0\n").expect("statm");
+        assert!(memory_gone(dir.path(), 4242), "exiting: no mm");
         assert_eq!(ErrorKind::from_errno(libc::ENOENT), ErrorKind::Gone);
         assert_eq!(
             ErrorKind::from_errno(libc::EPERM),
