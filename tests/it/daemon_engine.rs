@@ -7,6 +7,7 @@ use numasched::model::CpuSet;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use numasched::apply::fake::FAKE_PAGE;
 use numasched::apply::{Action, Actuator, ActuatorConfig, FakeKernel, Restored};
 use numasched::characterise::live::{Live, LiveConfig};
 use numasched::daemon::config::{Glob, Selection};
@@ -73,7 +74,15 @@ fn bed(select: Selection, min_interval: f64, release_after: f64) -> Bed {
 /// `slurm`: Slurm jobs are looked for, their cgroups under `<dir>/sys/fs/cgroup`.
 fn bed_with(select: Selection, min_interval: f64, release_after: f64, slurm: bool) -> Bed {
     let policy = numasched::policy::by_name("nmass").expect("policy");
-    bed_scanning(select, min_interval, release_after, slurm, true, policy)
+    bed_scanning(
+        select,
+        min_interval,
+        release_after,
+        slurm,
+        true,
+        policy,
+        Default::default(),
+    )
 }
 
 /// A bed whose policy is `name` as the daemon runs it: at `--pin llc`.
@@ -82,7 +91,15 @@ fn bed_as_daemon(name: &str) -> Bed {
         numasched::policy::by_name(name).expect("policy"),
         numasched::policy::Pin::Llc,
     ));
-    bed_scanning(everyone(), 0.0, 30.0, false, true, policy)
+    bed_scanning(
+        everyone(),
+        0.0,
+        30.0,
+        false,
+        true,
+        policy,
+        Default::default(),
+    )
 }
 
 /// `every_pass`: the scanner reads every file every pass; otherwise it keeps what it
@@ -94,6 +111,7 @@ fn bed_scanning(
     slurm: bool,
     every_pass: bool,
     policy: Box<dyn numasched::policy::Policy>,
+    actuator: ActuatorConfig,
 ) -> Bed {
     let dir = tempfile::tempdir().expect("tempdir");
     let fake = FakeProcfs::new(&dir.path().join("proc")).expect("fake procfs");
@@ -135,10 +153,7 @@ fn bed_scanning(
                 None,
             ),
             policy,
-            actuator: Actuator::new(
-                FakeKernel::new(&ALL).shown_in(fake.root()),
-                ActuatorConfig::default(),
-            ),
+            actuator: Actuator::new(FakeKernel::new(&ALL).shown_in(fake.root()), actuator),
             tree: None,
             journal_file: Some(JournalFile::new(&journal)),
             jobs: slurm.then(|| {
@@ -484,7 +499,15 @@ fn a_placed_process_is_not_frozen_by_its_own_narrowed_affinity() {
 #[test]
 fn a_process_the_daemon_moved_is_not_held_to_the_set_it_had_before() {
     let nmass = numasched::policy::by_name("nmass").expect("policy");
-    let mut b = bed_scanning(everyone(), 0.0, 30.0, false, false, nmass);
+    let mut b = bed_scanning(
+        everyone(),
+        0.0,
+        30.0,
+        false,
+        false,
+        nmass,
+        Default::default(),
+    );
     b.add(100, "mcf", 1, 1000);
     b.epoch(0.0);
     let first = b.affinity(100).expect("placed");
@@ -525,6 +548,106 @@ fn a_process_the_daemon_moved_is_not_held_to_the_set_it_had_before() {
         assert!(r.replan.is_empty(), "epoch {e}: {:?}", r.replan);
         assert_eq!(b.affinity(100).as_ref(), Some(&second), "epoch {e}");
     }
+}
+
+/// Page moves are planned only when the daemon re-plans. One a plan deferred because
+/// a move of the same process was under way (here: memory it allocated on node 1
+/// after that move began, outside the walk) must go once that move is over, though
+/// nothing else calls for a re-plan: a 4-node guest's load ended its window with all
+/// its memory on the node it had left (CI 2026-12-01).
+#[test]
+fn page_moves_deferred_behind_a_move_under_way_go_when_it_ends() {
+    let policy = numasched::policy::by_name("auto-migrate").expect("policy");
+    let migrate = ActuatorConfig {
+        migrate_pages: true,
+        migrate_mb_per_s: 10_000.0,
+        migrate_burst_mb: 10_000.0,
+        ..ActuatorConfig::default()
+    };
+    let mut b = bed_scanning(everyone(), 0.0, 30.0, false, true, policy, migrate);
+    fn kernel(b: &Bed) -> &FakeKernel {
+        b.engine.actuator().kernel()
+    }
+    // /proc shows what the fake kernel holds, the process busy (a CPU each epoch).
+    let show = |b: &Bed, e: u64| {
+        kernel(b).tick(1.0);
+        let pages = |node| {
+            kernel(b)
+                .with_proc(100, |p| p.memory.get(&node).copied().unwrap_or(0))
+                .unwrap_or(0)
+                / FAKE_PAGE
+        };
+        let mut p = FakeProcess::new(100, "mcf").pages(&[(0, pages(0)), (1, pages(1))]);
+        p.start_time = 1000;
+        p.state = 'R';
+        p.cpu_ticks = 100 * (200 + e);
+        p.threads[0].cpu_ticks = p.cpu_ticks;
+        p.cpus_allowed = b.affinity(100).map_or("0-3".into(), |c| c.to_string());
+        b.fake.update(&p).expect("rewrite");
+    };
+    let mut p = FakeProcess::new(100, "mcf").pages(&[(0, 20_000), (1, 2_000)]);
+    p.start_time = 1000;
+    p.cpu_ticks = 100 * 200;
+    p.cpus_allowed = "0-3".into();
+    kernel(&b).spawn(&p).expect("spawn");
+    kernel(&b).pages(100, 0, 20_000);
+    kernel(&b).pages(100, 1, 2_000);
+    kernel(&b).set_move_cost(0.0002); // 500 pages an epoch's step
+    b.counts.mpki(100, 20.0);
+    let on_1 = |b: &Bed| {
+        kernel(b)
+            .with_proc(100, |p| p.memory.get(&1).copied().unwrap_or(0))
+            .unwrap_or(0)
+    };
+
+    let r = b.epoch(0.0);
+    let placed = b.affinity(100).expect("placed");
+    assert!(
+        placed.iter().all(|c| *c < 2),
+        "on node 0, where its memory is: {placed}"
+    );
+    assert!(kernel(&b).with_proc(100, |_| ()).is_some());
+    assert!(
+        b.engine.actuator().migrations().get(100).is_some(),
+        "a move began: {:?}",
+        r.apply
+    );
+    // It allocates more on node 1, and its MPKI moves (the daemon re-plans): the
+    // plan's move of those pages waits behind the move under way.
+    kernel(&b).pages(100, 1, 1_000);
+    show(&b, 1);
+    b.counts.mpki(100, 30.0);
+    let r = b.epoch(1.0);
+    assert!(!r.replan.is_empty());
+    let deferred = r.apply.as_ref().map(|a| {
+        a.moves
+            .iter()
+            .any(|l| l.pid == 100 && l.action == Action::Deferred)
+    });
+    assert_eq!(deferred, Some(true), "{:?}", r.apply);
+    let mut e = 2;
+    while b.engine.actuator().migrations().get(100).is_some() {
+        show(&b, e);
+        b.epoch(e as f64);
+        e += 1;
+        assert!(e < 40, "the first move never ended");
+    }
+    // Nothing else changes: the deferred move goes all the same.
+    let left = on_1(&b);
+    assert!(
+        left > 0,
+        "the late pages were outside the first move's walk"
+    );
+    for _ in 0..20 {
+        show(&b, e);
+        b.epoch(e as f64);
+        e += 1;
+    }
+    assert_eq!(
+        on_1(&b),
+        0,
+        "{left} bytes were left on node 1, away from the process"
+    );
 }
 
 /// Fault injection through the observe seam (issue 7): a process whose /proc files

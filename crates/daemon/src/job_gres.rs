@@ -103,7 +103,7 @@ impl GresFiles {
                 // /dev/infiniband/uverbs1), a GPU by its place among the GPU lines.
                 GresKind::Nic => devices
                     .iter()
-                    .find(|d| d.file.as_deref().and_then(file_number) == Some(i))
+                    .find(|d| d.file.as_deref().and_then(gres::trailing_number) == Some(i))
                     .or_else(|| devices.get(i as usize).filter(|d| d.file.is_none())),
                 GresKind::Gpu => devices.get(i as usize),
             };
@@ -127,12 +127,6 @@ impl GresFiles {
         nodes.dedup();
         Ok(nodes)
     }
-}
-
-/// The number a device file's name ends in (`/dev/infiniband/uverbs1`: 1).
-fn file_number(file: &str) -> Option<u32> {
-    let digits = file.len() - file.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-    file[file.len() - digits..].parse().ok()
 }
 
 /// This host's name up to its first dot, as Slurm names a node by default: what

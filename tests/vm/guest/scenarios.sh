@@ -742,7 +742,7 @@ run_case() {
       for (i = 1; i < n; i += 2) { d = a[i + 1] - b[i + 1]; if (d > 0) m += d } print m + 0 }')
   CASE_PID=$pid CASE_FRAC=$frac CASE_NODES=$nodes CASE_CPUS=$(affinity "$pid") CASE_SETTLE=${settle:--} CASE_FREE=$(free_by_node)
   CASE_MEAN=$(awk -v s="$sum" -v n="$samples" 'BEGIN { printf "%.3f", n ? s / n : 0 }')
-  CASE_BEFORE=$before CASE_AFTER=$after CASE_CPU_S="-" CASE_USER_S="-" CASE_ERR="" CASE_REASON="" CASE_PAGE_LINES="" CASE_LAST_PAGES="" CASE_LAST_AFFINITY=""
+  CASE_BEFORE=$before CASE_AFTER=$after CASE_CPU_S="-" CASE_USER_S="-" CASE_ERR="" CASE_REASON="" CASE_PAGE_LINES="" CASE_LAST_PAGES="" CASE_LAST_AFFINITY="" CASE_TRACE=""
   CASE_WALL=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }')
   # The daemon walks the whole address space it planned to move, also after the pages
   # that mattered are there: give it up to 30 s more to say the move is done.
@@ -771,7 +771,10 @@ run_case() {
       # daemon spoke of its pages, and its last word on them and on its CPUs.
       CASE_PAGE_LINES=$(grep -c "pid $pid pages" "$DAEMON_LOG")
       CASE_LAST_PAGES=$(grep "pid $pid pages" "$DAEMON_LOG" | tail -n 1 | sed 's/^.*INFO //')
-      CASE_LAST_AFFINITY=$(grep "pid $pid affinity" "$DAEMON_LOG" | tail -n 1 | sed 's/^.*INFO //') ;;
+      CASE_LAST_AFFINITY=$(grep "pid $pid affinity" "$DAEMON_LOG" | tail -n 1 | sed 's/^.*INFO //')
+      # Every line about the load, kept for a failure's detail (the host keeps the
+      # guest's console, not the daemon's log).
+      CASE_TRACE=$(grep -E "pid $pid (affinity|pages)" "$DAEMON_LOG" | cut -c1-400 | tail -n 20) ;;
     numad)
       [ -n "$mpid" ] && CASE_CPU_S=$(cpu_seconds "$mpid") CASE_USER_S=$(cpu_seconds "$mpid" user)
       stop_numad ;;
@@ -830,6 +833,7 @@ scenario_migrate() {
   elif [ "$CASE_MOVED" -gt 0 ] && awk -v f="$CASE_FRAC" 'BEGIN { exit !(f >= 0.9) }'; then
     echo "PASS migrate"
   elif [ "$CASE_MOVED" -gt 0 ]; then
+    say "the daemon's lines about pid $CASE_PID:"; echo "$CASE_TRACE" | sed 's/^/    /'
     echo "FAIL migrate: $CASE_MOVED pages moved but only $CASE_FRAC of the load's pages are local after ${CASE_WALL}s on [$CASE_CPUS]; the daemon logged ${CASE_PAGE_LINES:-0} page lines, the last: ${CASE_LAST_PAGES:-none}; its last affinity line: ${CASE_LAST_AFFINITY:-none}; free MiB per node: $CASE_FREE"
   elif echo " $CASE_NODES " | grep -q " $MIGRATE_HOME "; then
     echo "SKIP migrate: the policy kept the load on its home node $MIGRATE_HOME (sharing a pinned CPU), nothing to migrate ($CASE_REASON)"

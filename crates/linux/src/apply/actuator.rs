@@ -21,7 +21,7 @@ use super::report::{Action, ApplyReport, Line, Subject};
 use super::undo::{self, Restored};
 use numasched_model::plan::{PageMove, Placement, Plan};
 use numasched_model::snapshot::{Process, ProcessKey, Snapshot};
-use numasched_model::topology::{cpulist, NodeId};
+use numasched_model::topology::{cpulist, NodeId, Topology};
 use numasched_model::CpuSet;
 
 /// Rounds of "list threads, set the new ones" per process and pass: enough for a
@@ -253,6 +253,16 @@ impl<K: Kernel> Actuator<K> {
         for pl in &plan.placements {
             let proc = snapshot.processes.iter().find(|p| p.pid == pl.pid);
             report.placements.push(self.place(pl, proc, &machine));
+        }
+        if !self.config.dry_run {
+            let stale: Vec<(u32, NodeId)> = self
+                .migrations
+                .iter()
+                .filter_map(|m| Some((m.pid, set_on(&report, &snapshot.topology, m.pid)?)))
+                .collect();
+            for (pid, node) in stale {
+                report.moves.extend(self.migrations.retarget(pid, node));
+            }
         }
         // Dry runs spend from a copy, so the report shows this pass's rate limit
         // without costing later real passes anything.
@@ -1060,11 +1070,20 @@ impl<K: Kernel> Actuator<K> {
 /// The one node `p` runs on after this pass: that of the CPUs its placement set, or of
 /// the CPUs it ran on when the plan left it alone; `None` when they span nodes.
 fn placed_on(report: &ApplyReport, snapshot: &Snapshot, p: &Process) -> Option<NodeId> {
-    let cpus = match report.placement(p.pid).map(|l| (&l.subject, l.action)) {
-        Some((Subject::Affinity { cpus }, Action::Done | Action::Unchanged)) => cpus.clone(),
-        _ => p.current_cpus.clone(),
-    };
     let topo = &snapshot.topology;
+    set_on(report, topo, p.pid).or_else(|| node_of(topo, &p.current_cpus))
+}
+
+/// The one node of the affinity this pass gave `pid` (or kept), if it gave one.
+fn set_on(report: &ApplyReport, topo: &Topology, pid: u32) -> Option<NodeId> {
+    match report.placement(pid).map(|l| (&l.subject, l.action)) {
+        Some((Subject::Affinity { cpus }, Action::Done | Action::Unchanged)) => node_of(topo, cpus),
+        _ => None,
+    }
+}
+
+/// The node all of `cpus` are on; `None` when they span nodes (or are none).
+fn node_of(topo: &Topology, cpus: &CpuSet) -> Option<NodeId> {
     let mut nodes = cpus
         .iter()
         .filter_map(|&c| topo.cpu(c).map(|cpu| topo.nodes()[cpu.node].id));
@@ -1809,6 +1828,11 @@ mod tests {
     fn migrating(mb: u64) -> Actuator<FakeKernel> {
         let k = kernel(&[(100, 1)]);
         k.pages(100, 1, mb * 1_000_000 / crate::apply::fake::FAKE_PAGE);
+        moving_pages(k)
+    }
+
+    /// An actuator on `k` with page migration on and no rate limit to speak of.
+    fn moving_pages(k: FakeKernel) -> Actuator<FakeKernel> {
         Actuator::new(
             k,
             ActuatorConfig {
@@ -1931,15 +1955,7 @@ mod tests {
             k.pages(pid, 1, 8_000_000 / crate::apply::fake::FAKE_PAGE);
         }
         k.set_move_cost(0.0002);
-        let mut a = Actuator::new(
-            k,
-            ActuatorConfig {
-                migrate_pages: true,
-                migrate_mb_per_s: 10_000.0,
-                migrate_burst_mb: 10_000.0,
-                ..ActuatorConfig::default()
-            },
-        );
+        let mut a = moving_pages(k);
         let mut p = plan(&[(100, &[0]), (101, &[0]), (102, &[0]), (103, &[0])]);
         for &pid in &pids {
             p.page_moves.push(PageMove {
@@ -1960,6 +1976,73 @@ mod tests {
         assert!(moved > 0 && moved <= 2_100_000, "{moved} bytes in one pass");
         let held = a.longest_migration_step_s();
         assert!(held <= STEP_SECONDS + 1e-9, "held the pass {held} s");
+    }
+
+    /// A process re-placed on another node while its pages were still on the way to
+    /// the first: the old move stops where it is (what it moved stays) and the new
+    /// one, to where it runs now, starts in the same pass. Before, the old move went
+    /// on to the end and the new one was deferred, its memory all remote.
+    #[test]
+    fn a_move_under_way_follows_the_process_to_its_new_node() {
+        let s = Snapshot {
+            topology: topology::machine("3n:1l:1c:1t").unwrap(),
+            ..snap(&[100])
+        };
+        let k = FakeKernel::new(&[0, 1, 2]);
+        k.add(100, 100, 1, &[0, 1, 2]);
+        k.pages(100, 1, 40_000_000 / crate::apply::fake::FAKE_PAGE);
+        k.set_move_cost(0.0002); // 51 ms a MiB: 40 MB take many epochs
+        let mut a = moving_pages(k);
+        let to = |cpu: CpuId, node: NodeId| {
+            let mut p = plan(&[(100, &[cpu])]);
+            p.placements[0].nodes = vec![node];
+            p.page_moves.push(PageMove {
+                pid: 100,
+                from_node: 1,
+                to_node: node,
+                bytes: 40_000_000,
+                reason: format!("memory follows the process to node {node}"),
+            });
+            p
+        };
+        let on = |a: &Actuator<FakeKernel>, node: NodeId| {
+            a.kernel()
+                .with_proc(100, |p| p.memory.get(&node).copied().unwrap_or(0))
+                .unwrap_or(0)
+        };
+        a.apply_at(&to(2, 2), &s, 0.0);
+        a.kernel().tick(0.9);
+        a.continue_migrations(1.0);
+        assert_eq!(a.migrations().get(100).map(|m| m.to), Some(2));
+        let on_2 = on(&a, 2);
+        assert!(on_2 > 0, "the first move made progress");
+
+        a.kernel().tick(0.9);
+        let r = a.apply_at(&to(0, 0), &s, 2.0);
+        let stopped = r
+            .moves
+            .iter()
+            .find(|l| matches!(l.subject, Subject::Pages { to: 2, .. }))
+            .unwrap_or_else(|| panic!("no line about the move to node 2: {r}"));
+        assert_eq!(stopped.action, Action::Skipped, "{r}");
+        assert!(stopped.detail.contains("now runs on node 0"), "{r}");
+        assert_eq!(a.migrations().get(100).map(|m| m.to), Some(0), "{r}");
+
+        let mut t = 3.0;
+        while a.migrations().get(100).is_some() {
+            a.kernel().tick(0.9);
+            a.continue_migrations(t);
+            t += 1.0;
+            assert!(t < 200.0, "never finished");
+        }
+        assert_eq!(on(&a, 1), 0, "everything left on node 1 went to node 0");
+        let on_2_after = on(&a, 2);
+        // A call of the old move may still have been running when it stopped.
+        assert!(
+            on_2_after <= on_2 + crate::apply::migrate::CHUNK_BYTES,
+            "node 2 kept receiving pages: {on_2} -> {on_2_after}"
+        );
+        assert!(on(&a, 0) > 0);
     }
 
     #[test]

@@ -130,6 +130,8 @@ pub struct Migrations {
 struct InFlight {
     pid: u32,
     page: u64,
+    /// Where it sends pages: a migration retargeted meanwhile does not count them.
+    to: NodeId,
 }
 
 impl Migrations {
@@ -165,6 +167,30 @@ impl Migrations {
         self.active.remove(&pid);
     }
 
+    /// Stops the migration of `pid` where it is unless it heads to `node`, where the
+    /// process now runs: its memory should follow it there, not go on to where it ran
+    /// before (a 4-node guest's load re-placed early kept receiving its pages on the
+    /// node it had left, all 160 MiB of them, CI 2026-12-01). Pages moved so far stay.
+    pub fn retarget(&mut self, pid: u32, node: NodeId) -> Option<Line> {
+        let m = self.active.get(&pid).filter(|m| m.to != node)?;
+        let line = Line {
+            pid,
+            subject: Subject::Pages {
+                from: m.from,
+                to: m.to,
+                bytes: m.moved_bytes,
+            },
+            action: Action::Skipped,
+            detail: format!(
+                "stopped after {:.1} MB: it now runs on node {node}, where its memory goes \
+                 instead",
+                m.moved_bytes as f64 / 1e6
+            ),
+        };
+        self.active.remove(&pid);
+        Some(line)
+    }
+
     /// Moves pages until `deadline` of `kernel.now()` (one pass shares one deadline,
     /// however many moves it starts) and what `bucket` holds; one line per migration
     /// that finished, was dropped, or is waiting. A call left running by an earlier
@@ -195,7 +221,7 @@ impl Migrations {
             };
             m.epochs += 1;
             let mine = answer
-                .take_if(|(f, _)| f.pid == pid)
+                .take_if(|(f, _)| f.pid == pid && f.to == m.to)
                 .map(|(f, r)| (f.page, r));
             let end = if self.in_flight.is_some() {
                 None
@@ -339,7 +365,11 @@ fn advance<K: Kernel + ?Sized>(
         *call.started = true;
         match kernel.start_move_pages(m.pid, addrs, targets, call.deadline) {
             Moving::Running => {
-                *call.in_flight = Some(InFlight { pid: m.pid, page });
+                *call.in_flight = Some(InFlight {
+                    pid: m.pid,
+                    page,
+                    to: m.to,
+                });
                 return None;
             }
             Moving::Done(r, secs) => {

@@ -133,6 +133,13 @@ fn names(v: &str) -> Vec<String> {
     out
 }
 
+/// The number a device's name ends in (`/dev/infiniband/uverbs1`, `mlx4_1`: 1): how
+/// Slurm numbers a NIC, in gres.conf's `File=` and in `SLURM_*_NICS`.
+pub fn trailing_number(name: &str) -> Option<u32> {
+    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    name[name.len() - digits..].parse().ok()
+}
+
 /// The NUMA node of `device` on `topo`: the node holding most of its `Cores=`, else the
 /// `numa_node` sysfs (under `sysfs_root`) gives its character device.
 pub fn node_of(device: &Device, topo: &Topology, sysfs_root: &Path) -> Option<NodeId> {

@@ -75,6 +75,11 @@ pub struct Observation {
     /// Seconds since boot at the time of the pass (`<proc>/uptime`).
     pub uptime: f64,
     pub demand_basis: DemandBasis,
+    /// Others' work in the snapshot is as the first pass read it: over each unselected
+    /// process's life, which for one started just before (a `taskset -c 0` load
+    /// whose worker had not run yet) reads it idle, its CPU free. It stands until a
+    /// later pass spans enough clock ticks to read it again (see `MIN_TICKS`).
+    pub others_from_first_pass: bool,
 }
 
 impl Observation {
@@ -128,6 +133,8 @@ pub struct Scanner {
     last_demand: BTreeMap<CpuId, f64>,
     /// The CPUs others' work held at the last reading.
     last_taken: CpuSet,
+    /// The last reading was the first pass's (see [`Observation::others_from_first_pass`]).
+    last_from_first_pass: bool,
     /// An unreadable `/proc/stat` was reported (once: it is no process's problem).
     cpu_times_reported: bool,
     /// Passes so far: the clock the cache's ages are counted on.
@@ -195,6 +202,7 @@ impl Scanner {
             last_others: BTreeMap::new(),
             last_demand: BTreeMap::new(),
             last_taken: CpuSet::new(),
+            last_from_first_pass: false,
             cpu_times_reported: false,
             pass: 0,
         }
@@ -321,8 +329,10 @@ impl Scanner {
                 obs.snapshot.others_pinned = self.last_others.clone();
                 obs.snapshot.others_taken = self.last_taken.clone();
                 obs.snapshot.others_demand = self.last_demand.clone();
+                obs.others_from_first_pass = self.last_from_first_pass;
             }
             Ok(now) => {
+                self.last_from_first_pass = obs.others_from_first_pass;
                 if let Some((before, at)) = &self.previous_cpu_times {
                     let counted = now.counted_since(before, cpu_at - at, ctx.tps);
                     let spans = spans(&obs, &topology.all_cpus(), &counted);
@@ -638,6 +648,7 @@ fn empty_observation(topology: &Topology, uptime: f64, basis: DemandBasis) -> Ob
         reused: 0,
         uptime,
         demand_basis: basis,
+        others_from_first_pass: basis == DemandBasis::Lifetime,
     }
 }
 

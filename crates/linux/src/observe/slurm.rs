@@ -369,10 +369,7 @@ fn device_indices(v: &str) -> Vec<u32> {
             out.extend(list);
             continue;
         }
-        let digits = item.len() - item.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-        if let Ok(i) = item[item.len() - digits..].parse() {
-            out.push(i);
-        }
+        out.extend(super::gres::trailing_number(item));
     }
     out.sort_unstable();
     out.dedup();
