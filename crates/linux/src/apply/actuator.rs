@@ -254,13 +254,19 @@ impl<K: Kernel> Actuator<K> {
             let proc = snapshot.processes.iter().find(|p| p.pid == pl.pid);
             report.placements.push(self.place(pl, proc, &machine));
         }
+        // A move under way to a node the process no longer runs on stops where the
+        // plan sends its memory to the node it runs on now (not where its memory may
+        // not follow: a cpuset's mems kept it elsewhere, and the move toward them goes
+        // on).
         if !self.config.dry_run {
-            let stale: Vec<(u32, NodeId)> = self
-                .migrations
+            let topo = &snapshot.topology;
+            let retargets: Vec<(u32, NodeId)> = plan
+                .page_moves
                 .iter()
-                .filter_map(|m| Some((m.pid, set_on(&report, &snapshot.topology, m.pid)?)))
+                .filter(|mv| set_on(&report, topo, mv.pid) == Some(mv.to_node))
+                .map(|mv| (mv.pid, mv.to_node))
                 .collect();
-            for (pid, node) in stale {
+            for (pid, node) in retargets {
                 report.moves.extend(self.migrations.retarget(pid, node));
             }
         }
@@ -2017,8 +2023,17 @@ mod tests {
         let on_2 = on(&a, 2);
         assert!(on_2 > 0, "the first move made progress");
 
+        // Re-placed where its memory may not follow (no move there in the plan): the
+        // move under way goes on.
         a.kernel().tick(0.9);
-        let r = a.apply_at(&to(0, 0), &s, 2.0);
+        let mut stay = to(0, 0);
+        stay.page_moves.clear();
+        let r = a.apply_at(&stay, &s, 2.0);
+        assert!(r.moves.is_empty(), "{r}");
+        assert_eq!(a.migrations().get(100).map(|m| m.to), Some(2));
+
+        a.kernel().tick(0.9);
+        let r = a.apply_at(&to(0, 0), &s, 3.0);
         let stopped = r
             .moves
             .iter()
@@ -2028,7 +2043,7 @@ mod tests {
         assert!(stopped.detail.contains("now runs on node 0"), "{r}");
         assert_eq!(a.migrations().get(100).map(|m| m.to), Some(0), "{r}");
 
-        let mut t = 3.0;
+        let mut t = 4.0;
         while a.migrations().get(100).is_some() {
             a.kernel().tick(0.9);
             a.continue_migrations(t);
