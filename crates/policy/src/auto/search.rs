@@ -44,6 +44,9 @@ pub(super) struct Search<'p> {
     cap: Vec<f64>,
     load: Vec<f64>,
     sharers: Vec<f64>,
+    /// Per LLC: [`Self::timeshare_term`], kept as `load` and `sharers` change (every
+    /// candidate move reads two).
+    shared: Vec<f64>,
 }
 
 impl<'p> Search<'p> {
@@ -105,6 +108,7 @@ impl<'p> Search<'p> {
                 .collect(),
             load: vec![0.0; llcs],
             sharers: vec![0.0; llcs],
+            shared: vec![0.0; llcs],
         };
         // Others' work in whole CPUs, as every policy counts room: a fraction of a CPU
         // of interrupts is not a thread to take turns with.
@@ -136,13 +140,20 @@ impl<'p> Search<'p> {
                 }
             }
         }
+        for l in 0..llcs {
+            s.reshare(l);
+        }
         s
+    }
+
+    fn reshare(&mut self, l: usize) {
+        self.shared[l] = self.sharers[l] * timeshare_per_thread(self.load[l], self.cap[l]);
     }
 
     /// What time-sharing costs the processes on LLC `l`, summed over them: see
     /// [`timeshare_per_thread`].
     fn timeshare_term(&self, l: usize) -> f64 {
-        self.sharers[l] * timeshare_per_thread(self.load[l], self.cap[l])
+        self.shared[l]
     }
 
     pub(super) fn timeshare_cost(&self, i: usize) -> f64 {
@@ -176,6 +187,7 @@ impl<'p> Search<'p> {
         }
         self.load[l] += sign * self.demand[i];
         self.sharers[l] += sign;
+        self.reshare(l);
     }
 
     fn link_key(&self, i: usize, node: usize) -> Option<usize> {
@@ -369,6 +381,22 @@ impl<'p> Search<'p> {
         Some((fb - fa) + self.scale() * contention + shared)
     }
 
+    /// The change of cost if `i` went from LLC `a` to `b` and `j` from `b` to `a`:
+    /// `i`'s move in closed form, then `j`'s on the aggregates with `i` moved (shifted
+    /// there and back, O(1) each). Where an LLC has a bus, by applying both.
+    fn swap_delta(&mut self, i: usize, a: usize, j: usize, b: usize) -> f64 {
+        let Some(first) = self.move_delta(i, a, b) else {
+            let d = self.apply(&[(i, b), (j, a)]);
+            self.shift(&[(i, a), (j, b)]);
+            return d;
+        };
+        self.shift(&[(i, b)]);
+        let second = self.move_delta(j, b, a);
+        self.shift(&[(i, a)]);
+        // No bus on `a` or `b` (the first would have declined), so the second is known.
+        first + second.unwrap_or(0.0)
+    }
+
     /// Moves without costing: to take a trial step back.
     fn shift(&mut self, moves: &[(usize, usize)]) {
         for &(i, to) in moves {
@@ -481,19 +509,16 @@ impl<'p> Search<'p> {
                     if a == b || self.pressure[a] <= self.pressure[b] {
                         continue;
                     }
-                    let heavy: Vec<usize> = members[a].iter().rev().take(k).copied().collect();
-                    let light: Vec<usize> = members[b].iter().take(k).copied().collect();
                     let mut best: Option<(f64, usize, usize)> = None;
-                    for &i in &heavy {
-                        for &j in &light {
+                    for &i in members[a].iter().rev().take(k) {
+                        for &j in members[b].iter().take(k) {
                             if layout.cpus[i].len() != layout.cpus[j].len()
                                 || !fits_after_swap(layout, &masks, i, j, b)
                                 || !fits_after_swap(layout, &masks, j, i, a)
                             {
                                 continue;
                             }
-                            let delta = self.apply(&[(i, b), (j, a)]);
-                            self.shift(&[(i, a), (j, b)]);
+                            let delta = self.swap_delta(i, a, j, b);
                             if delta < -EPS && best.is_none_or(|(d, _, _)| delta < d) {
                                 best = Some((delta, i, j));
                             }
@@ -772,12 +797,12 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// The closed form a single move is costed by agrees with applying the move
-        /// and costing the aggregates before and after, for every process and every
-        /// destination, on machines with and without SMT, with several LLCs per
+        /// The closed form a single move (and a swap) is costed by agrees with
+        /// applying it and costing the aggregates before and after, for every process
+        /// and every destination (every process of another LLC), on machines with and without SMT, with several LLCs per
         /// node and more busy threads than CPUs.
         #[test]
-        fn a_moves_closed_form_cost_is_the_applied_one(
+        fn closed_form_costs_are_the_applied_ones(
             spec in prop::sample::select(vec!["2n:2l:4c:1t", "4n:2l:2c:2t", "3n:3l:2c:2t", "2n:1l:4c:1t"]),
             procs in prop::collection::vec(
                 (0.0f64..40.0, 1.0f64..2.0, 0.0f64..1.0, 0usize..4, 1u32..4, 0.2f64..3.0),
@@ -822,6 +847,20 @@ mod tests {
                     );
                 }
                 prop_assert_eq!(search.move_delta(i, from, from), Some(0.0));
+                // Swaps with every process of another LLC, likewise.
+                for j in 0..search.llc.len() {
+                    let Some(other) = search.llc[j] else { continue };
+                    if other == from {
+                        continue;
+                    }
+                    let closed = search.swap_delta(i, from, j, other);
+                    let applied = search.apply(&[(i, other), (j, from)]);
+                    search.shift(&[(i, from), (j, other)]);
+                    prop_assert!(
+                        (closed - applied).abs() <= 1e-9 * (1.0 + applied.abs()),
+                        "swap of {i} (LLC {from}) and {j} (LLC {other}): {closed} against {applied}"
+                    );
+                }
             }
         }
     }
