@@ -866,6 +866,8 @@ const PROFILE_KEYS: &[&str] = &[
     "reference_llc_bytes",
     "rss_bytes",
     "bandwidth_gbps",
+    "miss_curve",
+    "demand_curve",
     "nope",
 ];
 

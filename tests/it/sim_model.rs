@@ -45,14 +45,38 @@ fn any_profile() -> impl Strategy<Value = Profile> {
         0.0..1.5f64,
         0.0..1.0f64,
         0.0..1.0f64,
+        proptest::option::of((measured_curve(), measured_curve())),
     )
-        .prop_map(|(mpki, np, cpi, beta, phi, wb)| Profile {
-            cpi,
-            cache_sensitivity: beta,
-            streaming_fraction: phi,
-            writeback_ratio: wb,
-            ..Profile::new("random", mpki, Some(np))
+        .prop_map(|(mpki, np, cpi, beta, phi, wb, curves)| {
+            let (miss_curve, demand_curve) = curves.unzip();
+            Profile {
+                cpi,
+                cache_sensitivity: beta,
+                streaming_fraction: phi,
+                writeback_ratio: wb,
+                miss_curve,
+                demand_curve,
+                ..Profile::new("random", mpki, Some(np))
+            }
         })
+}
+
+/// A measured miss curve: 2 to 5 points from 1 to 32 MiB, misses falling as the cache
+/// grows (ratio 0.05 to 3 at the reference), as the measured ones do.
+fn measured_curve() -> impl Strategy<Value = numasched::model::profile::MissCurve> {
+    proptest::collection::vec((0.1..1.0f64, 0.5..1.0f64), 2..=5).prop_map(|steps| {
+        let (mut bytes, mut ratio) = (1048576.0, 3.0);
+        numasched::model::profile::MissCurve::new(
+            steps
+                .into_iter()
+                .map(|(grow, fall)| {
+                    bytes *= 1.0 + 3.0 * grow;
+                    ratio *= fall;
+                    [bytes, ratio.max(0.05)]
+                })
+                .collect(),
+        )
+    })
 }
 
 fn a_profile() -> impl Strategy<Value = Profile> {

@@ -205,7 +205,8 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
         derived: &derived,
         crossing: &crossing,
     };
-    // Per thread: stall cycles per ns of latency (mpi · stall_per_latency · f).
+    // Per thread: stall cycles per ns of latency (mpi · stall_per_latency · f, times
+    // the profile's stall scale at its cache share).
     let mut stall_per_ns = vec![0.0; nt];
     // Per occupant: instructions per ns, unloaded (step 3).
     let mut instr_rate = vec![0.0; net.occupants.len()];
@@ -229,8 +230,10 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
             let d = &derived[th.process];
             let occ = &net.occupants[th.occupant];
             s.cache[t] = share[th.occupant] * net.llc_bytes[th.llc] / occ.concurrency;
-            s.mpi[t] = procs[th.process].profile.misses_per_instruction(s.cache[t]);
-            stall_per_ns[t] = s.mpi[t] * d.stall_per_latency * f;
+            let profile = &procs[th.process].profile;
+            s.mpi[t] = profile.misses_per_instruction(s.cache[t]);
+            // Lines the prefetchers no longer bring in time stall the core more.
+            stall_per_ns[t] = s.mpi[t] * d.stall_per_latency * profile.stall_scale(s.cache[t]) * f;
             let queue: f64 = th
                 .uses
                 .iter()

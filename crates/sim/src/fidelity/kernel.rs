@@ -60,8 +60,12 @@ fn probe(topo: &Topology, gib: u64, pinned: Option<usize>, bound: bool) -> Snaps
 
 /// The probe's run time with balancing over its time without, on each machine and
 /// buffer size.
-fn probe_ratios(pinned: Option<usize>, bound: bool) -> Result<Vec<(String, f64)>, String> {
-    let runner = runner_with(ProfileSet::builtin(), !bound);
+fn probe_ratios(
+    set: &ProfileSet,
+    pinned: Option<usize>,
+    bound: bool,
+) -> Result<Vec<(String, f64)>, String> {
+    let runner = runner_with(set.clone(), !bound);
     let mut out = Vec::new();
     for (name, spec_str) in HYSER_MACHINES {
         let topo = machine(spec_str)?;
@@ -82,8 +86,8 @@ fn shown(ratios: &[(String, f64)]) -> String {
 }
 
 /// Rows 16–18: Hyser's probe with balancing on and off.
-pub(super) fn hyser(out: &mut Vec<Row>) -> Result<(), String> {
-    let local = probe_ratios(Some(0), false)?;
+pub(super) fn hyser(set: &ProfileSet, out: &mut Vec<Row>) -> Result<(), String> {
+    let local = probe_ratios(set, Some(0), false)?;
     out.push(Row {
         id: 16,
         scenario: "a random-access probe pinned to the node holding its memory: time with \
@@ -96,7 +100,7 @@ pub(super) fn hyser(out: &mut Vec<Row>) -> Result<(), String> {
         within: local.iter().all(|(_, r)| within(*r, 0.98, 1.02)),
         source: HYSER_2023,
     });
-    let bound = probe_ratios(Some(1), true)?;
+    let bound = probe_ratios(set, Some(1), true)?;
     out.push(Row {
         id: 17,
         scenario: "the probe pinned to another node than its memory, which is bound there \
@@ -108,7 +112,7 @@ pub(super) fn hyser(out: &mut Vec<Row>) -> Result<(), String> {
         within: bound.iter().all(|(_, r)| within(*r, 0.98, 1.02)),
         source: HYSER_2023,
     });
-    let floating = probe_ratios(None, false)?;
+    let floating = probe_ratios(set, None, false)?;
     out.push(Row {
         id: 18,
         scenario: "the probe and its memory both left to the kernel, 60% CPU-only load \
@@ -132,7 +136,7 @@ const JBB: &str = "omnetpp";
 /// pinned one per socket, under the kernel's balancing, and under neither. Without
 /// pinning or balancing each instance's threads and heap end up spread over every
 /// node; the row's memory is spread so, evenly.
-pub(super) fn vinod(out: &mut Vec<Row>) -> Result<(), String> {
+pub(super) fn vinod(set: &ProfileSet, out: &mut Vec<Row>) -> Result<(), String> {
     let topo = machine("8n:1l:10c:1t")?;
     let nodes: Vec<_> = topo.nodes().iter().map(|n| n.id).collect();
     let heap: u64 = 2 << 30;
@@ -154,7 +158,7 @@ pub(super) fn vinod(out: &mut Vec<Row>) -> Result<(), String> {
         others_taken: Default::default(),
         others_demand: Default::default(),
     };
-    let runner = runner_with(ProfileSet::builtin(), true);
+    let runner = runner_with(set.clone(), true);
     let (none, kernel) = runner.kernel_baselines(&snap);
     let pinned = pinned_per_node(&runner, &snap);
     // Throughput relative to pinning: time pinned over time, averaged per instance.

@@ -38,13 +38,13 @@ struct Bed {
 }
 
 impl Bed {
-    fn new(preset: &str) -> Result<Bed, String> {
+    fn new(preset: &str, set: &ProfileSet) -> Result<Bed, String> {
         let topo = topology::machine(preset).map_err(|e| format!("preset {preset}: {e}"))?;
         let params = params_for(&topo);
         Ok(Bed {
             topo,
             params,
-            set: ProfileSet::builtin(),
+            set: set.clone(),
         })
     }
 
@@ -109,10 +109,17 @@ fn within(x: f64, lo: f64, hi: f64) -> bool {
     x >= lo && x <= hi
 }
 
-/// Every row of docs/fidelity.md, in order.
+/// Every row of docs/fidelity.md, in order, with the built-in profiles.
 pub fn rows() -> Result<Vec<Row>, String> {
-    let nh = Bed::new("nehalem-e5520")?;
-    let xe = Bed::new("xeon-e5345")?;
+    rows_with(&ProfileSet::builtin())
+}
+
+/// Every row with `set`'s profiles (the built-in ones with a file's merged over them,
+/// for instance), so that other profiles of the same programs can be checked against
+/// the same measurements.
+pub fn rows_with(set: &ProfileSet) -> Result<Vec<Row>, String> {
+    let nh = Bed::new("nehalem-e5520", set)?;
+    let xe = Bed::new("xeon-e5345", set)?;
     let mut out = Vec::new();
     majo_gross(&nh, &mut out)?;
     out.push(qpi_saturation(&nh)?);
@@ -122,8 +129,8 @@ pub fn rows() -> Result<Vec<Row>, String> {
     out.push(kang_remote_stream(&nh)?);
     out.push(kang_scaling(&nh)?);
     out.push(tudu_classes(&xe)?);
-    kernel::hyser(&mut out)?;
-    kernel::vinod(&mut out)?;
+    kernel::hyser(set, &mut out)?;
+    kernel::vinod(set, &mut out)?;
     Ok(out)
 }
 

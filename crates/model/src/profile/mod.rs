@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 use crate::character::regression;
 use crate::files::one_line;
 
+pub mod curve;
+pub use curve::MissCurve;
+
 /// Reference machine of the built-in numbers: Xeon E5520, 2.26 GHz, 8 MiB L3, ~50 ns
 /// local and ~90 ns remote DRAM (Majo & Gross).
 pub const REF_CLOCK_GHZ: f64 = 2.26;
@@ -61,6 +64,17 @@ pub struct Profile {
     /// Fraction of the solo misses that no cache size removes (streaming, compulsory).
     #[serde(default = "default_streaming")]
     pub streaming_fraction: f64,
+    /// Every line the program brings in at several cache sizes, relative to `mpki`
+    /// (`[bytes, ratio]` pairs, measured with the prefetchers off; [`curve`]). Where
+    /// given it replaces the power law of `cache_sensitivity` and `streaming_fraction`
+    /// in the model; those two stay what the policies are told of the program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub miss_curve: Option<MissCurve>,
+    /// The misses the core waits for with the prefetchers on, at several cache sizes,
+    /// relative to `mpki`; with `miss_curve`, how the stall per line changes with the
+    /// cache a program holds ([`curve`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand_curve: Option<MissCurve>,
     /// Beyond this much cache the program has nothing more to keep; `None` = larger than
     /// any LLC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -129,6 +143,8 @@ impl Profile {
             cpi: None,
             cache_sensitivity: default_beta(),
             streaming_fraction: default_streaming(),
+            miss_curve: None,
+            demand_curve: None,
             working_set_bytes: None,
             writeback_ratio: default_writeback(),
             reference_llc_bytes: REF_LLC_BYTES,
@@ -183,22 +199,48 @@ impl Profile {
         }
     }
 
-    /// Misses per instruction with `cache_bytes` of LLC:
-    /// `mpki_ref · (φ + (1 − φ) · (c / c_ref)^−β)`, c clamped to
-    /// [[`MIN_CACHE_BYTES`], working set].
+    /// Misses per instruction with `cache_bytes` of LLC: `mpki_ref` times the measured
+    /// `miss_curve` where there is one, else `mpki_ref · (φ + (1 − φ) · (c / c_ref)^−β)`;
+    /// c clamped to [[`MIN_CACHE_BYTES`], working set].
     pub fn misses_per_instruction(&self, cache_bytes: f64) -> f64 {
         let m = finite_or(self.mpki, 0.0).max(0.0) / 1000.0;
         if m == 0.0 {
             return 0.0;
         }
-        let mut c = finite_or(cache_bytes, MIN_CACHE_BYTES).max(MIN_CACHE_BYTES);
-        if let Some(ws) = self.working_set_bytes {
-            c = c.min((ws as f64).max(MIN_CACHE_BYTES));
+        let c = self.clamped_cache(cache_bytes);
+        if let Some(curve) = &self.miss_curve {
+            return m * curve.ratio(c);
         }
         let c_ref = (self.reference_llc_bytes as f64).max(MIN_CACHE_BYTES);
         let phi = finite_or(self.streaming_fraction, 0.0).clamp(0.0, 1.0);
         let beta = finite_or(self.cache_sensitivity, 0.0).max(0.0);
         m * (phi + (1.0 - phi) * (c / c_ref).powf(-beta))
+    }
+
+    /// How much more (or less) each line stalls the core with `cache_bytes` of LLC than
+    /// with the reference LLC: the share of lines the prefetchers did not bring in time
+    /// (`demand_curve` over `miss_curve`) there, over that share at the reference. 1
+    /// without both curves.
+    pub fn stall_scale(&self, cache_bytes: f64) -> f64 {
+        let (Some(fills), Some(demand)) = (&self.miss_curve, &self.demand_curve) else {
+            return 1.0;
+        };
+        let share = |c: f64| demand.ratio(c) / fills.ratio(c);
+        let c_ref = (self.reference_llc_bytes as f64).max(MIN_CACHE_BYTES);
+        let scale = share(self.clamped_cache(cache_bytes)) / share(c_ref);
+        if scale.is_finite() && scale > 0.0 {
+            scale
+        } else {
+            1.0
+        }
+    }
+
+    fn clamped_cache(&self, cache_bytes: f64) -> f64 {
+        let c = finite_or(cache_bytes, MIN_CACHE_BYTES).max(MIN_CACHE_BYTES);
+        match self.working_set_bytes {
+            Some(ws) => c.min((ws as f64).max(MIN_CACHE_BYTES)),
+            None => c,
+        }
     }
 
     /// Checks a user-supplied profile; returns the field and what is wrong with it.
@@ -263,6 +305,20 @@ impl Profile {
         }
         if self.reference_llc_bytes == 0 {
             return Err(("reference_llc_bytes", "must be > 0".into()));
+        }
+        for (f, curve) in [
+            ("miss_curve", &self.miss_curve),
+            ("demand_curve", &self.demand_curve),
+        ] {
+            if let Some(c) = curve {
+                c.validate().map_err(|what| (f, what))?;
+            }
+        }
+        if self.demand_curve.is_some() && self.miss_curve.is_none() {
+            return Err((
+                "demand_curve",
+                "needs a miss_curve: the stall per line is the share of one in the other".into(),
+            ));
         }
         if self.rss_bytes == Some(0) {
             return Err(("rss_bytes", "must be > 0".into()));
