@@ -41,8 +41,11 @@
 //! memory-bound process can still trade places with a compute-bound one on the quiet
 //! node — things the published rule cannot do. The search is first-improvement over
 //! single moves to a free CPU (or, from an LLC with more work than CPUs, to the LLCs
-//! with the least work per CPU) and over swaps of the heaviest processes of a hotter LLC
-//! with the lightest of a cooler one; every accepted step lowers the cost, so it
+//! with the least work per CPU), over swaps of the heaviest processes of a hotter LLC
+//! with the lightest of a cooler one, and, where those find nothing, over swaps of a
+//! process away from its memory with one on its home node (fair.c's
+//! `task_numa_compare` weighs the same exchange); every accepted step lowers the cost,
+//! so it
 //! terminates, and a pass limit bounds it. It runs twice: from the maximum-local mapping
 //! and from the kernel's own CPU balancing ([`starts`]), and the end with the lower total
 //! (each process's cost plus what sharing a core costs it) wins, the local one on a tie:

@@ -522,3 +522,44 @@ fn memory_a_policy_holds_is_not_planned_to_follow() {
         "{held:?}"
     );
 }
+
+/// Sixteen compute-bound and sixteen streaming processes on a two-node machine of
+/// eight CPUs, each node holding the memory of half of each kind: every CPU takes
+/// turns four ways wherever they go, so only locality tells placements apart, and
+/// every stream belongs at home. The two LLCs are equally loaded, which hid the swap
+/// that brings a stream home from the swaps by pressure, and no CPU is free for a
+/// single move: one stream of each node's ran on the other (the `cmload` suite's
+/// 32-process case, 2.65% behind the kernel's balancing).
+#[test]
+fn a_symmetric_full_machine_brings_every_process_home() {
+    let topo = numasched_model::topology::spec::parse("2n:1l:4c:1t").expect("spec");
+    // MPKI and NUMA penalty of the built-in `stream` and `compute` on this machine.
+    let (stream, compute) = ((100.0, 1.5), (0.0, 1.0));
+    let processes = (0..32)
+        .map(|k| {
+            let home = (k / 2) % 2;
+            let (name, (mpki, np)) = if k % 2 == 0 {
+                ("compute", compute)
+            } else {
+                ("stream", stream)
+            };
+            numasched_model::testkit::proc_on(100 + k, name, home, mpki, np)
+        })
+        .collect();
+    let s = Snapshot {
+        topology: topo,
+        processes,
+        others_pinned: Default::default(),
+        others_taken: Default::default(),
+        others_demand: Default::default(),
+    };
+    let plan = Auto::default().plan(&s);
+    let away: Vec<u32> = s
+        .processes
+        .iter()
+        .zip(&plan.placements)
+        .filter(|(p, pl)| pl.nodes != [p.home_node().expect("home")])
+        .map(|(p, _)| p.pid)
+        .collect();
+    assert!(away.is_empty(), "away from their memory: {away:?}");
+}
