@@ -68,8 +68,16 @@ fn stop_restores(sig: Signal, name: &str) {
         );
     }
     // The plan as applied: a first plan may have given both the whole LLC, where the
-    // young loads' first epochs read others' work on every CPU (`policy::crowded`).
-    let s = d.status().expect("status");
+    // young loads' first epochs read others' work on every CPU (`policy::crowded`),
+    // and on a busy machine an epoch may read a load that barely ran as idle (a CI
+    // run's status, read once, caught such a plan): wait for the plan that placed them.
+    let mut s = d.status().expect("status");
+    wait_secs(10, || {
+        s = d.status().expect("status");
+        [&a, &b]
+            .iter()
+            .all(|g| view(&s, g.pid()).is_some_and(|v| cpus(&v["planned_cpus"]).len() == 1))
+    });
     for g in [&a, &b] {
         let v = view(&s, g.pid()).expect("in status");
         assert_eq!(cpus(&v["planned_cpus"]).len(), 1, "{v}");

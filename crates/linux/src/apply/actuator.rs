@@ -478,6 +478,10 @@ impl<K: Kernel> Actuator<K> {
                 continue;
             };
             if j.get(p.pid, p.start_time).is_some() {
+                // Re-placed: the set it is about to get is numasched's too, so that
+                // a crash after the change and before the journal that follows it is
+                // still undone.
+                j.set_pending(p.pid, p.start_time, &pl.cpus);
                 continue;
             }
             let Ok(tids) = self.kernel.threads(p.pid) else {
@@ -1197,6 +1201,24 @@ mod tests {
             "the actuator's own journal is untouched"
         );
         assert!(a.kernel().calls().is_empty(), "intents change nothing");
+    }
+
+    /// A process already placed and re-placed: the intents name the set it is to get
+    /// beside the one it has; the actuator's own journal does not.
+    #[test]
+    fn intents_hold_a_re_placement_before_it_is_made() {
+        let k = kernel(&[(100, 1)]);
+        let mut a = actuator(k);
+        a.apply(&plan(&[(100, &[1])]), &snap(&[100]));
+        let j = a.intents(&plan(&[(100, &[0])]), &snap(&[100]));
+        let e = j.get(100, 100).expect("journaled");
+        assert_eq!(e.applied, Some(vec![1].into()));
+        assert_eq!(e.pending, Some(vec![0].into()));
+        assert_eq!(a.journal().get(100, 100).expect("own").pending, None);
+        assert_eq!(a.kernel().affinity_of(100, 100), Some(vec![1].into()));
+        // Staying where it is needs nothing pending.
+        let same = a.intents(&plan(&[(100, &[1])]), &snap(&[100]));
+        assert_eq!(same.get(100, 100).expect("journaled").pending, None);
     }
 
     #[test]

@@ -35,6 +35,11 @@ pub struct Entry {
     /// after the parent was given another, and is numasched's doing all the same.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub earlier: Vec<CpuSet>,
+    /// The set a pass is about to give it, in the journal written before that pass
+    /// (the intents): a crash in the pass leaves this set or `applied`, and both are
+    /// numasched's. The journal written after the pass has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<CpuSet>,
     /// Journaled because it inherited its parent's set by forking, not because a plan
     /// placed it: it goes back when its parent does.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -123,6 +128,7 @@ impl Journal {
             threads: BTreeMap::new(),
             applied: None,
             earlier: Vec::new(),
+            pending: None,
             adopted: false,
             foreign: Default::default(),
             session: None,
@@ -155,6 +161,18 @@ impl Journal {
                     e.earlier.drain(..over);
                 }
             }
+        }
+    }
+
+    /// Names the set a pass is about to give a journaled process (see
+    /// [`Entry::pending`]); nothing where it keeps the one applied.
+    pub fn set_pending(&mut self, pid: u32, start_time: u64, cpus: &CpuSet) {
+        if let Some(e) = self
+            .entries
+            .get_mut(&pid)
+            .filter(|e| e.start_time == start_time)
+        {
+            e.pending = (e.applied.as_ref() != Some(cpus)).then(|| cpus.clone());
         }
     }
 
