@@ -27,6 +27,7 @@ fn procs(n: usize) -> Vec<SimProcess> {
             profile: set.get(name).cloned().expect("built-in profile"),
             memory: vec![(0, 1.0)],
             cpus: vec![cpu],
+            run_share: None,
         })
         .collect()
 }

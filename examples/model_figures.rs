@@ -12,6 +12,7 @@ fn proc(set: &ProfileSet, name: &str, home: usize, cpu: usize) -> SimProcess {
         profile: set.get(name).expect("built-in").clone(),
         memory: vec![(home, 1.0)],
         cpus: vec![cpu],
+        run_share: None,
     }
 }
 
@@ -44,6 +45,7 @@ fn main() {
                     profile: prof.clone(),
                     memory: vec![(0, 1.0)],
                     cpus: vec![cpu],
+                    run_share: None,
                 }],
             )
         };

@@ -26,6 +26,7 @@ fn sp(profile: Profile, home: usize, cpus: Vec<usize>) -> SimProcess {
         profile,
         memory: vec![(home, 1.0)],
         cpus,
+        run_share: None,
     }
 }
 
@@ -163,7 +164,7 @@ proptest! {
         let p = params_for(&t);
         let procs: Vec<SimProcess> = progs
             .into_iter()
-            .map(|(profile, cpus, memory)| SimProcess { profile, memory, cpus })
+            .map(|(profile, cpus, memory)| SimProcess { profile, memory, cpus, run_share: None })
             .collect();
         let o = simulate(&t, &p, &procs);
         prop_assert!(!o.avg_slowdown.is_nan() && !o.performance.is_nan() && !o.unfairness.is_nan());
@@ -434,4 +435,49 @@ fn a_die_takes_its_cores_requests_in_turn() {
         heavy >= light_bw,
         "the stream still draws more: {heavy:.2} < {light_bw:.2}"
     );
+}
+
+/// Five single-threaded programs on four CPUs: one pair takes turns, and which pair
+/// is the kernel's chance, not the order the snapshot lists them in. Each runs as
+/// long as it would on average over every deal: alone with chance 3/5, at half speed
+/// otherwise (7/5 as long), whatever the order.
+#[test]
+fn who_takes_turns_on_a_cpu_does_not_follow_the_snapshot_order() {
+    let topo = topology::machine("nehalem-e5520").unwrap();
+    let programs = ["povray", "mcf", "gamess", "milc", "namd"];
+    let times = |order: &[usize]| -> Vec<(u32, f64)> {
+        let mut procs = Vec::new();
+        for &i in order {
+            let mut p = Process::new(100 + i as u32, programs[i]);
+            p.memory_bytes.insert(1, 1 << 30);
+            p.current_cpus = vec![4, 5, 6, 7].into();
+            procs.push(p);
+        }
+        let s = Snapshot {
+            topology: topo.clone(),
+            processes: procs,
+            others_pinned: Default::default(),
+            others_taken: Default::default(),
+            others_demand: Default::default(),
+        };
+        let sim = from_snapshot(&s, &Plan::new("keep", vec![]), &ProfileSet::builtin()).unwrap();
+        let out = simulate(&topo, &params_for(&topo), &sim);
+        let mut t: Vec<(u32, f64)> = s
+            .processes
+            .iter()
+            .zip(&out.processes)
+            .map(|(p, o)| (p.pid, o.cpu_share))
+            .collect();
+        t.sort_by_key(|&(pid, _)| pid);
+        t
+    };
+    let forward = times(&[0, 1, 2, 3, 4]);
+    let backward = times(&[4, 3, 2, 1, 0]);
+    for ((pid, a), (_, b)) in forward.iter().zip(&backward) {
+        assert!(
+            (a - b).abs() < 1e-12,
+            "pid {pid}: {a} listed first, {b} last"
+        );
+        assert!((1.0 / a - 1.4).abs() < 1e-9, "pid {pid}: share {a}");
+    }
 }

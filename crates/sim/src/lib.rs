@@ -23,6 +23,7 @@ mod network;
 mod process;
 mod roots;
 mod snapshot;
+mod timeshare;
 
 pub use machine::{params_for, MachineParams};
 pub use model::{simulate, simulate_with_solo, solo_rate, Outcome, ProcessOutcome, ResourceLoad};

@@ -114,6 +114,7 @@ pub fn solo_rate(machine: &Topology, params: &MachineParams, profile: &Profile) 
         profile: profile.clone(),
         memory: vec![(node, 1.0)],
         cpus: vec![cpu.index],
+        run_share: None,
     };
     let net = network::build(machine, params, std::slice::from_ref(&solo));
     let state = solve(&net, params, std::slice::from_ref(&solo));

@@ -288,7 +288,7 @@ pub(crate) fn build(topo: &Topology, params: &MachineParams, procs: &[SimProcess
             }
             thread_count[pi] += 1;
             let cpu = topo.cpus()[c];
-            let run_share = 1.0 / load[c] as f64;
+            let run_share = p.run_share.unwrap_or(1.0 / load[c] as f64);
             let siblings_busy = topo.cores()[cpu.core].cpus.iter().any(|&id| {
                 topo.cpu(id)
                     .is_some_and(|s| s.index != c && load[s.index] > 0)

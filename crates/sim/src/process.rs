@@ -14,4 +14,8 @@ pub struct SimProcess {
     /// One CPU index (position in `Topology::cpus()`) per thread. A CPU listed by k
     /// threads is time-shared k ways. Indices past the machine are ignored.
     pub cpus: Vec<usize>,
+    /// The share of a CPU each of its threads gets, where it is not what `cpus` says
+    /// (one over the threads listing that CPU): the expected share of threads the load
+    /// balancer deals at random ([`crate::timeshare`]). `None` almost everywhere.
+    pub run_share: Option<f64>,
 }

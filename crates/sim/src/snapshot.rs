@@ -27,7 +27,9 @@ pub enum SimError {
 ///   ([`Process::slots`](numasched_model::Process::slots)); when its set has more CPUs than
 ///   threads, the threads go where Linux's load balancer would settle them: each, in turn,
 ///   to the least-loaded CPU of its set, preferring idle cores to busy SMT siblings, the
-///   most constrained processes first. Deterministic.
+///   most constrained processes first. Where they fill some CPUs of a set twice and
+///   others once, which threads take turns is dealt at random, and each process runs at
+///   its expected share ([`crate::timeshare`]). Deterministic.
 /// - Memory: `memory_bytes` per node, after the plan's page moves (migration cost is not
 ///   modelled: this is the steady state after it).
 /// - Profile: the set's profile for the program name; otherwise one built from the
@@ -63,6 +65,7 @@ pub fn from_snapshot(
         sets.push((i, set, p.slots()));
     }
     let cpus = balance(topo, &mut sets);
+    let shares = dealt_shares(topo, &sets, &cpus);
     let mut out = Vec::with_capacity(snapshot.processes.len());
     for (i, p) in snapshot.processes.iter().enumerate() {
         let mut memory: Vec<(usize, f64)> = Vec::new();
@@ -94,6 +97,7 @@ pub fn from_snapshot(
             profile,
             memory,
             cpus: cpus[i].clone(),
+            run_share: shares[i],
         });
     }
     Ok(out)
@@ -128,6 +132,33 @@ fn balance(topo: &Topology, sets: &mut [(usize, Vec<usize>, usize)]) -> Vec<Vec<
             core_load[topo.cpus()[c].core] += 1;
             out[*i].push(c);
         }
+    }
+    out
+}
+
+/// Per process, its threads' expected share of a CPU where processes given the same
+/// set take turns on some of its CPUs and not on others ([`crate::timeshare`]): the
+/// CPUs `balance` filled for the set, dealt among its processes' threads at random.
+fn dealt_shares(
+    topo: &Topology,
+    sets: &[(usize, Vec<usize>, usize)],
+    cpus: &[Vec<usize>],
+) -> Vec<Option<f64>> {
+    let mut load = vec![0usize; topo.num_cpus()];
+    for c in cpus.iter().flatten() {
+        if let Some(l) = load.get_mut(*c) {
+            *l += 1;
+        }
+    }
+    let share = |c: &usize| 1.0 / load.get(*c).copied().unwrap_or(1).max(1) as f64;
+    let mut out = vec![None; cpus.len()];
+    for (i, set, _) in sets {
+        let slots: Vec<f64> = sets
+            .iter()
+            .filter(|(_, other, _)| other == set)
+            .flat_map(|(j, _, _)| cpus[*j].iter().map(share))
+            .collect();
+        out[*i] = crate::timeshare::expected_share(&slots, cpus[*i].len());
     }
     out
 }

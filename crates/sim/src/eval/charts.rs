@@ -942,7 +942,7 @@ mod tests {
             &groups,
             &series,
             &Axis {
-                title: "performance / oracle",
+                title: "fraction of the oracle",
                 range: span([1.0], 0.85, 0.05),
                 base: 0.85,
                 format: &|v| format!("{v:.2}"),

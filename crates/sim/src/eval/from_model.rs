@@ -178,6 +178,7 @@ pub fn facts(
         profile: profile.clone(),
         memory: vec![(node, 1.0)],
         cpus: vec![cpu.index],
+        run_share: None,
     };
     let out = crate::simulate(topo, params, std::slice::from_ref(&solo));
     Some(ProgramFacts {

@@ -81,8 +81,9 @@ const GLOSSARY: &str = "<dl>\
     pages follow their tasks at the kernel's scan rates, hinting faults and copies \
     charged), started from the same schedules and scored over the whole run, \
     convergence included.</dd>\
-    <dt>fraction of the oracle</dt><dd>The policy's performance divided by that of the \
-    best placement known (1 = as good as the oracle): the oracle's search over all \
+    <dt>fraction of the oracle</dt><dd>The mean normalised run time (1 + average \
+    slowdown) of the best placement known divided by the policy's (1 = as good as the \
+    oracle): the oracle's search over all \
     placements, proven best where it is exhaustive; where its search is bounded (many \
     processes, multi-threaded groups) and a policy's placement scores higher, that \
     placement, and the oracle's row is marked not proven. A schedule that changes \
@@ -304,7 +305,7 @@ fn case_summary(out: &mut String, rows: &[Row]) {
     let improvement = spread_of(&|r| 100.0 * r.improvement_vs_linux);
     let fraction = spread_of(&|r| r.fraction_of_oracle);
     let base = oracle_base(rows.iter().map(|r| r.fraction_of_oracle));
-    let title = format!("performance / oracle (axis from {base:.2})");
+    let title = format!("fraction of the oracle (axis from {base:.2})");
     let axes = [
         improvement_axis(&span(
             improvement
@@ -529,7 +530,7 @@ fn oracle_chart(out: &mut String, rows: &[Row]) {
             .iter()
             .flat_map(|g| g.values.iter().flatten().copied()),
     );
-    let title = format!("performance / oracle (axis from {base:.2})");
+    let title = format!("fraction of the oracle (axis from {base:.2})");
     chart(
         out,
         &groups,

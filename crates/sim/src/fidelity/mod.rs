@@ -63,6 +63,7 @@ impl Bed {
                 profile: p.clone(),
                 memory: vec![(home, 1.0)],
                 cpus: vec![cpu],
+                run_share: None,
             })
             .collect();
         simulate(&self.topo, &self.params, &procs)
