@@ -151,14 +151,33 @@ fn dealt_shares(
         }
     }
     let share = |c: &usize| 1.0 / load.get(*c).copied().unwrap_or(1).max(1) as f64;
-    let mut out = vec![None; cpus.len()];
+    // Processes given the same set share one pool; the deal depends only on the pool and
+    // how many threads a process has, so each (pool, k) is summed once.
+    let mut pools: Vec<(&[usize], Vec<usize>)> = Vec::new();
     for (i, set, _) in sets {
-        let slots: Vec<f64> = sets
+        match pools.iter_mut().find(|(s, _)| *s == set.as_slice()) {
+            Some((_, members)) => members.push(*i),
+            None => pools.push((set, vec![*i])),
+        }
+    }
+    let mut out = vec![None; cpus.len()];
+    for (_, members) in &pools {
+        let slots: Vec<f64> = members
             .iter()
-            .filter(|(_, other, _)| other == set)
-            .flat_map(|(j, _, _)| cpus[*j].iter().map(share))
+            .flat_map(|&j| cpus[j].iter().map(share))
             .collect();
-        out[*i] = crate::timeshare::expected_share(&slots, cpus[*i].len());
+        let mut by_threads: Vec<(usize, Option<f64>)> = Vec::new();
+        for &i in members {
+            let k = cpus[i].len();
+            out[i] = match by_threads.iter().find(|(t, _)| *t == k) {
+                Some(&(_, s)) => s,
+                None => {
+                    let s = crate::timeshare::expected_share(&slots, k);
+                    by_threads.push((k, s));
+                    s
+                }
+            };
+        }
     }
     out
 }
