@@ -8,8 +8,9 @@
 //! ```text
 //! cost = Σ_p (f_p − 1)                                        remote execution
 //!      + κ/T  · Σ_p (np_p − 1) · Σ_{q≠p on p's LLC} c_q          shared bandwidth
-//!      + κc/T · Σ_p (np_p − 1) · r_p · Σ_{q≠p on p's LLC} r_q c_q  shared capacity
+//!      + κc/T · Σ_p (np_p − 1) · r_p · Σ_{q≠p on p's LLC} c_q      shared capacity
 //!      + κ/T  · Σ_p remote (np_p − 1) · (Λ_hn(p) − m_p)          others on p's link
+//!      + κm/T · Σ_p (np_p − 1) · Σ_{q homed with p, elsewhere} m_q  p's memory controller
 //!      + κ/T  · Σ_p (np_p − 1) · Σ_{q on p's bus, not its LLC} c_q   shared front-side bus
 //!      + Σ_l n_l · g(W_l, C_l)                                      time-sharing
 //! ```
@@ -27,10 +28,17 @@
 //! (`timeshare_per_thread`): a physical term, not fitted. The reading: a program hurts
 //! from others' traffic in proportion to how memory-latency bound it is, which is what
 //! `np − 1` measures, and at THRESHOLD the queueing costs it about one remote hop (κ = 1);
-//! two programs that both reuse the cache also evict each other's working sets, which
-//! costs more than bandwidth alone (κc = 2). κ follows from that reading; κc was chosen
-//! by sweeping {0, 1, 2, 3, 4, 6} on the simulator's `nmass` suite (docs/evaluation.md), so
-//! treat it as calibrated, not derived. Cores shared by SMT are outside that sum: a
+//! a program that reuses the cache also loses its working set to whoever brings lines
+//! into it, in proportion to their misses (LRU shares the cache by insertion rate), a
+//! stream that reuses nothing included; that costs more than bandwidth alone (κc = 2).
+//! Every miss to a node's memory queues at its controller wherever the process runs:
+//! the controller term counts those of the processes homed with p that the LLC and
+//! link terms do not (run away from their memory, or p is), at κm = ½, the controller
+//! saturating at about twice the pressure the interconnect does (the Nehalem's 25.6 GB/s
+//! of DDR3 against 11.7 GB/s of QPI each way). κ follows from that reading; κc was chosen
+//! by sweeping {0, 1, 2, 3, 4, 6} on the simulator's `nmass` suite (docs/evaluation.md),
+//! when the capacity term weighed each co-runner by its own reuse, and that suite gives
+//! the same with the present form; treat it as calibrated, not derived. Cores shared by SMT are outside that sum: a
 //! single move also counts what leaving a shared core saves, both threads' slowdown at
 //! about 60% speed each ([`SMT_SLOWDOWN`], a physical figure, not fitted). Nothing was
 //! fitted on the held-out `random` suite; docs/evaluation.md says which of its seeds were read
