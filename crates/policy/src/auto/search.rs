@@ -10,8 +10,9 @@ use crate::maxlocal::Layout;
 pub(super) struct Search<'p> {
     params: &'p AutoParams,
     nodes: usize,
-    /// Node index of each LLC.
+    /// Node index of each LLC, and each node's LLCs.
     llc_node: Vec<usize>,
+    node_llcs: Vec<std::ops::Range<usize>>,
     /// Per process: its LLC while it lives in one (movable), else `None`.
     pub(super) llc: Vec<Option<usize>>,
     home: Vec<Option<usize>>,
@@ -82,6 +83,7 @@ impl<'p> Search<'p> {
             params,
             nodes,
             llc_node: topo.llcs().iter().map(|l| l.node).collect(),
+            node_llcs: topo.nodes().iter().map(|n| n.llcs.clone()).collect(),
             llc: (0..n).map(|i| layout.llc_of(i)).collect(),
             home: snap
                 .processes
@@ -272,12 +274,10 @@ impl<'p> Search<'p> {
     /// Pairwise, `S·M` less each group's own `S_g·M_g` (each process is in one group:
     /// local on its LLC, or remote on its link).
     fn controller_term(&self, h: usize) -> f64 {
-        let mut within = 0.0;
-        for l in 0..self.local_sens.len() {
-            if self.llc_node[l] == h {
-                within += self.local_sens[l] * self.local_misses[l];
-            }
-        }
+        let mut within: f64 = self.node_llcs[h]
+            .clone()
+            .map(|l| self.local_sens[l] * self.local_misses[l])
+            .sum();
         for n in (0..self.nodes).filter(|&n| n != h) {
             let k = h * self.nodes + n;
             within += self.link_sens[k] * self.link[k];
@@ -435,7 +435,7 @@ impl<'p> Search<'p> {
         let (s, r, m) = (self.sens[i], self.reuse[i], self.misses[i]);
         let (ca, cb) = (m * fa, m * fb);
         let ratio = self.params.capacity_weight / self.params.contention_weight.max(1e-12);
-        // Leaving `from`: bandwidth, then capacity (x = s·r, y = c·r).
+        // Leaving `from`: bandwidth, then capacity (x = s·r; a neighbour evicts by c).
         let x = s * r;
         let leave = -self.sens_sum[from] * ca - s * self.pressure[from]
             + 2.0 * s * ca
