@@ -84,13 +84,19 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         count(snapshot.processes.len(), "process")
     ));
     let plan = policy.plan(&snapshot);
-    drop(heartbeat);
+    // Tens of thousands of placements take seconds to write on a busy machine: the
+    // heartbeat keeps saying so until the last line is out.
+    heartbeat.now(format!(
+        "writing the plan of {}",
+        count(snapshot.processes.len(), "process")
+    ));
     if args.json {
         let text = serde_json::to_string_pretty(&plan).context("encoding the plan")?;
         println!("{text}");
         return Ok(());
     }
     print_plan(&snapshot, &plan, &|p| (p.character().source, None));
+    drop(heartbeat);
     Ok(())
 }
 
