@@ -433,13 +433,13 @@ impl<K: Kernel> Engine<K> {
             let may_use = p.allowed_cpus.as_ref().map_or(machine, |a| a.len());
             let settled = self.last_sets.get(&key) == Some(set);
             if let (true, true, Some(load)) = (settled, set.len() < may_use, self.loads.get(&key)) {
-                narrowed.push(Narrowed {
-                    set: set.clone(),
-                    used: load.used,
-                    waiting: load.waiting,
-                    slots: p.slots(),
-                    numa_penalty: p.character().numa_penalty,
-                });
+                narrowed.push(Narrowed::of(
+                    p,
+                    &self.topology,
+                    set.clone(),
+                    load.used,
+                    load.lasting,
+                ));
             }
         }
         self.last_sets = sets;
@@ -489,6 +489,7 @@ impl<K: Kernel> Engine<K> {
             let Need {
                 demand,
                 waiting,
+                lasting,
                 urgent: why,
             } = self.needs.update(
                 key,
@@ -507,6 +508,7 @@ impl<K: Kernel> Engine<K> {
                 Load {
                     used: p.cpu_demand,
                     waiting,
+                    lasting,
                 },
             );
             p.cpu_demand = demand;
@@ -1018,6 +1020,8 @@ fn calm(rep: &EpochReport, snapshot: &Snapshot) -> bool {
 struct Load {
     used: f64,
     waiting: f64,
+    /// Waiting over two readings (see [`Need::lasting`]).
+    lasting: f64,
 }
 
 fn views(

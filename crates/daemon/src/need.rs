@@ -81,6 +81,10 @@ pub struct Need {
     pub demand: f64,
     /// Threads that waited for a CPU, on average, over the last epoch (narrowed only).
     pub waiting: f64,
+    /// What of it waited in the reading before too: the waiting that says a set is
+    /// held by others' work (`super::queued`). One epoch of it is as often a burst, the
+    /// daemon's own scan run on the set's CPUs, or a guest's vCPU descheduled.
+    pub lasting: f64,
     /// Why it must be re-planned now, if it must.
     pub urgent: Option<String>,
 }
@@ -100,6 +104,8 @@ struct Track {
     threads: u32,
     /// Waiting the last reading would have counted as demand (see `hidden` below).
     hidden: f64,
+    /// Threads' worth that waited at the last reading.
+    waited: f64,
 }
 
 /// Per managed process, the recent past that sizing needs.
@@ -118,6 +124,7 @@ impl Needs {
             _ => 0.0,
         };
         t.delay = r.delay.map(|d| (d, now));
+        let lasting = waiting.min(std::mem::replace(&mut t.waited, waiting));
         if r.stopped {
             t.demands.clear();
             t.hidden = 0.0;
@@ -126,6 +133,7 @@ impl Needs {
             return Need {
                 demand: 0.0,
                 waiting: 0.0,
+                lasting: 0.0,
                 urgent,
             };
         }
@@ -174,6 +182,7 @@ impl Needs {
         let mut need = Need {
             demand: peak.min(threads),
             waiting,
+            lasting,
             urgent: None,
         };
         if let Some(cpus) = r.narrowed_to {
@@ -403,9 +412,14 @@ mod tests {
         let spike = n.update(k, r, 2.0);
         assert_eq!(spike.demand, 1.0, "{spike:?}");
         assert!(spike.urgent.is_none(), "{spike:?}");
+        assert!(spike.waiting > 0.19 && spike.lasting == 0.0, "{spike:?}");
         r.delay = delay(0.4);
         let lasting = n.update(k, r, 3.0);
         assert!((lasting.demand - 1.2).abs() < 1e-9, "{lasting:?}");
+        assert!((lasting.lasting - 0.2).abs() < 1e-9, "{lasting:?}");
+        // It stops waiting: nothing lasts.
+        let calm = n.update(k, r, 4.0);
+        assert_eq!((calm.waiting, calm.lasting), (0.0, 0.0), "{calm:?}");
     }
 
     #[test]

@@ -5,9 +5,10 @@
 //! busy, and the process's own share hides how many threads queue behind it (a program
 //! pinned to node 0's two CPUs beside a managed load confined there leaves the load two
 //! thirds of a CPU and reads as one CPU of others' work, so the load keeps its "free"
-//! CPU). The load's run-queue delay shows what it lost. Where it waits for a CPU while
-//! its own threads fit its set, and what it still runs is less than it would run away
-//! from its memory (its share of the time under 1 / NUMA penalty), the set holds too
+//! CPU). The load's run-queue delay shows what it lost. Where it waits for a CPU two
+//! epochs running (see `need`'s `lasting`) while its own threads fit its set, and what
+//! it still runs is less than it would run away from its memory (its share of the time
+//! under 1 / NUMA penalty, the prior's where it is unknown), the set holds too
 //! little room for it: so many more CPUs of it are taken that the managed processes
 //! confined there, but for it, still fit. The policy then moves it to a node with room
 //! if one has, and keeps it where it is otherwise; a process that loses less by
@@ -17,6 +18,7 @@
 //! need more CPUs than it has: they wait for each other), and not on a machine of one
 //! LLC (there is no other place). Pure: the engine passes what it read.
 
+use numasched_model::snapshot::Process;
 use numasched_model::topology::Topology;
 use numasched_model::CpuSet;
 
@@ -31,12 +33,30 @@ pub struct Narrowed {
     pub set: CpuSet,
     /// CPUs' worth it ran over the last epoch.
     pub used: f64,
-    /// Threads that waited for a CPU, on average, over the last epoch.
+    /// Threads that waited for a CPU, on average, in each of the last two epochs (the
+    /// lesser: one epoch of it is as often a burst, or the daemon's own scan).
     pub waiting: f64,
     /// CPUs it is sized for.
     pub slots: usize,
     /// Its run time remote over local, as the policies rank it.
     pub numa_penalty: f64,
+}
+
+impl Narrowed {
+    /// `p`, confined to `set`, over an epoch in which it ran `used` CPUs' worth while
+    /// `waiting` threads' worth of it queued. Its penalty is the one the policies rank
+    /// it by: for a process nothing characterised, the prior. (It was 1, "leaving costs
+    /// it nothing", so a blind load that queued behind the daemon's own scan was sent
+    /// away from its memory, which the policy then brought it back to.)
+    pub fn of(p: &Process, topo: &Topology, set: CpuSet, used: f64, waiting: f64) -> Narrowed {
+        Narrowed {
+            set,
+            used,
+            waiting,
+            slots: p.slots(),
+            numa_penalty: p.character_on(topo).numa_penalty,
+        }
+    }
 }
 
 /// `taken` (the busy-time estimate) with the CPUs the run queues show held added.
@@ -130,6 +150,36 @@ mod tests {
             narrowed(&[0, 1], 1.0, 0.0, 1.4),
         ];
         assert_eq!(held(&t, &CpuSet::new(), &two).len(), 1);
+    }
+
+    /// What is unknown is ranked by the prior, as the policies rank it: a blind load
+    /// that loses less by waiting than the prior says it would lose away stays.
+    #[test]
+    fn an_uncharacterised_load_weighs_waiting_against_the_prior() {
+        let t = topology::machine("2n:1l:4c:1t").expect("spec");
+        let prior = numasched_model::character::prior::Prior::for_topology(&t).numa_penalty;
+        assert!(
+            prior > 1.05,
+            "a two-node machine has a remote penalty: {prior}"
+        );
+        let mut blind = Process::new(7, "blind");
+        blind.threads = 4;
+        blind.cpu_demand = 4.0;
+        let node0 = || CpuSet::from(vec![0, 1, 2, 3]);
+        let n = Narrowed::of(&blind, &t, node0(), 4.0, 0.0);
+        assert_eq!((n.numa_penalty, n.slots), (prior, 4));
+        // Four threads waiting just over the threshold between them, so that they
+        // still run just over 1 / prior of the time.
+        let waiting = WAITING * 1.01;
+        let used = waiting / (prior - 1.0) * 1.05;
+        assert!(used < 4.0, "the case fits four threads: {used}");
+        let load = Narrowed::of(&blind, &t, node0(), used, waiting);
+        assert!(held(&t, &CpuSet::new(), &[load]).is_empty());
+        // Known to lose nothing away, the same load leaves.
+        let mut indifferent = blind.clone();
+        indifferent.numa_penalty = Some(1.0);
+        let load = Narrowed::of(&indifferent, &t, node0(), used, waiting);
+        assert!(!held(&t, &CpuSet::new(), &[load]).is_empty());
     }
 
     #[test]

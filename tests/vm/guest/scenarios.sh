@@ -926,10 +926,49 @@ scenario_numad() {
 # the home node within 10 s of its start and keep it there to the end of the window;
 # the others are measured beside it, for the table. TCG has no remote penalty, so
 # behaviour and cost are checked, not speed.
+# One sample of where loads $4... run, read in a single process: "1" when each runs on
+# CPUs of $1 (its affinity when narrowed, else the CPU it last ran on) and, with $2 = 1,
+# its affinity lies within $1 too, else "0"; then "affinity@cpu" for each load. $3 is
+# every online CPU.
+# (The loads' descriptions are joined with "|", so the sample is two words.)
+where_loads() {
+  local home=$1 strict=$2 all=$3; shift 3
+  awk -v home="$home" -v strict="$strict" -v all="$all" -v pids="$*" '
+    function expand(l,   n, r, i, j, b, out) {
+      out = ""; n = split(l, r, ",")
+      for (i = 1; i <= n; i++) {
+        if (split(r[i], b, "-") == 2) { for (j = b[1]; j <= b[2]; j++) out = out (out == "" ? "" : " ") j }
+        else if (r[i] != "") out = out (out == "" ? "" : " ") r[i]
+      }
+      return out
+    }
+    function inside(l,   n, w, i) { n = split(l, w, " "); for (i = 1; i <= n; i++) if (!(w[i] in h)) return 0; return 1 }
+    BEGIN {
+      split(home, hw, " "); for (i in hw) h[hw[i]] = 1
+      ok = 1; out = ""; n = split(pids, p, " ")
+      for (i = 1; i <= n; i++) {
+        aff = ""; f = "/proc/" p[i] "/status"
+        while ((getline line < f) > 0) if (line ~ /^Cpus_allowed_list:/) { sub(/^Cpus_allowed_list:[ \t]*/, "", line); aff = line }
+        close(f)
+        cpu = "?"; f = "/proc/" p[i] "/stat"
+        if ((getline line < f) > 0) { sub(/^.*\) /, "", line); split(line, st, " "); cpu = st[37] }
+        close(f)
+        cpus = expand(aff)
+        if (aff == "") ok = 0
+        if (!inside(cpus == all ? cpu : cpus)) ok = 0
+        if (strict == 1 && !inside(cpus)) ok = 0
+        out = out (out == "" ? "" : "|") aff "@" cpu
+      }
+      print ok, out
+    }'
+}
+
 BLIND_SECONDS=${BLIND_SECONDS:-16}
 blind_case() {
-  local mgr=$1 mib=$2 pids="" pid i t0 t settle="" on_home=0 samples=0 all_home nodes mpid="" c
+  local mgr=$1 mib=$2 pids="" pid i t0 t dt up settle="" on_home=0 samples=0 all_home mpid="" strict=0 cpus_all
   eval "home=\$CPUS_$MIGRATE_HOME"
+  cpus_all=$(all_cpus)
+  [ "$mgr" = numasched ] && strict=1
   if [ "$mgr" = autonuma ]; then balancing 1; else balancing 0; fi
   no_numad_left
   for i in 1 2; do
@@ -947,6 +986,7 @@ blind_case() {
   for pid in $pids; do BLIND_BEFORE="$BLIND_BEFORE$(fraction_on "$pid" "$MIGRATE_HOME") "; done
   case $mgr in
     numasched)
+      BLIND_LOG_FROM=$(($(wc -l <"$DAEMON_LOG" 2>/dev/null || echo 0) + 1))
       DAEMON_INTERVAL_MS=1000 start_daemon --include-comm nsblind
       mpid=$DAEMON_PID ;;
     numad)
@@ -956,21 +996,22 @@ blind_case() {
       i=0; while [ ! -s /var/run/numad.pid ] && [ $i -lt 20 ]; do sleep 0.25; i=$((i + 1)); done
       mpid=$(cat /var/run/numad.pid 2>/dev/null) ;;
   esac
-  t0=$(now)
   # Where each load runs: its affinity when narrowed, else the CPU it last ran on.
   # Settled = the start of the final run of samples with every load on the home node.
-  while t=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') &&
-        awk -v t="$t" -v s="$BLIND_SECONDS" 'BEGIN { exit !(t < s) }'; do
+  # One awk per sample and shell arithmetic for the clock: the loop must not load the
+  # CPUs it watches (it forked some fifty programs per sample before, a CPU's worth
+  # under TCG, and the loads queued behind it).
+  # (/proc/uptime's "12.34" read as centiseconds: the guest has been up over a second.)
+  read -r up _ </proc/uptime; t0=${up%.*}${up#*.}
+  BLIND_TIMELINE=""
+  while read -r up _ </proc/uptime && dt=$((${up%.*}${up#*.} - t0)) && [ $dt -lt $((BLIND_SECONDS * 100)) ]; do
+    t="$((dt / 100)).$((dt % 100 / 10))"
     sleep 0.5
-    all_home=1
-    for pid in $pids; do
-      c=$(affinity "$pid")
-      [ "$c" = "$(all_cpus)" ] && c=$(awk '{ sub(/^.*\) /, ""); print $37 }' "/proc/$pid/stat")
-      [ "$(nodes_of_cpus "$c")" = "$MIGRATE_HOME" ] || all_home=0
-      [ "$mgr" = numasched ] && ! within "$(affinity "$pid")" "$home" && all_home=0
-    done
+    set -- $(where_loads "$home" "$strict" "$cpus_all" $pids)
+    all_home=$1
+    BLIND_TIMELINE="$BLIND_TIMELINE $t:$all_home:$2"
     samples=$((samples + 1))
-    if [ $all_home = 1 ]; then on_home=$((on_home + 1)); [ -n "$settle" ] || settle=$t; else settle=""; fi
+    if [ "$all_home" = 1 ]; then on_home=$((on_home + 1)); [ -n "$settle" ] || settle=$t; else settle=""; fi
   done
   BLIND_SETTLE=${settle:--} BLIND_SHARE=$(awk -v a="$on_home" -v n="$samples" 'BEGIN { printf "%.2f", n ? a / n : 0 }')
   BLIND_CPUS="" BLIND_AFTER=""
@@ -1011,6 +1052,7 @@ scenario_blind() {
     json="$json${json:+,}{\"manager\":\"$m\",\"settle_s\":$(nullable "$BLIND_SETTLE"),\"share_on_home\":$BLIND_SHARE,\"manager_cpu_s\":$(nullable "$BLIND_CPU_S"),\"final_cpus\":\"$(echo $BLIND_CPUS)\"}"
     if [ "$m" = numasched ]; then
       say "daemon: ${BLIND_REASON:-(no affinity line for the loads in its log)}"
+      say "numasched's samples (s:all home:affinity@CPU of each load):$BLIND_TIMELINE"
       if [ "$BLIND_SETTLE" = - ] || awk -v s="$BLIND_SETTLE" 'BEGIN { exit !(s > 10) }'; then
         why="$why the loads were not all confined to node $MIGRATE_HOME within 10 s and kept there (settled: $BLIND_SETTLE, final CPUs $BLIND_CPUS);"
       fi
@@ -1024,7 +1066,8 @@ scenario_blind() {
   done
   echo "RESULT_JSON {\"scenario\":\"blind\",\"topology\":\"$TOPO\",\"home_node\":$MIGRATE_HOME,\"load_mib\":$mib,\"cases\":[$json]}"
   if [ -z "$why" ]; then echo "PASS blind"; else
-    grep -E "nsblind|affinity|re-planned" "$DAEMON_LOG" | sed 's/^.*INFO //' | tail -n 8 | sed 's/^/    /'
+    # What numasched did, from that case's start.
+    tail -n "+$BLIND_LOG_FROM" "$DAEMON_LOG" | grep -E "nsblind|affinity|re-planned|others|held|wait" | tail -n 30 | sed 's/^/    /'
     echo "FAIL blind:$why"
   fi
 }
