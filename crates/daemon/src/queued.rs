@@ -43,8 +43,8 @@ pub struct Narrowed {
 }
 
 impl Narrowed {
-    /// `p`, confined to `set`, over an epoch in which it ran `used` CPUs' worth while
-    /// `waiting` threads' worth of it queued. Its penalty is the one the policies rank
+    /// `p`, confined to `set`, having run `used` CPUs' worth over the last epoch while
+    /// `waiting` threads' worth of it queued in each of the last two. Its penalty is the one the policies rank
     /// it by: for a process nothing characterised, the prior. (It was 1, "leaving costs
     /// it nothing", so a blind load that queued behind the daemon's own scan was sent
     /// away from its memory, which the policy then brought it back to.)

@@ -918,14 +918,6 @@ scenario_numad() {
   echo "RESULT_JSON {\"topology\":\"$TOPO\",\"home_node\":$MIGRATE_HOME,\"load_mib\":320,\"cases\":[$json]}"
   echo "PASS numad"
 }
-# blind: issue 39's plain case with nothing known. Busy stream loads with no profile
-# (there are no counters under TCG) first touch their memory on node $MIGRATE_HOME, are
-# moved to node 0 with taskset and released there. Under each manager in turn (none,
-# the kernel's NUMA balancing, numad, numasched at its defaults but --no-db) the node
-# each load runs on is sampled every 0.5 s. numasched must have every load confined to
-# the home node within 10 s of its start and keep it there to the end of the window;
-# the others are measured beside it, for the table. TCG has no remote penalty, so
-# behaviour and cost are checked, not speed.
 # One sample of where loads $4... run, read in a single process: "1" when each runs on
 # CPUs of $1 (its affinity when narrowed, else the CPU it last ran on) and, with $2 = 1,
 # its affinity lies within $1 too, else "0"; then "affinity@cpu" for each load. $3 is
@@ -963,6 +955,14 @@ where_loads() {
     }'
 }
 
+# blind: issue 39's plain case with nothing known. Busy stream loads with no profile
+# (there are no counters under TCG) first touch their memory on node $MIGRATE_HOME, are
+# moved to node 0 with taskset and released there. Under each manager in turn (none,
+# the kernel's NUMA balancing, numad, numasched at its defaults but --no-db) the node
+# each load runs on is sampled every 0.5 s. numasched must have every load confined to
+# the home node within 10 s of its start and keep it there to the end of the window;
+# the others are measured beside it, for the table. TCG has no remote penalty, so
+# behaviour and cost are checked, not speed.
 BLIND_SECONDS=${BLIND_SECONDS:-16}
 blind_case() {
   local mgr=$1 mib=$2 pids="" pid i t0 t dt up settle="" on_home=0 samples=0 all_home mpid="" strict=0 cpus_all
