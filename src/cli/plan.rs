@@ -73,7 +73,9 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             );
         }
         let params = sim::params_for(&snapshot.topology);
-        Runner::new(from_model::time_model(params, ProfileSet::builtin(), None)).oracle()
+        let mut runner = Runner::new(from_model::time_model(params, ProfileSet::builtin(), None));
+        runner.pin = args.select.pin.unwrap_or_default();
+        runner.oracle()
     } else {
         policy::by_name(name)?
     };

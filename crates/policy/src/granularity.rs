@@ -156,12 +156,6 @@ impl Policy for Granular {
         for p in &snapshot.processes {
             let planned = inner.placements.iter().find(|pl| pl.pid == p.pid);
             let pl = match planned {
-                Some(pl) if hard(self.pin) && on_llcs(topo, &pl.cpus, &shared) => {
-                    let mut w = widen(topo, p, pl, Pin::Llc);
-                    w.reason
-                        .push_str(" (its LLC time-shares CPUs: all of it, for fair shares)");
-                    w
-                }
                 // Left as it is (numad's one move per scan): as it is.
                 Some(pl) if pl.cpus.is_empty() => pl.clone(),
                 Some(pl) if !hard(self.pin) && uncharacterised(p) => {
@@ -170,7 +164,7 @@ impl Policy for Granular {
                         unknown_placement(topo, p, &why)
                     })
                 }
-                Some(pl) => widen(topo, p, pl, self.pin),
+                Some(pl) => applied_one(topo, p, pl, self.pin, &shared),
                 None if idle.iter().any(|i| i.pid == p.pid) => idle_placement(topo, p),
                 None => Placement::unchanged(p.pid, "not planned".into()),
             };
@@ -186,6 +180,49 @@ impl Policy for Granular {
                 .collect(),
             proven_optimal: inner.proven_optimal,
         }
+    }
+}
+
+/// `plan` as it runs when applied at `pin`: each placement widened to its unit, and at
+/// the hard granularities to its whole LLC where the plan makes CPUs time-share there
+/// (see [`time_shared_llcs`]). The part of [`Granular`] that is about the unit alone,
+/// for a search that must score plans as they will run (the simulator's oracle).
+pub fn as_applied(snapshot: &Snapshot, plan: Plan, pin: Pin) -> Plan {
+    let topo = &snapshot.topology;
+    let shared = if hard(pin) {
+        time_shared_llcs(topo, &plan, snapshot)
+    } else {
+        BTreeSet::new()
+    };
+    let placements = plan
+        .placements
+        .iter()
+        .map(
+            |pl| match snapshot.processes.iter().find(|p| p.pid == pl.pid) {
+                Some(p) if !pl.cpus.is_empty() => applied_one(topo, p, pl, pin, &shared),
+                _ => pl.clone(),
+            },
+        )
+        .collect();
+    Plan { placements, ..plan }
+}
+
+/// One placement as applied at `pin`, `shared` being the LLCs whose CPUs the plan
+/// makes time-share (empty at the soft granularities).
+fn applied_one(
+    topo: &Topology,
+    p: &Process,
+    pl: &Placement,
+    pin: Pin,
+    shared: &BTreeSet<usize>,
+) -> Placement {
+    if hard(pin) && on_llcs(topo, &pl.cpus, shared) {
+        let mut w = widen(topo, p, pl, Pin::Llc);
+        w.reason
+            .push_str(" (its LLC time-shares CPUs: all of it, for fair shares)");
+        w
+    } else {
+        widen(topo, p, pl, pin)
     }
 }
 

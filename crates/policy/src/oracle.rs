@@ -3,7 +3,13 @@
 //!
 //! The search is over which LLC domain each process runs in: under the models we use,
 //! cores within one LLC are interchangeable (idle cores are taken before SMT siblings,
-//! see [`super::alloc`]), so this is the whole space that matters. With at most
+//! see [`super::alloc`]), so this is the whole space that matters. Each candidate is
+//! scored as applied at the granularity given ([`Oracle::applied_at`]), the rule every
+//! policy's plan is held to: at `llc` every CPU of the chosen LLC, hard-pinned the whole
+//! LLC where its CPUs would be time-shared. Scored as single-CPU picks, the search chose
+//! which programs take turns on a CPU by the order it picked them in, which no applied
+//! plan can set (the simulator deals time-shared CPUs at random, `timeshare.rs`), and
+//! lost placements the whole-LLC sets would have scored better. With at most
 //! `exhaustive_limit` assignments every one is evaluated and the answer is proven best
 //! for the objective; beyond that a bounded local search (moves and swaps, started
 //! from the plans of the other policies) returns the best it found, marked unproven.
@@ -11,6 +17,7 @@
 //! performance model, tests pass toy ones.
 
 use crate::alloc::{self, Occupancy};
+use crate::granularity::{as_applied, Pin};
 use crate::{linux::Linux, maxlocal::MaxLocal, nmass::Nmass, Policy};
 use numasched_model::plan::{Placement, Plan};
 use numasched_model::snapshot::Snapshot;
@@ -26,6 +33,8 @@ pub type Explain = dyn Fn(&Snapshot, &Plan) -> Vec<String> + Send + Sync;
 pub struct Oracle {
     objective: Box<Objective>,
     explain: Option<Box<Explain>>,
+    /// The granularity plans are applied at, if the objective should score them so.
+    pin: Option<Pin>,
     /// Largest number of assignments searched exhaustively.
     pub exhaustive_limit: u64,
     /// Objective evaluations the local search may spend.
@@ -46,6 +55,7 @@ impl Oracle {
         Oracle {
             objective,
             explain: None,
+            pin: None,
             exhaustive_limit: 100_000,
             search_budget: 20_000,
         }
@@ -56,6 +66,13 @@ impl Oracle {
         self.explain = Some(explain);
         self
     }
+
+    /// Every plan searched is scored, and the one chosen returned, as applied at `pin`
+    /// ([`as_applied`]), the rule every policy's plan is held to.
+    pub fn applied_at(mut self, pin: Pin) -> Oracle {
+        self.pin = Some(pin);
+        self
+    }
 }
 
 impl Policy for Oracle {
@@ -64,7 +81,7 @@ impl Policy for Oracle {
     }
 
     fn plan(&self, snapshot: &Snapshot) -> Plan {
-        let space = Space::new(snapshot);
+        let space = Space::new(snapshot, self.pin);
         let mut best: Option<(f64, Vec<usize>)> = None;
         let consider = |assign: &[usize], best: &mut Option<(f64, Vec<usize>)>| {
             let cost = (self.objective)(snapshot, &space.plan(assign));
@@ -109,9 +126,12 @@ impl Policy for Oracle {
         };
         let mut plan = match best {
             Some((cost, assign)) => {
-                let mut plan = space.plan(&assign);
+                let mut plan = space.unapplied(&assign);
                 let what = if proven { "best" } else { "best found" };
-                let told = self.explain.as_ref().map(|e| e(snapshot, &plan));
+                let told = self
+                    .explain
+                    .as_ref()
+                    .map(|e| e(snapshot, &space.plan(&assign)));
                 for (i, pl) in plan.placements.iter_mut().enumerate() {
                     if !pl.reason.is_empty() {
                         continue;
@@ -121,7 +141,7 @@ impl Policy for Oracle {
                         None => format!("{what} placement for the objective (cost {cost:.4})"),
                     };
                 }
-                plan
+                space.applied(plan)
             }
             None => Nmass::default().plan(snapshot),
         };
@@ -143,10 +163,12 @@ struct Space<'s> {
     capacity: Vec<usize>,
     /// The rest (multi-threaded groups) are placed as N-MASS would and kept fixed.
     fixed: Plan,
+    /// The granularity every plan is applied at, if given.
+    pin: Option<Pin>,
 }
 
 impl<'s> Space<'s> {
-    fn new(snapshot: &'s Snapshot) -> Space<'s> {
+    fn new(snapshot: &'s Snapshot, pin: Option<Pin>) -> Space<'s> {
         let topo = &snapshot.topology;
         let fixed = Nmass::default().plan(snapshot);
         let movable: Vec<usize> = (0..snapshot.processes.len())
@@ -175,6 +197,7 @@ impl<'s> Space<'s> {
             options,
             capacity,
             fixed,
+            pin,
         }
     }
 
@@ -202,9 +225,22 @@ impl<'s> Space<'s> {
         }
     }
 
+    /// An LLC assignment as the plan the objective scores: [`Self::unapplied`], as
+    /// applied at the space's granularity.
+    fn plan(&self, assign: &[usize]) -> Plan {
+        self.applied(self.unapplied(assign))
+    }
+
+    fn applied(&self, plan: Plan) -> Plan {
+        match self.pin {
+            Some(pin) => as_applied(self.snapshot, plan, pin),
+            None => plan,
+        }
+    }
+
     /// Turns an LLC assignment into a plan: fixed groups first, then each movable
     /// process on the least loaded allowed CPU of its LLC.
-    fn plan(&self, assign: &[usize]) -> Plan {
+    fn unapplied(&self, assign: &[usize]) -> Plan {
         let topo = &self.snapshot.topology;
         let mut occ = Occupancy::for_snapshot(self.snapshot);
         let mut plan = self.fixed.clone();
@@ -354,5 +390,50 @@ mod tests {
         let plan = Oracle::new(Box::new(remote_count)).plan(&s);
         assert!([4, 5].contains(&plan.placements[0].cpus[0]));
         assert_eq!(remote_count(&s, &plan), 1.0);
+    }
+
+    /// Every plan the objective scores, and the one returned, is the plan as applied:
+    /// at `llc` whole LLCs; hard-pinned, whole LLCs where CPUs would be time-shared. A
+    /// single-CPU pick there decides which programs take turns on a CPU, an order no
+    /// policy's applied plan can set.
+    #[test]
+    fn plans_are_scored_and_returned_as_applied() {
+        // Ten single-threaded programs on the Nehalem's 8 CPUs: CPUs are time-shared.
+        let names = vec!["mcf"; 10];
+        let s = nehalem_workload(&names, &"0".repeat(10));
+        let applied = |s: &Snapshot, p: &Plan, pin: Pin| {
+            p.placements.iter().all(|pl| {
+                let llc = s.topology.cpu(pl.cpus[0]).unwrap().llc;
+                let whole = pl.cpus
+                    == s.topology.llcs()[llc]
+                        .cpus
+                        .iter()
+                        .copied()
+                        .collect::<numasched_model::CpuSet>();
+                let alone = pl.cpus.len() == 1
+                    && p.placements
+                        .iter()
+                        .filter(|o| o.cpus.contains(pl.cpus[0]))
+                        .count()
+                        == 1;
+                whole || (pin == Pin::Cpu && alone)
+            })
+        };
+        for pin in [Pin::Llc, Pin::Cpu] {
+            let plan = Oracle::new(Box::new(move |s: &Snapshot, p: &Plan| {
+                assert!(
+                    applied(s, p, pin),
+                    "scored a plan not as applied at {pin}: {p:?}"
+                );
+                crowding(s, p)
+            }))
+            .applied_at(pin)
+            .plan(&s);
+            assert!(applied(&s, &plan, pin), "{pin}: {plan:?}");
+            assert_eq!(crowding(&s, &plan), 50.0);
+        }
+        // Unapplied, the search sees the single CPUs it picked.
+        let plan = Oracle::new(Box::new(crowding)).plan(&s);
+        assert!(plan.placements.iter().all(|pl| pl.cpus.len() == 1));
     }
 }

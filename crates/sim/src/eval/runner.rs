@@ -129,7 +129,8 @@ impl Runner {
                 Oracle::new(Box::new(move |s: &Snapshot, p: &Plan| -merit(&model(s, p))))
                     .explained(Box::new(move |s: &Snapshot, p: &Plan| {
                         predicted(&told(s, p))
-                    })),
+                    }))
+                    .applied_at(self.pin),
             );
         }
         let exhaustive = Arc::new(AtomicBool::new(true));
@@ -149,7 +150,8 @@ impl Runner {
                 with.page_moves = moves;
                 predicted(&model(s, &with))
             })
-        });
+        })
+        .applied_at(self.pin);
         Box::new(FollowingOracle {
             search,
             model: Arc::clone(&self.model),
