@@ -46,6 +46,13 @@ pub fn node_views(topo: &Topology, procs: &[ProcessView]) -> Vec<NodeView> {
             out[i].llc_pressure += share * if remote { mpki * np } else { mpki };
         }
     }
+    // Each demand is CPU time over an epoch read a moment apart from the others, so
+    // two busy loops on two CPUs can sum to a little more than 2 (the metrics
+    // integration test read more than the machine's CPUs once on a busy run). A node
+    // runs at most its CPUs' worth.
+    for n in &mut out {
+        n.load = n.load.min(n.cpus.len() as f64);
+    }
     out
 }
 
@@ -126,6 +133,17 @@ mod tests {
             "{}",
             v[1].llc_pressure
         );
+    }
+
+    #[test]
+    fn a_node_is_never_busier_than_its_cpus() {
+        let t = numasched_model::topology::spec::parse("2n:1l:2c:1t").expect("spec");
+        let mut a = view(&[0], 0, 1.0, 1.0);
+        let mut b = view(&[1], 0, 1.0, 1.0);
+        a.cpu_demand = 1.02;
+        b.cpu_demand = 1.01;
+        let v = node_views(&t, &[a, b]);
+        assert_eq!(v[0].load, 2.0);
     }
 
     #[test]
