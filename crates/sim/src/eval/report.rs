@@ -255,18 +255,34 @@ pub fn summary_table(rows: &[Row], colour: bool) -> String {
             s.min_fraction_of_oracle,
         );
     }
-    // Where the two measures disagree, both: see `Row::workload_vs_autonuma`.
-    for s in all
+    // Where the two measures disagree, both (see `Row::workload_vs_autonuma`): a header
+    // and the policies wrapped within 100 columns.
+    let differ: Vec<String> = all
         .iter()
         .filter(|s| s.behind_autonuma != s.workload_behind_autonuma)
-    {
-        let noun = if s.entries == 1 { "entry" } else { "entries" };
+        .map(|s| {
+            format!(
+                "{} {} / {}",
+                s.policy, s.behind_autonuma, s.workload_behind_autonuma
+            )
+        })
+        .collect();
+    if !differ.is_empty() {
         let _ = writeln!(
             out,
-            "{}: more than 0.5% behind autonuma in {} of {} {noun} on the programs' mean \
-             improvement, in {} on the workload's average slowdown",
-            s.policy, s.behind_autonuma, s.entries, s.workload_behind_autonuma,
+            "entries more than 0.5% behind autonuma, per program / on the workload's average \
+             slowdown:"
         );
+        let mut line = String::from(" ");
+        for (k, item) in differ.iter().enumerate() {
+            let sep = if k + 1 < differ.len() { "," } else { "" };
+            if line.len() + 1 + item.len() + sep.len() > 100 {
+                let _ = writeln!(out, "{line}");
+                line = String::from(" ");
+            }
+            let _ = write!(line, " {item}{sep}");
+        }
+        let _ = writeln!(out, "{line}");
     }
     let _ = writeln!(out, "{MAP_NOTE}");
     out
@@ -380,10 +396,24 @@ mod tests {
         );
         let text = summary_table(&rows, false);
         assert!(
-            text.contains("p: more than 0.5% behind autonuma in 1 of 1 entry on the programs' mean improvement, in 0 on the workload's average slowdown"),
+            text.contains(
+                "entries more than 0.5% behind autonuma, per program / on the workload's \
+                 average slowdown:\n  p 1 / 0\n"
+            ),
             "{text}"
         );
-        assert!(!text.contains("q: more than"), "{text}");
+        assert!(!text.contains(" q "), "{text}");
+        // Many policies wrap within 100 columns.
+        let many: Vec<Row> = (0..30)
+            .map(|k| {
+                let mut r = row(&format!("policy-{k}"), "00", -0.02, 0.9);
+                r.workload_vs_autonuma = 0.01;
+                r
+            })
+            .collect();
+        let text = summary_table(&many, false);
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        assert!(text.contains("policy-29 1 / 0\n"), "{text}");
     }
 
     #[test]
