@@ -656,15 +656,10 @@ fn row(
             .sum::<f64>()
             / n,
         program_improvements,
-        workload_vs_autonuma: {
-            let k = kernel.len().max(1) as f64;
-            let kernel_mean = kernel.iter().sum::<f64>() / k;
-            let mean = m.times.iter().sum::<f64>() / n;
-            if kernel_mean > 0.0 {
-                1.0 - mean / kernel_mean
-            } else {
-                0.0
-            }
+        // merit is 1 / mean normalised run time: their ratio is mean T / mean T_autonuma.
+        workload_vs_autonuma: match (merit(&m.times), merit(kernel)) {
+            (own, k) if own > 0.0 && k > 0.0 => 1.0 - k / own,
+            _ => 0.0,
         },
         fraction_of_oracle: if oracle_merit > 0.0 {
             merit(&m.times) / oracle_merit
