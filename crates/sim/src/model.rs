@@ -255,15 +255,19 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
         }
         // 3. Cache shares: each occupant holds its LRU footprint (Che's characteristic
         //    time, lru.rs), from its miss curve at its instruction rate. The
-        //    rate is taken without queueing and SMT stretch (CPU time share and own
-        //    cache share included): otherwise a newcomer that slows a cache-thrashing
-        //    neighbour would hand its cache to the others, and a co-runner could make a
-        //    program faster — a second-order effect we leave out on purpose.
+        //    rate is taken without queueing, SMT stretch and the prefetchers' loss
+        //    (CPU time share and own miss rate included): otherwise a newcomer that
+        //    slows a cache-thrashing neighbour would hand its cache to the others, and
+        //    a co-runner could make a program faster — a second-order effect we leave
+        //    out on purpose. The prefetchers' loss grows as the share shrinks, so with
+        //    it the rate would also feed back on itself: a program losing lines would
+        //    fill ever more slowly and give up nearly all of its cache.
         instr_rate.iter_mut().for_each(|x| *x = 0.0);
         for (t, th) in net.threads.iter().enumerate() {
             s.rate[t] = th.run_share * f / s.cpi[t];
             let d = &derived[th.process];
-            let unloaded_cpi = d.core_cpi + stall_per_ns[t] * th.base_latency;
+            let per_line = s.mpi[t] * d.stall_per_latency * f;
+            let unloaded_cpi = d.core_cpi + per_line * th.base_latency;
             instr_rate[th.occupant] += th.run_share * f / unloaded_cpi;
         }
         lru_targets(net, &curves, &instr_rate, &mut on_llc, &mut target);

@@ -225,7 +225,9 @@ impl Profile {
         let (Some(fills), Some(demand)) = (&self.miss_curve, &self.demand_curve) else {
             return 1.0;
         };
-        let share = |c: f64| demand.ratio(c) / fills.ratio(c);
+        // The core cannot wait for more lines than are brought in: a curve pair that
+        // crosses is read as no prefetching there.
+        let share = |c: f64| (demand.ratio(c) / fills.ratio(c)).min(1.0);
         let c_ref = (self.reference_llc_bytes as f64).max(MIN_CACHE_BYTES);
         let scale = share(self.clamped_cache(cache_bytes)) / share(c_ref);
         if scale.is_finite() && scale > 0.0 {
@@ -671,6 +673,20 @@ mod tests {
             ws.misses_per_instruction(16e6),
             ws.misses_per_instruction((4 << 20) as f64)
         );
+    }
+
+    #[test]
+    fn crossing_curves_mean_no_prefetching_there() {
+        // At 8 MiB the prefetchers hide half the lines; at 2 MiB the demand curve says
+        // twice as many lines are waited for as brought in, which cannot be: every
+        // line is waited for, twice the stall per line of the reference, not four.
+        let p = Profile {
+            miss_curve: Some(MissCurve::new(vec![[2097152.0, 1.0], [8388608.0, 1.0]])),
+            demand_curve: Some(MissCurve::new(vec![[2097152.0, 2.0], [8388608.0, 0.5]])),
+            ..Profile::new("x", 10.0, Some(1.2))
+        };
+        assert!((p.stall_scale(8388608.0) - 1.0).abs() < 1e-12);
+        assert!((p.stall_scale(2097152.0) - 2.0).abs() < 1e-12);
     }
 
     #[test]
