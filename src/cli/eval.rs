@@ -184,18 +184,24 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         writeln!(human, "{cases}")?;
     }
     write!(human, "{}", report::summary_table(&rows, colour()))?;
-    writeln!(
-        human,
-        "suite {} on {}: {} entries in {elapsed:.1} s{}",
+    let mut done = format!(
+        "suite {} on {}: {} {} in {elapsed:.1} s",
         suite.name,
         suite.machine,
         rows.len(),
-        if args.verbose || args.out.is_some() {
-            ""
+        if rows.len() == 1 { "entry" } else { "entries" }
+    );
+    if !(args.verbose || args.out.is_some()) {
+        // On its own line where it would run past a terminal's 100 columns.
+        let hint = "per case: --verbose, or table.txt with --out";
+        let sep = if done.len() + hint.len() + 3 > 100 {
+            "\n"
         } else {
-            " (per case: --verbose, or table.txt with --out)"
-        }
-    )?;
+            " "
+        };
+        done = format!("{done}{sep}({hint})");
+    }
+    writeln!(human, "{done}")?;
     if let Some(seed) = suite.seed {
         writeln!(human, "{}", seed_label(seed))?;
     }

@@ -1553,3 +1553,28 @@ fn a_long_eval_off_a_terminal_says_how_far_it_is() {
         .unwrap_or_else(|| panic!("no progress line in {err}"));
     assert!(line.ends_with(" of 88 runs"), "{line}");
 }
+
+/// The random suite's closing line names no one machine ("machines drawn per case"), so
+/// the hint on how to see each case goes to a line of its own there.
+#[test]
+fn random_suite_lines_fit_a_terminal() {
+    let (code, out, err) = numasched(&[
+        "eval",
+        "--suite",
+        "random",
+        "--cases",
+        "1",
+        "--policies",
+        "linux",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("suite random on machines drawn per case: "),
+        "{out}"
+    );
+    assert!(
+        out.contains("(per case: --verbose, or table.txt with --out)"),
+        "{out}"
+    );
+    assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
+}
