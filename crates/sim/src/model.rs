@@ -7,7 +7,8 @@
 //! cache share depends on everyone's miss rate on its LLC, queueing delays depend on
 //! everyone's traffic, and traffic depends on everyone's CPI. The solver iterates: cache
 //! shares are damped, and each resource's delay is solved exactly for the others held
-//! fixed (Gauss–Seidel), which converges in a few tens of sweeps. Everything runs in a
+//! fixed (Gauss–Seidel), which converges in a few tens of sweeps (the rare share loop
+//! that creeps is extrapolated, `Creep`). Everything runs in a
 //! fixed order with no randomness, so results are bit-for-bit reproducible.
 
 use serde::{Deserialize, Serialize};
@@ -77,6 +78,11 @@ const TOLERANCE: f64 = 1e-9;
 /// Weight of the new cache shares in each sweep; shares react to miss rates that react
 /// to shares, and half-steps keep that loop from ringing.
 const SHARE_DAMPING: f64 = 0.5;
+/// Sweeps before a creeping share loop is extrapolated, and the spacing of the three
+/// points it is extrapolated from (`Creep`). Cases that converge in the usual few tens
+/// of sweeps never reach it, so their results do not change.
+const CREEP_AFTER: usize = 100;
+const CREEP_SPAN: usize = 20;
 
 /// Steady-state speeds of `procs` on `machine`, against each profile alone on the idle
 /// machine with its memory local.
@@ -224,6 +230,8 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
         .iter()
         .map(|th| vec![0.0; th.uses.len()])
         .collect();
+    let mut creep = Creep::default();
+    let llc_of: Vec<usize> = net.occupants.iter().map(|o| o.llc).collect();
     while s.sweeps < MAX_SWEEPS {
         s.sweeps += 1;
         // 1. Miss rates from cache shares; CPI from the current delays.
@@ -277,6 +285,9 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
             moved = moved.max((next - share[o]).abs() / share[o].max(1e-12));
             share[o] = next;
         }
+        if s.sweeps >= CREEP_AFTER && s.sweeps % CREEP_SPAN == 0 {
+            creep.leap(&llc_of, &mut share);
+        }
         let changed = s
             .cpi
             .iter()
@@ -296,6 +307,51 @@ fn solve(net: &Network, params: &MachineParams, procs: &[SimProcess]) -> State {
             .sum();
     }
     s
+}
+
+/// Shares that still creep after `CREEP_AFTER` sweeps move by a nearly constant ratio
+/// per sweep (the share loop's slowest mode, close to 1 where two programs' fill
+/// curves nearly balance): left alone they would take thousands of sweeps. Three
+/// points `CREEP_SPAN` sweeps apart give that ratio, and Aitken's Δ² jumps to where
+/// the geometric creep ends. The jump is taken only when every share moves the same
+/// way twice at a ratio below 1, and the ordinary sweeps that follow confirm it: the
+/// solver still stops only on its own tolerance.
+#[derive(Default)]
+struct Creep {
+    seen: Vec<Vec<f64>>,
+}
+
+impl Creep {
+    /// `llc_of[o]` is the cache occupant `o` holds a share of; each cache's shares keep
+    /// their sum through the jump.
+    fn leap(&mut self, llc_of: &[usize], share: &mut [f64]) {
+        self.seen.push(share.to_vec());
+        if self.seen.len() < 3 {
+            return;
+        }
+        let (x0, x1) = (&self.seen[0], &self.seen[1]);
+        let mut next = share.to_vec();
+        for o in 0..share.len() {
+            let (d1, d2) = (x1[o] - x0[o], share[o] - x1[o]);
+            if d1 == 0.0 && d2 == 0.0 {
+                continue;
+            }
+            let q = d2 / d1;
+            if !(0.0..0.999).contains(&q) {
+                self.seen.clear();
+                return;
+            }
+            next[o] = (share[o] + d2 * q / (1.0 - q)).clamp(0.0, 1.0);
+        }
+        for l in 0..llc_of.iter().max().map_or(0, |&m| m + 1) {
+            let on = || (0..share.len()).filter(move |&o| llc_of[o] == l);
+            let (had, got) = on().fold((0.0, 0.0), |(h, g), o| (h + share[o], g + next[o]));
+            if got > 0.0 {
+                on().for_each(|o| share[o] = next[o] * had / got);
+            }
+        }
+        self.seen.clear();
+    }
 }
 
 /// Each occupant's fill curve, for the caches it shares with another (lru.rs);
@@ -838,5 +894,53 @@ mod tests {
         let w = solve_delay(&[(100.0, 1.0, 0.05)], 10.0, 20.0);
         assert!(100.0 / (1.0 + 0.05 * w) < 10.0);
         assert_eq!(solve_delay(&[], 10.0, 20.0), 0.0);
+    }
+
+    #[test]
+    fn creep_jumps_to_the_end_of_a_geometric_creep_and_keeps_each_cache_whole() {
+        // Two occupants of one cache creeping towards 0.7 / 0.3 by a ratio of 0.98 per
+        // sweep, seen every 20 sweeps; a third alone on another cache.
+        let at = |k: i32| {
+            let d = 0.2 * 0.98f64.powi(k);
+            vec![0.7 - d, 0.3 + d, 1.0]
+        };
+        let llc_of = [0, 0, 1];
+        let mut creep = Creep::default();
+        for k in [0, 20] {
+            let mut s = at(k);
+            creep.leap(&llc_of, &mut s);
+            assert_eq!(s, at(k), "no jump before three points");
+        }
+        let mut s = at(40);
+        creep.leap(&llc_of, &mut s);
+        assert!(
+            (s[0] - 0.7).abs() < 1e-9 && (s[1] - 0.3).abs() < 1e-9,
+            "{s:?}"
+        );
+        assert_eq!(s[2], 1.0);
+        assert!(
+            creep.seen.is_empty(),
+            "the next jump needs three fresh points"
+        );
+    }
+
+    #[test]
+    fn creep_does_not_jump_where_the_shares_ring_or_grow_apart() {
+        let llc_of = [0, 0];
+        for points in [
+            // Ringing: the second step reverses the first.
+            [[0.5, 0.5], [0.6, 0.4], [0.55, 0.45]],
+            // Growing steps: no limit to extrapolate to.
+            [[0.5, 0.5], [0.51, 0.49], [0.53, 0.47]],
+        ] {
+            let mut creep = Creep::default();
+            let mut s = Vec::new();
+            for p in points {
+                s = p.to_vec();
+                creep.leap(&llc_of, &mut s);
+            }
+            assert_eq!(s, points[2].to_vec());
+            assert!(creep.seen.is_empty());
+        }
     }
 }
