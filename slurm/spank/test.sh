@@ -69,6 +69,20 @@ other=$(pgrep -x slurmd | head -n1)
 
 DIR=$(mktemp -d /tmp/numasched-spank.XXXXXX) || fail "mktemp"
 chmod 755 "$DIR"
+# On a busy machine a step can wait for the CPU the step before it still holds, and
+# srun says so on stderr ("srun: job N queued and waiting for resources", then "...
+# has been allocated resources"): notes on the queue, not the job's output, which (i),
+# (j) and (k) compare line for line (a clean-clone CI run failed (j) on them). An
+# srun first on PATH drops just those two lines and passes everything else through.
+REAL_SRUN=$(command -v srun) || fail "srun not found after slurm_install"
+mkdir "$DIR/bin" || fail "mkdir $DIR/bin"
+cat >"$DIR/bin/srun" <<EOF
+#!/usr/bin/env bash
+exec 2> >(grep -v -E '^srun: job [0-9]+ (queued and waiting for resources|has been allocated resources)\$' >&2)
+exec "$REAL_SRUN" "\$@"
+EOF
+chmod 755 "$DIR/bin/srun"
+PATH=$DIR/bin:$PATH
 FAKE_LOG=$DIR/fake.log
 : >"$FAKE_LOG"
 write_plugstack() { printf 'optional %s socket=%s%s\n' "$SO" "$DIR/fake.sock" "${1:-}" >"$DIR/plugstack.conf"; }
